@@ -1,0 +1,171 @@
+"""Settings: every constant in SPEC.md is one, with the documented default.
+
+Precedence, highest first: CLI flags → `CONTEXTFOLD_*` environment variables → the TOML file
+(`$CONTEXTFOLD_CONFIG`, else `config.toml` in the data home) → defaults. A session may override
+any policy setting (not paths) through `session_open(settings=…)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+ENV_PREFIX = "CONTEXTFOLD_"
+
+
+class SettingsError(ValueError):
+    """A setting with a bad name or value; the message names it and the allowed values."""
+
+
+def default_home() -> Path:
+    env = os.environ.get("CONTEXTFOLD_HOME")
+    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("contextfold", appauthor=False))
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # -- where data lives (not overridable per session) ------------------------------------------
+    home: Path = Field(default_factory=default_home, description="Data home: database and spilled outputs.")
+    database: Path | None = Field(None, description="SQLite file; default <home>/contextfold.db.")
+    spill_dir: Path | None = Field(None, description="Spilled outputs; default <home>/outputs.")
+
+    # -- models and counting ---------------------------------------------------------------------
+    default_model: str = Field("default", description="Model of sessions opened without one.")
+    claude_token_factor: float = Field(1.20, ge=1.0, description="Safety factor over o200k for Claude.")
+    gemini_token_factor: float = Field(1.15, ge=1.0, description="Safety factor over o200k for Gemini.")
+    context_window: int | None = Field(None, ge=0, description="Override the model's window (0 = unlimited).")
+    max_output: int | None = Field(None, ge=0, description="Override the model's output limit.")
+    input_limit: int | None = Field(None, ge=0, description="Override the model's input limit.")
+    reserved: int | None = Field(None, ge=0, description="Tokens kept free; default min(20000, max_output).")
+
+    # -- overflow states ---------------------------------------------------------------------------
+    soft_ratio: float = Field(0.70, gt=0, le=1, description="Share of usable at which to prune.")
+    hard_ratio: float = Field(0.90, gt=0, le=1, description="Share of usable at which to compact.")
+
+    # -- truncation and spill at ingest ------------------------------------------------------------
+    max_lines: int = Field(2_000, ge=1)
+    max_bytes: int = Field(50 * 1024, ge=1)
+    context_share: float = Field(0.30, gt=0, le=1, description="Max share of the window one output may take.")
+    max_share_chars: int = Field(400_000, ge=1)
+    min_share_chars: int = Field(2_000, ge=1)
+    truncate_direction: Literal["head", "tail", "head_tail", "auto"] = "auto"
+    spill_retention_days: float = Field(7.0, gt=0)
+    spill_quota_bytes: int = Field(2 * 1024**3, ge=0, description="0 = no quota.")
+
+    # -- prune and tail ----------------------------------------------------------------------------
+    prune_protect: int = Field(40_000, ge=0)
+    prune_minimum: int = Field(20_000, ge=0)
+    prune_keep_turns: int = Field(2, ge=0)
+    prune_protected_tools: list[str] = Field(default_factory=lambda: ["skill"])
+    tail_turns: int = Field(2, ge=1)
+    preserve_recent_tokens: int | None = Field(None, ge=0)
+
+    # -- hard limits on requests -----------------------------------------------------------------
+    max_message_bytes: int = Field(16 * 1024**2, ge=1, description="Largest single message accepted.")
+    max_batch_messages: int = Field(2_000, ge=1)
+    max_batch_bytes: int = Field(64 * 1024**2, ge=1)
+
+    # -- summarizers -------------------------------------------------------------------------------
+    summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = "auto"
+    anthropic_model: str = "claude-haiku-4-5"
+    anthropic_timeout: float = Field(60.0, gt=0)
+    anthropic_max_retries: int = Field(2, ge=0)
+
+    @model_validator(mode="after")
+    def _ratios_ordered(self) -> Settings:
+        if self.soft_ratio > self.hard_ratio:
+            raise ValueError(f"soft_ratio ({self.soft_ratio}) must not exceed hard_ratio ({self.hard_ratio})")
+        return self
+
+    @property
+    def database_path(self) -> Path:
+        return self.database or self.home / "contextfold.db"
+
+    @property
+    def spill_path(self) -> Path:
+        return self.spill_dir or self.home / "outputs"
+
+    @property
+    def token_factors(self) -> dict[str, float]:
+        return {"claude": self.claude_token_factor, "gemini": self.gemini_token_factor}
+
+    def for_session(self, overrides: Mapping[str, Any]) -> Settings:
+        """These settings with a session's overrides applied (validated)."""
+        if not overrides:
+            return self
+        check_session_overrides(overrides)
+        try:
+            return self.model_validate({**self.model_dump(), **overrides})
+        except ValidationError as exc:
+            raise SettingsError(_describe(exc)) from exc
+
+
+PATH_SETTINGS = frozenset({"home", "database", "spill_dir"})
+SESSION_SETTINGS = frozenset(Settings.model_fields) - PATH_SETTINGS
+
+
+def check_session_overrides(overrides: Mapping[str, Any]) -> None:
+    unknown = sorted(set(overrides) - SESSION_SETTINGS)
+    if unknown:
+        raise SettingsError(
+            f"unknown session setting(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(sorted(SESSION_SETTINGS))}"
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(x) for x in err['loc']) or 'settings'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name in Settings.model_fields:
+        raw = environ.get(ENV_PREFIX + name.upper())
+        if raw is None:
+            continue
+        # Lists come as JSON (`["skill","todo"]`) or comma-separated; pydantic coerces scalars.
+        if name == "prune_protected_tools":
+            values[name] = json.loads(raw) if raw.lstrip().startswith("[") else [
+                t.strip() for t in raw.split(",") if t.strip()
+            ]
+        else:
+            values[name] = raw
+    return values
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+) -> Settings:
+    """Settings from flags (`overrides`), the environment, and the TOML file, in that order."""
+    environ = os.environ if environ is None else environ
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    env_values = _from_env(environ)
+    home = Path(overrides.get("home") or env_values.get("home") or default_home()).expanduser()
+    path = config_file or (Path(environ["CONTEXTFOLD_CONFIG"]) if "CONTEXTFOLD_CONFIG" in environ else None)
+    file_values: dict[str, Any] = {}
+    candidate = path or home / "config.toml"
+    if candidate.is_file():
+        try:
+            file_values = tomllib.loads(candidate.read_text("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"{candidate}: not valid TOML ({exc})") from exc
+    elif path is not None:
+        raise SettingsError(f"config file {path} does not exist")
+    merged = {**file_values, **env_values, **overrides, "home": home}
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc)) from exc

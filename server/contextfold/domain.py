@@ -1,0 +1,235 @@
+"""The conversation as contextfold stores it: sessions, messages and their parts.
+
+These types are format-neutral. `formats/` translates Anthropic and OpenAI messages to and from
+them; `store/` persists them; the policies read them. A tool call and its result are one
+`ToolPart`: a result arriving later completes the part of the earlier assistant message.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["user", "assistant"]
+ToolState = Literal["pending", "running", "completed", "error"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextPart(_Model):
+    type: Literal["text"] = "text"
+    text: str
+    synthetic: bool = False
+    """Written by contextfold itself (a continue message, a note), not by the user or model."""
+    tokens: int = 0
+
+
+class ReasoningPart(_Model):
+    type: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    signature: str | None = None
+    """Opaque provider signature, kept byte for byte so the block can be replayed."""
+    redacted_data: str | None = None
+    """Set for Anthropic `redacted_thinking`: the encrypted payload, opaque."""
+    tokens: int = 0
+
+
+class FilePart(_Model):
+    """An image, PDF or other attachment ("media")."""
+
+    type: Literal["file"] = "file"
+    mime: str
+    filename: str | None = None
+    data: str | None = None
+    """Base64 payload, when the attachment was sent inline."""
+    url: str | None = None
+    spill_id: str | None = None
+    tokens: int = 0
+
+    @property
+    def is_media(self) -> bool:
+        return self.mime.startswith("image/") or self.mime == "application/pdf"
+
+
+class ToolPart(_Model):
+    """A tool call and, once it arrives, its result."""
+
+    type: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    input: Any = Field(default_factory=dict)
+    """The call's arguments as a JSON value (normally an object)."""
+    raw_arguments: str | None = None
+    """The exact arguments string when the call came as OpenAI JSON text, so it renders back unchanged."""
+    state: ToolState = "pending"
+    output: str | None = None
+    error: str | None = None
+    """The error text of a failed call (state `error`)."""
+    attachments: list[FilePart] = Field(default_factory=list)
+    """Media returned by the tool alongside its text output."""
+    spill_id: str | None = None
+    compacted_at: float | None = None
+    """When prune cleared this output from the view (epoch seconds); the output itself is kept."""
+    tokens: int = 0
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in ("completed", "error")
+
+    @property
+    def result_text(self) -> str:
+        """The text the model sees as this call's result."""
+        if self.state == "error":
+            return self.error if self.error is not None else (self.output or "")
+        return self.output or ""
+
+
+class CompactionPart(_Model):
+    """Marks the point where older history was replaced by a summary."""
+
+    type: Literal["compaction"] = "compaction"
+    auto: bool = False
+    overflow: bool = False
+    tail_start_id: str | None = None
+    tokens: int = 0
+
+
+Part = Annotated[
+    TextPart | ReasoningPart | FilePart | ToolPart | CompactionPart,
+    Field(discriminator="type"),
+]
+
+
+class Usage(_Model):
+    """Token usage a provider reported for one model call."""
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def total_input(self) -> int:
+        """Everything the model read: fresh input plus cache reads and writes."""
+        return self.input + self.cache_read + self.cache_write
+
+
+class Message(_Model):
+    id: str = ""
+    """Assigned by the store when the message is appended; sortable within a session."""
+    session_id: str = ""
+    seq: int = 0
+    role: Role
+    parts: list[Part] = Field(default_factory=list)
+    name: str | None = None
+    """The sender name some formats carry (OpenAI `name`)."""
+    parent_id: str | None = None
+    summary: bool = False
+    """This assistant message is a compaction summary."""
+    finish_reason: str | None = None
+    error: str | None = None
+    usage: Usage | None = None
+    created_at: float = 0.0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    tokens: int = 0
+    """Stored count: the parts plus the per-message overhead."""
+
+    @property
+    def tool_parts(self) -> list[ToolPart]:
+        return [p for p in self.parts if isinstance(p, ToolPart)]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def compaction(self) -> CompactionPart | None:
+        return next((p for p in self.parts if isinstance(p, CompactionPart)), None)
+
+
+class SystemPrompt(_Model):
+    """A session-level instruction block (OpenAI `system` / `developer`, Anthropic `system`)."""
+
+    role: Literal["system", "developer"] = "system"
+    text: str
+    tokens: int = 0
+
+
+class Session(_Model):
+    id: str
+    title: str | None = None
+    model: str = "default"
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """Per-session overrides of any setting (see `config.Settings`)."""
+    system: list[SystemPrompt] = Field(default_factory=list)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    message_count: int = 0
+    tokens_stored: int = 0
+    """Every stored message's count plus the system prompt: the whole history."""
+    tokens_in_view: int = 0
+    """What the model would be sent now: the system prompt plus the messages in view."""
+    last_usage: Usage | None = None
+    last_usage_message_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResult(_Model):
+    """A tool result as it arrives, before it is attached to its call."""
+
+    call_id: str
+    output: str
+    is_error: bool = False
+    attachments: list[FilePart] = Field(default_factory=list)
+    source: str = ""
+    """Where in the request it came from (e.g. `messages[3].content[0]`), for error messages."""
+
+
+def complete_tool_part(part: ToolPart, result: ToolResult) -> ToolPart:
+    """Return `part` with `result` attached (a new object; the input is not modified)."""
+    update: dict[str, Any] = {"attachments": list(result.attachments)}
+    if result.is_error:
+        update.update(state="error", error=result.output, output=None)
+    else:
+        update.update(state="completed", output=result.output, error=None)
+    return part.model_copy(update=update)
+
+
+# -- identifiers ---------------------------------------------------------------------------------
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class _MonotonicUlid:
+    """ULID-style ids: 48-bit milliseconds + 80 random bits, strictly increasing in one process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+
+    def __call__(self) -> str:
+        with self._lock:
+            value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+            if value <= self._last:
+                value = self._last + 1
+            self._last = value
+        chars = []
+        for _ in range(26):
+            value, digit = divmod(value, 32)
+            chars.append(_CROCKFORD[digit])
+        return "".join(reversed(chars))
+
+
+new_ulid = _MonotonicUlid()
+
+
+def new_id(prefix: str) -> str:
+    """A new sortable id such as `msg_01J…`."""
+    return f"{prefix}_{new_ulid()}"

@@ -1,0 +1,112 @@
+"""Wire formats in and out: Anthropic Messages and OpenAI Chat Completions.
+
+`parse` turns a batch of wire messages into domain messages; `render` turns domain messages back
+into a request body for either API. Both are pure functions: no I/O, no token counting.
+Importers for whole transcript files (Claude Code, Codex, normalized JSONL) live in
+`formats.importers` and produce wire messages that go through `parse`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..domain import Message, SystemPrompt, ToolResult
+
+WireFormat = Literal["anthropic", "openai"]
+
+
+class FormatError(ValueError):
+    """A message that cannot be read. `path` names the field, e.g. `messages[3].content[0].tool_use_id`."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+@dataclass
+class ParsedBatch:
+    system: list[SystemPrompt] | None = None
+    """The batch's system prompt, or None when the batch says nothing about it."""
+    messages: list[Message] = field(default_factory=list)
+    """New messages in order. Results for calls made in this same batch are already attached."""
+    results: list[ToolResult] = field(default_factory=list)
+    """Results whose call is not in this batch: the caller attaches them to stored calls."""
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    interrupt_pending: bool = True
+    """Answer a call still pending or running with an error result (both APIs reject an unanswered call)."""
+    strip_media: bool = False
+    """Replace images and documents with a short text placeholder."""
+    pruned_placeholder: str = "[Old tool result content cleared]"
+    output_cap: int | None = None
+    """Cap each tool output at this many characters, with a note of how many were omitted."""
+
+
+INTERRUPTED_RESULT = "[Tool execution was interrupted]"
+
+
+def detect_format(messages: Sequence[Any]) -> WireFormat:
+    """Guess the format of a batch from its shape; plain `{role, content: str}` counts as OpenAI."""
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") in ("tool", "system", "developer") or "tool_calls" in message:
+            return "openai"
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"):
+                    return "anthropic"
+                if kind in ("image_url", "input_audio", "file", "refusal"):
+                    return "openai"
+    return "openai"
+
+
+def parse(messages: Sequence[Any], format: WireFormat | Literal["auto"] = "auto") -> ParsedBatch:
+    """Read a batch of wire messages. Raises `FormatError` naming the first bad field."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise FormatError("messages", "expected a list of messages")
+    chosen = detect_format(messages) if format == "auto" else format
+    if chosen == "anthropic":
+        from .anthropic import parse_messages
+    elif chosen == "openai":
+        from .openai import parse_messages
+    else:
+        raise FormatError("format", f"unknown format {format!r}; use 'anthropic', 'openai' or 'auto'")
+    return parse_messages(messages)
+
+
+def render(
+    system: Sequence[SystemPrompt],
+    messages: Sequence[Message],
+    format: WireFormat,
+    options: RenderOptions = RenderOptions(),
+) -> dict[str, Any]:
+    """A request body fragment: `{"system": …, "messages": […]}` (Anthropic) or `{"messages": […]}` (OpenAI)."""
+    if format == "anthropic":
+        from .anthropic import render_messages
+    elif format == "openai":
+        from .openai import render_messages
+    else:
+        raise FormatError("format", f"unknown format {format!r}; use 'anthropic' or 'openai'")
+    return render_messages(system, messages, options)
+
+
+__all__ = [
+    "INTERRUPTED_RESULT",
+    "FormatError",
+    "ParsedBatch",
+    "RenderOptions",
+    "WireFormat",
+    "detect_format",
+    "parse",
+    "render",
+]
