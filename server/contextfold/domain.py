@@ -178,6 +178,8 @@ class Session(_Model):
     """What the model would be sent now: the system prompt plus the messages in view."""
     last_usage: Usage | None = None
     last_usage_message_id: str | None = None
+    usage_baseline: int = 0
+    """`tokens_in_view` as counted when `last_usage` was reported; what changed since is counted."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

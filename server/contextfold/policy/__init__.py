@@ -1,0 +1,1 @@
+"""Context policies: pure functions over domain objects, no I/O and no MCP."""
