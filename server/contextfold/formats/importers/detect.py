@@ -1,0 +1,53 @@
+"""Which importer a file needs, judged from its first records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import detect_format
+from .base import ImportFormat, TranscriptError, iter_jsonl
+from .claude_code import looks_like_claude_code
+from .codex import looks_like_codex
+from .normalized import fits_normalized, is_normalized_only
+from .wire import file_layout, guess_wire_format, read_document, split_body
+
+# Enough to get past the bookkeeping records that open a session file, few enough to stay instant.
+_SNIFF_RECORDS = 50
+_KNOWN = (
+    "Claude Code session JSONL, Codex rollout JSONL, normalized JSONL, or Anthropic/OpenAI messages (JSON or JSONL)"
+)
+
+
+def detect_import_format(path: Path) -> ImportFormat:
+    """The format of a transcript file; `TranscriptError` when it is none of the known ones."""
+    path = Path(path)
+    if file_layout(path) == "document":
+        messages, system, _ = split_body(path, read_document(path))
+        return guess_wire_format(messages, system is not None)
+    return _jsonl_format(path)
+
+
+def _jsonl_format(path: Path) -> ImportFormat:
+    messages: list[dict[str, Any]] = []  # wire-message lines seen so far
+    unrecognized: int | None = None  # the first line that matched nothing, for the error
+    for count, (line_no, record) in enumerate(iter_jsonl(path), 1):
+        if looks_like_codex(record):
+            return "codex"
+        if looks_like_claude_code(record):
+            return "claude-code"
+        if isinstance(record.get("role"), str):
+            if is_normalized_only(record):
+                return "normalized"
+            messages.append(record)
+        elif unrecognized is None:
+            unrecognized = line_no
+        if count >= _SNIFF_RECORDS:
+            break
+    if messages:
+        # Plain text lines fit both the normalized shape and OpenAI JSONL, and import the same way.
+        return "normalized" if all(fits_normalized(m) for m in messages) else detect_format(messages)
+    raise TranscriptError(path, unrecognized, f"not a recognized transcript record; expected {_KNOWN}")
+
+
+__all__ = ["detect_import_format"]
