@@ -1,0 +1,229 @@
+"""The `contextfold` command: serve, demo, import, count, stats.
+
+Each subcommand parses its flags, calls one `ContextService` method and prints the result, as a
+table for people or as JSON with `--json`. Errors print one line saying what to do and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Coroutine, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import Settings, SettingsError, load_settings
+from .formats.importers import TranscriptError
+from .results import Status
+from .service import USER_ERRORS, ContextService
+
+BUNDLED_TRANSCRIPT = "mini-swe-agent__psf__requests-1142.jsonl.gz"
+EXIT_USAGE = 2
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [all(isinstance(row[i], (int, float)) for row in rows) for i in range(len(headers))] if rows else []
+
+    def line(row: list[str]) -> str:
+        return "  ".join(c.rjust(w) if numeric and numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.1%}" if value <= 10 else f"{value:,.0f}"
+    return str(value)
+
+
+def _status_lines(status: Status) -> str:
+    rows = [
+        ("session", status.session_id),
+        ("model", status.model + ("" if status.model_known else " (unknown: default limits)")),
+        ("messages", status.message_count),
+        ("tokens in view", f"{status.tokens_in_view:,} ({status.method})"),
+        ("tokens stored", status.tokens_stored),
+        ("usable", status.usable if status.context_window else "unlimited"),
+        ("used", status.ratio),
+        ("state", status.state),
+        ("next", status.recommended_action),
+    ]
+    if status.tokens_reported is not None:
+        rows.insert(4, ("tokens reported", status.tokens_reported))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {_fmt(v)}" for k, v in rows)
+
+
+# -- commands --------------------------------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from .server import build_server
+
+    build_server(settings).run()
+    return 0
+
+
+async def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    async with await ContextService.open(settings) as service:
+        result = await service.import_transcript(
+            Path(args.file), session_id=args.session, format=args.format, model=args.model
+        )
+    if args.json:
+        _print_json(result.model_dump())
+    else:
+        print(
+            f"imported {result.messages:,} messages ({result.tool_calls:,} tool calls, "
+            f"{result.tool_results:,} results) from {args.file} [{result.source_format}]"
+        )
+        print(_status_lines(result.status))
+    return 0
+
+
+async def _cmd_count(args: argparse.Namespace, settings: Settings) -> int:
+    if args.file in (None, "-"):
+        text = sys.stdin.read()
+    else:
+        text = Path(args.file).read_text("utf-8", errors="surrogateescape")
+    async with await ContextService.open(settings) as service:
+        count = service.count_tokens(text=text, model=args.model)
+    if args.json:
+        _print_json(count.model_dump())
+    else:
+        how = count.encoding or "character estimate"
+        if count.factor != 1.0:
+            how += f" × {count.factor}"
+        print(f"{count.tokens:,} tokens  ({count.method}, {how}, model {count.model})")
+    return 0
+
+
+async def _cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    async with await ContextService.open(settings) as service:
+        if args.session:
+            status = await service.status(args.session)
+            if args.json:
+                _print_json(status.model_dump())
+            else:
+                print(_status_lines(status))
+            return 0
+        listing = await service.list_sessions(limit=500)
+        statuses = [await service.status(s.id) for s in listing.sessions]
+    if args.json:
+        _print_json([s.model_dump() for s in statuses])
+    elif not statuses:
+        print(f"no sessions in {settings.database_path}")
+    else:
+        rows = [(s.session_id, s.model, s.message_count, s.tokens_in_view, s.ratio, s.state) for s in statuses]
+        print(_table(rows, ["session", "model", "messages", "in view", "used", "state"]))
+    return 0
+
+
+async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    """Import the bundled real transcript into a throwaway data home and show what it costs."""
+    packaged = resources.files("contextfold._data").joinpath(BUNDLED_TRANSCRIPT)
+    with tempfile.TemporaryDirectory(prefix="contextfold-demo-") as tmp:
+        transcript = Path(tmp) / BUNDLED_TRANSCRIPT.removesuffix(".gz")
+        transcript.write_bytes(gzip.decompress(packaged.read_bytes()))
+        home = Path(args.home) if args.home else Path(tmp) / "home"
+        demo_settings = settings.model_copy(update={"home": home, "database": None, "spill_dir": None})
+        async with await ContextService.open(demo_settings) as service:
+            print(f"Importing a real agent transcript: {transcript.name}")
+            print("(mini-swe-agent + gemini-3-pro-preview fixing psf/requests#1142; MIT, see NOTICE.md)\n")
+            result = await service.import_transcript(transcript, model=args.model)
+            print(
+                f"{result.messages:,} messages, {result.tool_calls:,} tool calls, "
+                f"{result.tool_results:,} tool results\n"
+            )
+            print(_status_lines(result.status))
+            context = await service.get_context(result.session_id, format="openai")
+            biggest = max(
+                (m for m in context.messages if m["role"] == "tool"), key=lambda m: len(m["content"] or "")
+            )
+            print(
+                f"\nLargest tool output: {len(biggest['content']):,} characters "
+                f"(tool call {biggest['tool_call_id']}). On a {result.status.context_window:,}-token window "
+                f"this session is {result.status.state}: {result.status.recommended_action}."
+            )
+    return 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="contextfold",
+        description="Manage an LLM agent's conversation context: count, store, render (MCP server and CLI).",
+    )
+    parser.add_argument("--version", action="version", version=f"contextfold {__version__}")
+    parser.add_argument("--home", help="data home (default: $CONTEXTFOLD_HOME or the platform data dir)")
+    parser.add_argument("--config", help="TOML settings file (default: <home>/config.toml)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the MCP server on stdio")
+    serve.set_defaults(run=_cmd_serve, is_async=False)
+
+    demo = sub.add_parser("demo", help="import a bundled real transcript and show its context budget")
+    demo.add_argument("--model", default="gpt-4o", help="model to measure against (default gpt-4o)")
+    demo.set_defaults(run=_cmd_demo, is_async=True)
+
+    imp = sub.add_parser("import", help="import a transcript file into a session")
+    imp.add_argument("file", help="Claude Code JSONL, Codex rollout JSONL, normalized JSONL, or Anthropic/OpenAI JSON")
+    imp.add_argument("--session", help="session id (created if new; default a fresh id)")
+    imp.add_argument(
+        "--format", choices=["claude-code", "codex", "normalized", "anthropic", "openai"], help="default: detected"
+    )
+    imp.add_argument("--model", help="model id (default: the one the transcript used)")
+    imp.add_argument("--json", action="store_true", help="print JSON")
+    imp.set_defaults(run=_cmd_import, is_async=True)
+
+    count = sub.add_parser("count", help="count the tokens of a file or stdin")
+    count.add_argument("file", nargs="?", help="file to count; - or nothing for stdin")
+    count.add_argument("--model", help="model id (default: the default_model setting)")
+    count.add_argument("--json", action="store_true", help="print JSON")
+    count.set_defaults(run=_cmd_count, is_async=True)
+
+    stats = sub.add_parser("stats", help="sessions and their context budget")
+    stats.add_argument("session", nargs="?", help="one session's details")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.set_defaults(run=_cmd_stats, is_async=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        settings = load_settings(
+            {"home": args.home}, config_file=Path(args.config) if args.config else None
+        )
+        run: Callable[..., Any] = args.run
+        if args.is_async:
+            coroutine: Coroutine[Any, Any, int] = run(args, settings)
+            return asyncio.run(coroutine)
+        return int(run(args, settings))
+    except (*USER_ERRORS, TranscriptError, SettingsError, OSError) as exc:
+        print(f"contextfold: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
