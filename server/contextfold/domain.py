@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +28,8 @@ class TextPart(_Model):
     text: str
     synthetic: bool = False
     """Written by contextfold itself (a continue message, a note), not by the user or model."""
+    spill_id: str | None = None
+    """Set when the text was too large for the window: `text` is a preview, the whole is spilled."""
     tokens: int = 0
 
 
@@ -76,6 +79,8 @@ class ToolPart(_Model):
     spill_id: str | None = None
     compacted_at: float | None = None
     """When prune cleared this output from the view (epoch seconds); the output itself is kept."""
+    input_cleared: bool = False
+    """Prune cleared the call's input from the view too; `input` itself is kept."""
     tokens: int = 0
 
     @property
@@ -140,6 +145,17 @@ class Message(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     tokens: int = 0
     """Stored count: the parts plus the per-message overhead."""
+    view_tokens: int | None = None
+    """What the message costs in the view (pruned outputs replaced by a placeholder); None = `tokens`."""
+
+    @property
+    def in_view_tokens(self) -> int:
+        return self.tokens if self.view_tokens is None else self.view_tokens
+
+    @property
+    def starts_turn(self) -> bool:
+        """A user message that is not a compaction marker starts a turn (results never form messages)."""
+        return self.role == "user" and self.compaction is None
 
     @property
     def tool_parts(self) -> list[ToolPart]:
@@ -152,6 +168,28 @@ class Message(_Model):
     @property
     def compaction(self) -> CompactionPart | None:
         return next((p for p in self.parts if isinstance(p, CompactionPart)), None)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """A message without its parts: enough for turn and tail arithmetic on huge sessions."""
+
+    id: str
+    seq: int
+    role: Role
+    tokens: int
+    """What the message costs in the view (pruned outputs as placeholders); never recounted."""
+    turn_start: bool
+    """A user message that is not a compaction marker: it opens a turn."""
+
+
+class ViewAnchor(_Model):
+    """Where the latest compaction put the start of the view (sequence numbers in the session)."""
+
+    marker_seq: int
+    summary_seq: int
+    tail_start_seq: int | None = None
+    """First message kept verbatim from before the marker; None = nothing kept."""
 
 
 class SystemPrompt(_Model):
@@ -180,6 +218,8 @@ class Session(_Model):
     last_usage_message_id: str | None = None
     usage_baseline: int = 0
     """`tokens_in_view` as counted when `last_usage` was reported; what changed since is counted."""
+    view: ViewAnchor | None = None
+    """Set by compaction: the model sees the marker, the summary, the kept tail and what came after."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

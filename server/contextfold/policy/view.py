@@ -1,0 +1,46 @@
+"""The view: which stored messages the model sees, in what order (SPEC §9).
+
+After a compaction the model sees the marker (rendered as a user message), the summary, the tail
+kept verbatim from before the marker, then everything that came after the summary. Everything
+else stays stored and is hidden. Works on anything with a `seq`: full messages or bare rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
+from ..domain import ViewAnchor
+
+
+class _Sequenced(Protocol):
+    @property
+    def seq(self) -> int: ...
+
+
+T = TypeVar("T", bound=_Sequenced)
+
+
+def load_from(anchor: ViewAnchor | None) -> int:
+    """The `after_seq` to load from: nothing older than the view is ever read."""
+    if anchor is None:
+        return 0
+    first = anchor.tail_start_seq if anchor.tail_start_seq is not None else anchor.marker_seq
+    return first - 1
+
+
+def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
+    """`messages` (in seq order, possibly starting at `load_from(anchor)`) as the model sees them."""
+    if anchor is None:
+        return list(messages)
+    head: list[T] = []
+    tail: list[T] = []
+    after: list[T] = []
+    for message in messages:
+        if message.seq in (anchor.marker_seq, anchor.summary_seq):
+            head.append(message)
+        elif anchor.tail_start_seq is not None and anchor.tail_start_seq <= message.seq < anchor.marker_seq:
+            tail.append(message)
+        elif message.seq > anchor.summary_seq:
+            after.append(message)
+    return head + tail + after
