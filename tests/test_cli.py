@@ -71,11 +71,21 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path):
 def test_demo_runs_offline_on_the_bundled_transcript(tmp_path: Path):
     out = run(tmp_path, "demo")
     assert out.returncode == 0, out.stderr
-    assert "868,167 characters" in out.stdout  # the huge real tool output
-    assert "overflow" in out.stdout
+    # The huge real tool output (868,167 characters) is spilled at ingest and read back.
+    assert "spilled at ingest" in out.stdout and "868,176 bytes in 16,587 lines" in out.stdout
+    assert "16587\t" in out.stdout  # the last line, read back with read_output
+    assert "match(es)" in out.stdout
     assert not (tmp_path / "contextfold.db").exists()  # the demo leaves the real home alone
 
 
 def test_no_command_prints_help(tmp_path: Path):
     out = run(tmp_path)
     assert out.returncode == 2 and "serve" in out.stdout
+
+
+def test_gc_reports_what_it_removed(tmp_path: Path):
+    out = run(tmp_path, "gc", "--dry-run", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dry_run"] is True
+    out = run(tmp_path, "gc")
+    assert out.returncode == 0 and "removed 0" in out.stdout

@@ -28,7 +28,11 @@ CODEX = corpus_files("raw/codex-codemie/**/*.jsonl")
 
 @pytest.fixture
 async def service(tmp_path: Path):
-    async with await ContextService.open(load_settings({"home": tmp_path}, environ={})) as svc:
+    # Truncation at ingest is switched off here: these tests are about the formats and the store.
+    # (Spilled outputs are checked against the originals in test_ingest.py.)
+    unlimited = {"max_lines": 10**9, "max_bytes": 10**12, "max_share_chars": 10**12, "context_window": 0}
+    settings = load_settings({"home": tmp_path, **unlimited}, environ={})
+    async with await ContextService.open(settings) as svc:
         yield svc
 
 

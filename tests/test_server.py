@@ -8,15 +8,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
 from contextfold.config import load_settings
 from contextfold.server import build_server
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"count_tokens", "session_open", "session_list", "session_delete", "append", "get_context", "status"}
-READ_ONLY = {"count_tokens", "session_list", "get_context", "status"}
+TOOLS = {
+    "count_tokens", "session_open", "session_list", "session_delete", "append", "get_context", "status",
+    "spill", "read_output", "prune", "select_tail",
+}
+READ_ONLY = {"count_tokens", "session_list", "get_context", "status", "read_output", "select_tail"}
 
 
 @pytest.fixture(params=["2026-07-28", "legacy"])
@@ -115,6 +118,70 @@ async def test_errors_are_results_that_say_what_to_fix(client):
 
     status = await client.call_tool("status", {"session_id": "e"})
     assert status.structured_content["message_count"] == 0  # nothing was written by the failures
+
+
+async def test_spill_read_output_and_the_resource(client):
+    await client.call_tool("session_open", {"session_id": "big", "model": "gpt-4o"})
+    text = "".join(f"line {i}\n" for i in range(1, 5_001))
+    appended = await client.call_tool(
+        "append",
+        {
+            "session_id": "big",
+            "messages": [
+                {"role": "user", "content": "dump it"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": text},
+            ],
+        },
+    )
+    spilled = appended.structured_content["spilled"]
+    assert len(spilled) == 1 and spilled[0]["lines"] == 5_000
+    output_id = spilled[0]["output_id"]
+
+    read = await client.call_tool("read_output", {"id": output_id, "offset": 4_999, "limit": 5})
+    assert read.structured_content["text"] == "4999\tline 4999\n5000\tline 5000"
+    assert read.structured_content["has_more"] is False
+    grep = await client.call_tool("read_output", {"id": output_id, "pattern": "^line 4242$", "context": 1})
+    assert grep.structured_content["text"] == "4241-line 4241\n4242:line 4242\n4243-line 4243"
+
+    resource = await client.read_resource(f"contextfold://outputs/{output_id}")
+    assert resource.contents[0].text == text
+    with pytest.raises(MCPError):
+        await client.read_resource("contextfold://outputs/out_nothing")
+
+    traversal = await client.call_tool("read_output", {"id": "../../etc/passwd"})
+    assert traversal.is_error and "no output with id" in traversal.content[0].text
+
+    manual = await client.call_tool("spill", {"session_id": "big", "text": "short"})
+    assert manual.structured_content["truncated"] is False and manual.structured_content["preview"] == "short"
+
+
+async def test_prune_and_select_tail_tools(client):
+    await client.call_tool("session_open", {"session_id": "p", "model": "gpt-4o"})
+    messages = [{"role": "user", "content": "start"}]
+    for i in range(30):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        ]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"chunk {i} " + "data " * 3_000})
+    await client.call_tool("append", {"session_id": "p", "messages": messages})
+    # Two more user turns, so the tool-heavy turn is outside the protected last two.
+    for text in ("next", "and again"):
+        await client.call_tool("append", {"session_id": "p", "messages": [{"role": "user", "content": text}]})
+
+    dry = await client.call_tool("prune", {"session_id": "p", "dry_run": True, "keep_tool_uses": 5})
+    assert dry.structured_content["applied"] is False and dry.structured_content["dry_run"] is True
+    pruned = await client.call_tool("prune", {"session_id": "p", "keep_tool_uses": 5})
+    body = pruned.structured_content
+    assert body["applied"] is True and body["tokens_freed"] > 20_000
+    ctx = await client.call_tool("get_context", {"session_id": "p"})
+    cleared = [m for m in ctx.structured_content["messages"] if m.get("content") == "[Old tool result content cleared]"]
+    assert len(cleared) == body["parts"]
+
+    tail = await client.call_tool("select_tail", {"session_id": "p", "budget": 8_000})
+    assert tail.structured_content["tail_tokens"] <= 8_000
 
 
 async def test_stdio_subprocess(tmp_path: Path):

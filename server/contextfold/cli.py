@@ -20,7 +20,7 @@ from typing import Any
 from . import __version__
 from .config import Settings, SettingsError, load_settings
 from .formats.importers import TranscriptError
-from .results import Status
+from .results import ImportResult, Status
 from .service import USER_ERRORS, ContextService
 
 BUNDLED_TRANSCRIPT = "mini-swe-agent__psf__requests-1142.jsonl.gz"
@@ -134,6 +134,20 @@ async def _cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
+    async with await ContextService.open(settings) as service:
+        result = await service.gc(dry_run=args.dry_run)
+    if args.json:
+        _print_json(result.model_dump())
+    else:
+        verb = "would remove" if result.dry_run else "removed"
+        print(
+            f"{verb} {result.outputs_removed:,} expired or evicted outputs and {result.files_removed:,} files "
+            f"({result.bytes_freed:,} bytes); {result.bytes_kept:,} bytes kept in {settings.spill_path}"
+        )
+    return 0
+
+
 async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     """Import the bundled real transcript into a throwaway data home and show what it costs."""
     packaged = resources.files("contextfold._data").joinpath(BUNDLED_TRANSCRIPT)
@@ -151,16 +165,29 @@ async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
                 f"{result.tool_results:,} tool results\n"
             )
             print(_status_lines(result.status))
-            context = await service.get_context(result.session_id, format="openai")
-            biggest = max(
-                (m for m in context.messages if m["role"] == "tool"), key=lambda m: len(m["content"] or "")
-            )
-            print(
-                f"\nLargest tool output: {len(biggest['content']):,} characters "
-                f"(tool call {biggest['tool_call_id']}). On a {result.status.context_window:,}-token window "
-                f"this session is {result.status.state}: {result.status.recommended_action}."
-            )
+            await _demo_spilled(service, result)
+            pruned = await service.prune(result.session_id, keep_tool_uses=10)
+            print(f"\nprune (keep the last 10 tool uses): {pruned.reason}")
+            print(f"tokens in view now {pruned.status.tokens_in_view:,} ({pruned.status.state})")
     return 0
+
+
+async def _demo_spilled(service: ContextService, result: ImportResult) -> None:
+    """Show the biggest spilled output: what the model sees, and a slice and a search read back."""
+    if not result.spilled:
+        return
+    biggest = max(result.spilled, key=lambda s: s.bytes)
+    print(
+        f"\n{len(result.spilled)} oversized tool output(s) spilled at ingest. The largest, from call "
+        f"{biggest.call_id}, is {biggest.bytes:,} bytes in {biggest.lines:,} lines; the model sees a preview "
+        f"ending in a hint naming {biggest.output_id}."
+    )
+    tail = await service.read_output(biggest.output_id, offset=max(1, biggest.lines - 2), limit=3)
+    print(f"\nread_output(offset={max(1, biggest.lines - 2)}, limit=3):")
+    print("\n".join("    " + line[:100] for line in tail.text.splitlines()))
+    found = await service.read_output(biggest.output_id, pattern=r"Traceback|Error", max_matches=3)
+    print(f"read_output(pattern='Traceback|Error'): {found.matches} match(es)")
+    print("\n".join("    " + line[:100] for line in found.text.splitlines()))
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -200,6 +227,10 @@ def _build_parser() -> argparse.ArgumentParser:
     stats.add_argument("session", nargs="?", help="one session's details")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(run=_cmd_stats, is_async=True)
+    gc = sub.add_parser("gc", help="delete expired spilled outputs and enforce the spill quota")
+    gc.add_argument("--dry-run", action="store_true", help="report what would be removed")
+    gc.add_argument("--json", action="store_true", help="print JSON")
+    gc.set_defaults(run=_cmd_gc, is_async=True)
     return parser
 
 

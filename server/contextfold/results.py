@@ -60,10 +60,19 @@ class AppendedMessage(BaseModel):
     tokens: int
 
 
+class SpilledOutput(BaseModel):
+    output_id: str
+    call_id: str | None
+    bytes: int
+    lines: int
+
+
 class AppendResult(BaseModel):
     messages: list[AppendedMessage]
     results_attached: int
     """Tool results that completed calls from earlier appends."""
+    spilled: list[SpilledOutput]
+    """Outputs too large for the context: stored whole, replaced in view by a preview with a hint."""
     system_updated: bool
     status: Status
 
@@ -82,4 +91,51 @@ class ImportResult(BaseModel):
     messages: int
     tool_calls: int
     tool_results: int
+    spilled: list[SpilledOutput]
     status: Status
+
+
+class SpillResult(BaseModel):
+    output_id: str
+    bytes: int
+    lines: int
+    truncated: bool
+    preview: str
+    """The text to put in the context: the whole text when it is small, else a preview and a hint."""
+
+
+class OutputRead(BaseModel):
+    output_id: str
+    total_lines: int
+    text: str
+    """Numbered lines (`N<TAB>line`), or grep-style matches (`N:match`, `N-context`, `--` between groups)."""
+    matches: int | None = None
+    has_more: bool
+    next_offset: int | None = None
+
+
+class PruneResult(BaseModel):
+    applied: bool
+    dry_run: bool
+    reason: str
+    parts: int
+    tokens_freed: int
+    status: Status
+
+
+class TailResult(BaseModel):
+    tail_start_id: str | None
+    head_messages: int
+    tail_messages: int
+    head_tokens: int
+    tail_tokens: int
+    budget: int
+    split: bool
+
+
+class GcResult(BaseModel):
+    dry_run: bool
+    outputs_removed: int
+    files_removed: int
+    bytes_freed: int
+    bytes_kept: int

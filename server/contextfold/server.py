@@ -6,21 +6,32 @@ what to fix; anything else is a bug and is logged with its traceback before the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from . import __version__
 from .config import Settings, load_settings
-from .results import AppendResult, Deleted, SessionList, Status, TokenCount
+from .results import (
+    AppendResult,
+    Deleted,
+    OutputRead,
+    PruneResult,
+    SessionList,
+    SpillResult,
+    Status,
+    TailResult,
+    TokenCount,
+)
 from .results import Context as RenderedContext
 from .service import USER_ERRORS, ContextService
 
@@ -67,6 +78,21 @@ def _user_errors() -> Iterator[None]:
         raise
 
 
+GC_INTERVAL_SECONDS = 3_600
+
+
+async def _collect_garbage(service: ContextService) -> None:
+    """Expire and evict spilled outputs now and then, for as long as the server runs."""
+    while True:
+        try:
+            result = await service.gc()
+            if result.outputs_removed or result.files_removed:
+                log.info("gc removed %d outputs, %d files", result.outputs_removed, result.files_removed)
+        except Exception:
+            log.exception("spill gc failed; will retry")
+        await asyncio.sleep(GC_INTERVAL_SECONDS)
+
+
 def _service(ctx: Context) -> ContextService:
     return ctx.request_context.lifespan_context
 
@@ -78,9 +104,13 @@ def build_server(settings: Settings | None = None) -> MCPServer:
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[ContextService]:
         service = await ContextService.open(settings)
+        collector = asyncio.create_task(_collect_garbage(service))
         try:
             yield service
         finally:
+            collector.cancel()
+            with suppress(asyncio.CancelledError):
+                await collector
             await service.close()
 
     mcp = MCPServer("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
@@ -169,5 +199,80 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         """Tokens in view against the model's usable budget, the state and the recommended action."""
         with _user_errors():
             return await _service(ctx).status(session_id, owner=_owner())
+
+    @mcp.tool(title="Prune old tool outputs", annotations=_annotations("Prune old tool outputs", idempotent=True))
+    async def prune(
+        ctx: Context,
+        session_id: SessionId,
+        dry_run: bool = False,
+        keep_tool_uses: Annotated[int | None, Field(ge=0, description="Never clear the newest N tool uses.")] = None,
+        clear_at_least: Annotated[int | None, Field(ge=0, description="Apply only if this many tokens free.")] = None,
+        exclude_tools: Annotated[list[str] | None, Field(description="Tools whose outputs stay.")] = None,
+        clear_inputs: bool = False,
+    ) -> PruneResult:
+        """Clear old tool outputs from the view (kept in the store); reports tokens freed."""
+        with _user_errors():
+            return await _service(ctx).prune(
+                session_id,
+                dry_run=dry_run,
+                keep_tool_uses=keep_tool_uses,
+                clear_at_least=clear_at_least,
+                exclude_tools=exclude_tools or (),
+                clear_inputs=clear_inputs,
+                owner=_owner(),
+            )
+
+    @mcp.tool(title="Select tail", annotations=_annotations("Select tail", read_only=True, idempotent=True))
+    async def select_tail(
+        ctx: Context,
+        session_id: SessionId,
+        budget: Annotated[int | None, Field(ge=0, description="Tail budget in tokens; default from usable.")] = None,
+        tail_turns: Annotated[int | None, Field(ge=1)] = None,
+    ) -> TailResult:
+        """Which recent turns fit the tail budget; the rest is what compaction would summarize."""
+        with _user_errors():
+            return await _service(ctx).select_tail(session_id, budget=budget, tail_turns=tail_turns, owner=_owner())
+
+    @mcp.tool(title="Spill output", annotations=_annotations("Spill output"))
+    async def spill(
+        ctx: Context,
+        session_id: SessionId,
+        text: str,
+        tool: str | None = None,
+        call_id: str | None = None,
+    ) -> SpillResult:
+        """Store a large text whole; returns the preview to use in context and an output id."""
+        with _user_errors():
+            return await _service(ctx).spill(session_id, text, tool=tool, call_id=call_id, owner=_owner())
+
+    @mcp.tool(title="Read output", annotations=_annotations("Read output", read_only=True, idempotent=True))
+    async def read_output(
+        ctx: Context,
+        id: Annotated[str, Field(description="Output id from a truncated result.", max_length=100)],
+        offset: Annotated[int, Field(ge=1, description="First line (1-based).")] = 1,
+        limit: Annotated[int, Field(ge=1, le=200)] = 200,
+        pattern: Annotated[str | None, Field(description="Regex: return matching lines instead.")] = None,
+        context: Annotated[int, Field(ge=0, le=20, description="Lines around each match.")] = 0,
+        ignore_case: bool = False,
+    ) -> OutputRead:
+        """Read a spilled output: numbered lines from offset, or regex matches with line numbers."""
+        with _user_errors():
+            return await _service(ctx).read_output(
+                id,
+                offset=offset,
+                limit=limit,
+                pattern=pattern,
+                context=context,
+                ignore_case=ignore_case,
+                owner=_owner(),
+            )
+
+    @mcp.resource("contextfold://outputs/{output_id}", mime_type="text/plain", title="Spilled output")
+    async def output_resource(output_id: str, ctx: Context) -> str:
+        """The full text of a spilled output."""
+        try:
+            return await _service(ctx).output_text(output_id, owner=_owner())
+        except USER_ERRORS as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
 
     return mcp

@@ -8,28 +8,41 @@ does so in a single transaction, so a request that fails leaves the database as 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from . import catalog, formats
 from .config import Settings, SettingsError, check_session_overrides, load_settings
-from .domain import Message, Session, SystemPrompt, ToolResult, Usage, complete_tool_part, new_id
+from .domain import Message, Session, SystemPrompt, ToolPart, ToolResult, Usage, complete_tool_part, new_id
 from .formats import FormatError, ParsedBatch, RenderOptions
 from .formats.usage import parse_usage
+from .policy import view
 from .policy.overflow import assess, calibrated_tokens
+from .policy.prune import PruneOptions, plan_prune, remaining_counter
+from .policy.truncate import share_cap_chars, truncate, with_hint
+from .policy.turns import select_tail, tail_budget
 from .results import (
     AppendedMessage,
     AppendResult,
     Context,
     Deleted,
+    GcResult,
     ImportResult,
+    OutputRead,
+    PruneResult,
     SessionInfo,
     SessionList,
+    SpillResult,
     Status,
+    TailResult,
     TokenCount,
 )
-from .store import ConflictError, NotFoundError, SessionStore, SessionTransaction, SQLiteStore
+from .ingest import Ingest
+from .outputs import Outputs
+from .spill import SpillFiles
+from .store import ConflictError, NotFoundError, PartMark, SessionStore, SessionTransaction, SQLiteStore
 from .tokens import (
     TOOL_OVERHEAD,
     TokenCounter,
@@ -96,15 +109,18 @@ def _title_from(messages: Sequence[Message]) -> str | None:
 
 
 class ContextService:
-    def __init__(self, settings: Settings, store: SessionStore) -> None:
+    def __init__(self, settings: Settings, store: SessionStore, files: SpillFiles) -> None:
         self.settings = settings
         self.store = store
+        self.outputs = Outputs(
+            store, files, retention_days=settings.spill_retention_days, quota_bytes=settings.spill_quota_bytes
+        )
 
     @classmethod
     async def open(cls, settings: Settings | None = None) -> ContextService:
         settings = settings or load_settings()
         store = await SQLiteStore.open(settings.database_path)
-        return cls(settings, store)
+        return cls(settings, store, SpillFiles(settings.spill_path))
 
     async def close(self) -> None:
         await self.store.close()
@@ -122,6 +138,16 @@ class ContextService:
 
     def _counter(self, model: str, settings: Settings) -> TokenCounter:
         return counter_for(model, settings.token_factors)
+
+    @staticmethod
+    def _budget(session: Session, settings: Settings) -> catalog.Budget:
+        return catalog.budget(
+            catalog.lookup(session.model),
+            reserved=settings.reserved,
+            context=settings.context_window,
+            output=settings.max_output,
+            input_limit=settings.input_limit,
+        )
 
     @staticmethod
     def _parse(messages: Any, format: FormatArg) -> ParsedBatch:
@@ -271,7 +297,10 @@ class ContextService:
         )
 
     async def delete_session(self, session_id: str, *, owner: str = "") -> Deleted:
-        await self.store.delete_session(session_id, owner)
+        await self.store.get_session(session_id, owner)  # not found → error before anything is touched
+        digests = await self.outputs.session_digests(session_id)
+        await self.store.delete_session(session_id, owner)  # its output records go with it (cascade)
+        await self.outputs.delete_unreferenced(digests)
         return Deleted(session_id=session_id, deleted=True)
 
     # -- append ----------------------------------------------------------------------------------
@@ -310,8 +339,11 @@ class ContextService:
             session = tx.session
             settings = self._session_settings(session)
             counter = self._counter(session.model, settings)
-            attached, delta = await self._attach_results(tx, batch.results, counter)
-            new = [count_message(m, counter) for m in batch.messages]
+            ingest = Ingest(
+                tx, self.outputs, settings, context_window=self._budget(session, settings).context, owner=owner
+            )
+            attached, delta = await self._attach_results(tx, batch.results, counter, ingest)
+            new = [count_message(await ingest.message(m), counter) for m in batch.messages]
             if reported is not None:
                 new = self._with_usage(new, reported)
             stored = await tx.insert_messages(new)
@@ -339,6 +371,7 @@ class ContextService:
         return AppendResult(
             messages=[AppendedMessage(id=m.id, role=m.role, tokens=m.tokens) for m in stored],
             results_attached=attached,
+            spilled=ingest.spilled,
             system_updated=prompts is not None,
             status=await self._status(tx.session),
         )
@@ -352,7 +385,7 @@ class ContextService:
         raise InvalidInput("usage", "reported usage belongs to an assistant message, and this batch has none")
 
     async def _attach_results(
-        self, tx: SessionTransaction, results: Sequence[ToolResult], counter: TokenCounter
+        self, tx: SessionTransaction, results: Sequence[ToolResult], counter: TokenCounter, ingest: Ingest
     ) -> tuple[int, int]:
         """Complete stored calls with their results; returns (how many, token delta)."""
         if not results:
@@ -367,13 +400,18 @@ class ContextService:
                     f"no tool call with id {result.call_id!r} is waiting for a result in this session; "
                     "append the assistant message that made the call first (or in the same batch)",
                 )
-            part = complete_tool_part(stored.part, result)
+            part = await ingest.tool(complete_tool_part(stored.part, result))
             part.tokens = count_part(part, counter)
             await tx.update_part(stored, part)
             delta += part.tokens - stored.part.tokens
         return len(results), delta
 
     # -- reading ---------------------------------------------------------------------------------
+
+    async def _view(self, session: Session) -> list[Message]:
+        """The messages the model sees now, in the order it sees them."""
+        messages = await self.store.load_messages(session.id, after_seq=view.load_from(session.view))
+        return view.in_view(messages, session.view)
 
     async def get_context(
         self,
@@ -386,20 +424,20 @@ class ContextService:
         owner: str = "",
     ) -> Context:
         session = await self.store.get_session(session_id, owner)
-        after = _parse_cursor(cursor)
+        start = _parse_cursor(cursor)
         if limit is not None and limit < 1:
             raise InvalidInput("limit", f"expected a positive number of messages, got {limit}")
-        messages = await self.store.load_messages(session.id, after_seq=after, limit=limit)
-        system = session.system if after == 0 else []
-        body = formats.render(system, messages, format, RenderOptions(strip_media=strip_media))
-        more = limit is not None and len(messages) == limit and messages[-1].seq < session.message_count
-        tokens = sum(m.tokens for m in messages) + sum(p.tokens for p in system)
+        visible = await self._view(session)
+        page = visible[start : None if limit is None else start + limit]
+        system = session.system if start == 0 else []
+        body = formats.render(system, page, format, RenderOptions(strip_media=strip_media))
+        end = start + len(page)
         return Context(
             format=format,
             system=body.get("system"),
             messages=body["messages"],
-            tokens=tokens,
-            next_cursor=str(messages[-1].seq) if more else None,
+            tokens=sum(m.in_view_tokens for m in page) + sum(p.tokens for p in system),
+            next_cursor=str(end) if end < len(visible) else None,
         )
 
     async def status(self, session_id: str, *, owner: str = "") -> Status:
@@ -407,14 +445,7 @@ class ContextService:
 
     async def _status(self, session: Session) -> Status:
         settings = self._session_settings(session)
-        info = catalog.lookup(session.model)
-        budget = catalog.budget(
-            info,
-            reserved=settings.reserved,
-            context=settings.context_window,
-            output=settings.max_output,
-            input_limit=settings.input_limit,
-        )
+        budget = self._budget(session, settings)
         reported = None
         if session.last_usage is not None:
             # What the provider saw at its last report, plus what our count says changed since.
@@ -426,7 +457,7 @@ class ContextService:
         return Status(
             session_id=session.id,
             model=session.model,
-            model_known=info.known,
+            model_known=catalog.lookup(session.model).known,
             method=counter.method,
             tokens_in_view=in_view,
             tokens_counted=session.tokens_in_view,
@@ -439,6 +470,171 @@ class ContextService:
             message_count=session.message_count,
             tokens_stored=session.tokens_stored,
         )
+
+    # -- policies --------------------------------------------------------------------------------
+
+    async def prune(
+        self,
+        session_id: str,
+        *,
+        dry_run: bool = False,
+        keep_tool_uses: int | None = None,
+        clear_at_least: int | None = None,
+        exclude_tools: Sequence[str] = (),
+        clear_inputs: bool = False,
+        owner: str = "",
+    ) -> PruneResult:
+        """Clear old tool outputs from the view (marks only; the outputs stay stored)."""
+        async with self.store.write(session_id, owner) as tx:
+            session = tx.session
+            settings = self._session_settings(session)
+            counter = self._counter(session.model, settings)
+            visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            options = PruneOptions(
+                protect=settings.prune_protect,
+                minimum=settings.prune_minimum,
+                keep_turns=settings.prune_keep_turns,
+                protected_tools=frozenset(t.lower() for t in settings.prune_protected_tools),
+                keep_tool_uses=keep_tool_uses,
+                clear_at_least=clear_at_least,
+                exclude_tools=frozenset(t.lower() for t in exclude_tools),
+                clear_inputs=clear_inputs,
+            )
+            plan = plan_prune(
+                visible,
+                options,
+                placeholder_tokens=counter.count(RenderOptions().pruned_placeholder),
+                remaining_tokens=remaining_counter(counter, clear_inputs=clear_inputs),
+            )
+            if plan.applies and not dry_run:
+                now = time.time()
+                by_id = {m.id: m for m in visible}
+                marks = []
+                for pruned in plan.to_mark:
+                    part = by_id[pruned.message_id].parts[pruned.index]
+                    assert isinstance(part, ToolPart)
+                    marks.append(PartMark(pruned.message_id, pruned.index, _cleared(part, now, clear_inputs), pruned.tokens))
+                await tx.mark_parts(marks)
+                session = session.model_copy(update={"tokens_in_view": session.tokens_in_view - plan.tokens_freed})
+                await tx.save_session(session)
+                session = tx.session
+        applied = plan.applies and not dry_run
+        return PruneResult(
+            applied=applied,
+            dry_run=dry_run,
+            reason=plan.reason,
+            parts=len(plan.parts) if plan.applies else 0,
+            tokens_freed=plan.tokens_freed if plan.applies else 0,
+            status=await self._status(session),
+        )
+
+    async def select_tail(
+        self, session_id: str, *, budget: int | None = None, tail_turns: int | None = None, owner: str = ""
+    ) -> TailResult:
+        """Which recent messages fit the tail budget (read-only; compaction summarizes the rest)."""
+        session = await self.store.get_session(session_id, owner)
+        settings = self._session_settings(session)
+        rows = view.in_view(await self.store.rows(session.id, after_seq=view.load_from(session.view)), session.view)
+        if budget is None:
+            budget = tail_budget(self._budget(session, settings).usable, settings.preserve_recent_tokens)
+        if budget < 0:
+            raise InvalidInput("budget", f"expected a non-negative number of tokens, got {budget}")
+        selection = select_tail(rows, budget=budget, tail_turns=tail_turns or settings.tail_turns)
+        head = len(rows) if selection.tail_start_id is None else next(
+            i for i, r in enumerate(rows) if r.id == selection.tail_start_id
+        )
+        return TailResult(
+            tail_start_id=selection.tail_start_id,
+            head_messages=head,
+            tail_messages=len(rows) - head,
+            head_tokens=selection.head_tokens,
+            tail_tokens=selection.tail_tokens,
+            budget=budget,
+            split=selection.split,
+        )
+
+    # -- spilled outputs -------------------------------------------------------------------------
+
+    async def spill(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        tool: str | None = None,
+        call_id: str | None = None,
+        owner: str = "",
+    ) -> SpillResult:
+        """Store a large text whole; return the preview to put in context and the id to read it by."""
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > self.settings.max_message_bytes:
+            raise LimitExceeded(
+                "text", f"{size:,} bytes exceed max_message_bytes ({self.settings.max_message_bytes:,})"
+            )
+        async with self.store.write(session_id, owner) as tx:
+            settings = self._session_settings(tx.session)
+            new = await self.outputs.add(tx, text, owner=owner, tool=tool, call_id=call_id)
+            cut = truncate(
+                text,
+                max_lines=settings.max_lines,
+                max_bytes=settings.max_bytes,
+                max_chars=share_cap_chars(
+                    self._budget(tx.session, settings).context,
+                    share=settings.context_share,
+                    max_chars=settings.max_share_chars,
+                    min_chars=settings.min_share_chars,
+                ),
+                direction=settings.truncate_direction,
+            )
+        return SpillResult(
+            output_id=new.record.id,
+            bytes=new.file.bytes,
+            lines=new.file.lines,
+            truncated=cut is not None,
+            preview=text if cut is None else with_hint(cut, new.record.id),
+        )
+
+    async def read_output(
+        self,
+        output_id: str,
+        *,
+        offset: int = 1,
+        limit: int = 200,
+        pattern: str | None = None,
+        context: int = 0,
+        ignore_case: bool = False,
+        max_matches: int = 50,
+        owner: str = "",
+    ) -> OutputRead:
+        if offset < 1:
+            raise InvalidInput("offset", f"lines are numbered from 1, got {offset}")
+        if limit < 1:
+            raise InvalidInput("limit", f"expected a positive number of lines, got {limit}")
+        if not 0 <= context <= 20:
+            raise InvalidInput("context", f"expected 0–20 lines of context, got {context}")
+        try:
+            return await self.outputs.read(
+                output_id,
+                owner=owner,
+                offset=offset,
+                limit=limit,
+                pattern=pattern,
+                context=context,
+                ignore_case=ignore_case,
+                max_matches=max_matches,
+            )
+        except TimeoutError as exc:
+            raise InvalidInput("pattern", f"{exc}; use a simpler pattern or a literal string") from exc
+        except ValueError as exc:
+            raise InvalidInput("pattern" if pattern is not None else "output_id", str(exc)) from exc
+
+    async def output_text(self, output_id: str, *, owner: str = "") -> str:
+        try:
+            return await self.outputs.full_text(output_id, owner=owner, max_bytes=self.settings.max_message_bytes)
+        except ValueError as exc:
+            raise InvalidInput("output_id", str(exc)) from exc
+
+    async def gc(self, *, dry_run: bool = False) -> GcResult:
+        return await self.outputs.gc(dry_run=dry_run)
 
     # -- import ----------------------------------------------------------------------------------
 
@@ -472,8 +668,14 @@ class ContextService:
             messages=len(result.messages),
             tool_calls=len(calls),
             tool_results=sum(1 for p in calls if p.is_finished) + result.results_attached,
+            spilled=result.spilled,
             status=result.status,
         )
+
+
+def _cleared(part: ToolPart, when: float, clear_inputs: bool) -> ToolPart:
+    # Marks only: the output and input stay stored; the renderers show placeholders.
+    return part.model_copy(update={"compacted_at": when, "input_cleared": clear_inputs})
 
 
 def _parse_cursor(cursor: str | None) -> int:

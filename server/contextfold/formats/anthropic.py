@@ -339,6 +339,8 @@ def _reasoning_blocks(part: ReasoningPart) -> list[_Block]:
 
 
 def _tool_use_block(part: ToolPart, call_id: str) -> _Block:
+    if part.input_cleared:
+        return {"type": "tool_use", "id": call_id, "name": part.name, "input": {}}
     arguments = part.input if isinstance(part.input, dict) else {_NON_OBJECT_INPUT_KEY: part.input}
     return {"type": "tool_use", "id": call_id, "name": part.name, "input": arguments}
 

@@ -315,7 +315,7 @@ def _with_name(wire: _Wire, message: Message) -> _Wire:
 
 
 def _tool_call(part: ToolPart) -> _Wire:
-    arguments = part.raw_arguments
+    arguments = "{}" if part.input_cleared else part.raw_arguments
     if arguments is None:
         arguments = json.dumps(part.input, ensure_ascii=False)
     return {"id": part.call_id, "type": "function", "function": {"name": part.name, "arguments": arguments}}

@@ -3,6 +3,8 @@
 from .base import (
     ConflictError,
     NotFoundError,
+    OutputRecord,
+    PartMark,
     SessionPage,
     SessionStore,
     SessionTransaction,
@@ -14,6 +16,8 @@ from .sqlite import SQLiteStore
 __all__ = [
     "ConflictError",
     "NotFoundError",
+    "OutputRecord",
+    "PartMark",
     "SQLiteStore",
     "SessionPage",
     "SessionStore",

@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain import Message, Session, ToolPart
+from ..domain import Message, MessageRow, Session, ToolPart
 
 
 class StoreError(Exception):
@@ -39,6 +39,32 @@ class StoredToolPart:
 
 
 @dataclass(frozen=True)
+class OutputRecord:
+    """A spilled output as the database knows it: the opaque id is the only handle clients get."""
+
+    id: str
+    session_id: str
+    owner: str
+    digest: str
+    bytes: int
+    lines: int
+    tool: str | None
+    call_id: str | None
+    created_at: float
+    last_read_at: float | None = None
+
+
+@dataclass(frozen=True)
+class PartMark:
+    """A tool part replaced in place by prune: `freed` tokens leave the view, none leave the store."""
+
+    message_id: str
+    index: int
+    part: ToolPart
+    freed: int
+
+
+@dataclass(frozen=True)
 class SessionPage:
     sessions: list[Session]
     next_cursor: str | None
@@ -48,8 +74,8 @@ class SessionTransaction(Protocol):
     session: Session
     """The session as stored when the transaction began; change it and call `save_session`."""
 
-    async def messages(self) -> list[Message]:
-        """Every stored message of the session, in order, read inside this transaction."""
+    async def messages(self, after_seq: int = 0) -> list[Message]:
+        """The session's stored messages after `after_seq`, in order, read inside this transaction."""
         ...
 
     async def open_calls(self, call_ids: Sequence[str]) -> dict[str, StoredToolPart]:
@@ -63,6 +89,16 @@ class SessionTransaction(Protocol):
     async def insert_messages(self, messages: Sequence[Message]) -> list[Message]:
         """Append messages after the session's last; returns them with id, seq and time assigned."""
         ...
+
+    async def mark_parts(self, marks: Sequence[PartMark]) -> None:
+        """Store pruned parts; each message's in-view count drops by what its parts freed."""
+        ...
+
+    async def rows(self, after_seq: int = 0) -> list[MessageRow]:
+        """The session's message rows after `after_seq`, in order, read inside this transaction."""
+        ...
+
+    async def add_output(self, record: OutputRecord) -> None: ...
 
     async def replace_counts(self, messages: Sequence[Message]) -> None:
         """Store new token counts for already-stored messages (after a tokenizer change)."""
@@ -87,5 +123,17 @@ class SessionStore(Protocol):
         ...
 
     async def load_messages(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[Message]: ...
+
+    async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]: ...
+
+    async def get_output(self, output_id: str, owner: str = "") -> OutputRecord: ...
+
+    async def touch_output(self, output_id: str) -> None: ...
+
+    async def outputs(self) -> list[OutputRecord]:
+        """Every output record, oldest first (for gc)."""
+        ...
+
+    async def delete_outputs(self, output_ids: Sequence[str]) -> None: ...
 
     async def close(self) -> None: ...

@@ -61,6 +61,30 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX parts_by_call ON parts (session_id, call_id) WHERE call_id IS NOT NULL;
     """,
+    # 2: the view (turn starts, in-view counts, compaction anchor) and spilled outputs
+    """
+    ALTER TABLE messages ADD COLUMN turn_start INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN view_tokens INTEGER;
+    UPDATE messages SET turn_start = 1 WHERE role = 'user' AND NOT EXISTS (
+        SELECT 1 FROM parts p WHERE p.message_id = messages.id AND p.type = 'compaction');
+    CREATE INDEX messages_turns ON messages (session_id, turn_start, seq);
+    ALTER TABLE sessions ADD COLUMN view TEXT;
+
+    CREATE TABLE outputs (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        owner TEXT NOT NULL DEFAULT '',
+        digest TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        lines INTEGER NOT NULL,
+        tool TEXT,
+        call_id TEXT,
+        created_at REAL NOT NULL,
+        last_read_at REAL
+    );
+    CREATE INDEX outputs_by_digest ON outputs (digest);
+    CREATE INDEX outputs_by_created ON outputs (created_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,12 +20,11 @@ from typing import Any
 import aiosqlite
 from pydantic import TypeAdapter
 
-from ..domain import Message, Part, Session, SystemPrompt, ToolPart, Usage, new_id
-from .base import ConflictError, NotFoundError, SessionPage, StoredToolPart
+from ..domain import Message, MessageRow, Part, Session, ToolPart, Usage, new_id
+from .base import ConflictError, NotFoundError, OutputRecord, PartMark, SessionPage, StoredToolPart
 from .schema import migrate
 
 _PART = TypeAdapter(Part)
-_SYSTEM = TypeAdapter(list[SystemPrompt])
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -46,28 +45,25 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
         raise ValueError(f"cursor {cursor!r} is not one this server issued; pass next_cursor as returned") from exc
 
 
-_SESSION_COLUMNS = (
-    "id, title, model, settings, system, created_at, updated_at, message_count, "
-    "tokens_stored, tokens_in_view, last_usage, last_usage_message_id, usage_baseline, metadata"
+_SESSION_FIELDS = tuple(Session.model_fields)
+"""Session fields map one to one onto columns of `sessions`; these are stored as JSON text."""
+_JSON_FIELDS = frozenset({"settings", "system", "last_usage", "view", "metadata"})
+_SESSION_COLUMNS = ", ".join(_SESSION_FIELDS)
+_INSERT_SESSION = (
+    f"INSERT INTO sessions (owner, {_SESSION_COLUMNS}) VALUES (?, {', '.join('?' * len(_SESSION_FIELDS))})"
 )
+_UPDATABLE = tuple(f for f in _SESSION_FIELDS if f not in ("id", "created_at"))
+_UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in _UPDATABLE)} WHERE id = ?"
+
+
+def _session_columns(session: Session) -> dict[str, Any]:
+    data = session.model_dump(mode="json")
+    return {f: _json(data[f]) if f in _JSON_FIELDS and data[f] is not None else data[f] for f in _SESSION_FIELDS}
 
 
 def _session_from_row(row: aiosqlite.Row) -> Session:
-    return Session(
-        id=row["id"],
-        title=row["title"],
-        model=row["model"],
-        settings=json.loads(row["settings"]),
-        system=_SYSTEM.validate_json(row["system"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        message_count=row["message_count"],
-        tokens_stored=row["tokens_stored"],
-        tokens_in_view=row["tokens_in_view"],
-        last_usage=Usage.model_validate_json(row["last_usage"]) if row["last_usage"] else None,
-        last_usage_message_id=row["last_usage_message_id"],
-        usage_baseline=row["usage_baseline"],
-        metadata=json.loads(row["metadata"]),
+    return Session.model_validate(
+        {f: json.loads(row[f]) if f in _JSON_FIELDS and row[f] is not None else row[f] for f in _SESSION_FIELDS}
     )
 
 
@@ -89,7 +85,7 @@ async def _load_messages(
 ) -> list[Message]:
     async with db.execute(
         "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
-        "metadata, tokens FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        "metadata, tokens, view_tokens FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (session_id, after_seq, -1 if limit is None else limit),
     ) as cur:
         message_rows = list(await cur.fetchall())
@@ -119,9 +115,23 @@ async def _load_messages(
             created_at=row["created_at"],
             metadata=json.loads(row["metadata"]),
             tokens=row["tokens"],
+            view_tokens=row["view_tokens"],
         )
         for row in message_rows
     ]
+
+
+async def _rows(db: aiosqlite.Connection, session_id: str, after_seq: int) -> list[MessageRow]:
+    async with db.execute(
+        "SELECT id, seq, role, COALESCE(view_tokens, tokens) AS tokens, turn_start FROM messages "
+        "WHERE session_id = ? AND seq > ? ORDER BY seq",
+        (session_id, after_seq),
+    ) as cur:
+        return [MessageRow(r[0], r[1], r[2], r[3], bool(r[4])) for r in await cur.fetchall()]
+
+
+def _output_from_row(row: aiosqlite.Row) -> OutputRecord:
+    return OutputRecord(**{key: row[key] for key in row.keys()})
 
 
 class SQLiteStore:
@@ -179,30 +189,8 @@ class SQLiteStore:
             async with db.execute("SELECT owner FROM sessions WHERE id = ?", (session.id,)) as cur:
                 if await cur.fetchone() is not None:
                     raise ConflictError(f"a session with id {session.id!r} already exists")
-            await db.execute(
-                f"INSERT INTO sessions (owner, {_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (owner, *self._session_values(session)),
-            )
+            await db.execute(_INSERT_SESSION, (owner, *_session_columns(session).values()))
         return session
-
-    @staticmethod
-    def _session_values(session: Session) -> tuple[Any, ...]:
-        return (
-            session.id,
-            session.title,
-            session.model,
-            _json(session.settings),
-            _SYSTEM.dump_json(session.system).decode(),
-            session.created_at,
-            session.updated_at,
-            session.message_count,
-            session.tokens_stored,
-            session.tokens_in_view,
-            session.last_usage.model_dump_json() if session.last_usage else None,
-            session.last_usage_message_id,
-            session.usage_baseline,
-            _json(session.metadata),
-        )
 
     async def get_session(self, session_id: str, owner: str = "") -> Session:
         row = await self._fetchone(
@@ -251,10 +239,7 @@ class SQLiteStore:
             if row is None and create is not None:
                 now = time.time()
                 create = create.model_copy(update={"id": session_id, "created_at": now, "updated_at": now})
-                await db.execute(
-                    f"INSERT INTO sessions (owner, {_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (owner, *self._session_values(create)),
-                )
+                await db.execute(_INSERT_SESSION, (owner, *_session_columns(create).values()))
                 row = await self._session_row(db, session_id)
             if row is None:
                 raise NotFoundError("session", session_id, "open it first with session_open")
@@ -273,6 +258,29 @@ class SQLiteStore:
         async with self._lock:
             return await _load_messages(self._conn, session_id, after_seq, limit)
 
+    async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]:
+        async with self._lock:
+            return await _rows(self._conn, session_id, after_seq)
+
+    # -- spilled outputs ---------------------------------------------------------------------
+
+    async def get_output(self, output_id: str, owner: str = "") -> OutputRecord:
+        row = await self._fetchone("SELECT * FROM outputs WHERE id = ? AND owner = ?", (output_id, owner))
+        if row is None:
+            raise NotFoundError("output", output_id, "it may have expired or been deleted; outputs are kept for a limited time")
+        return _output_from_row(row)
+
+    async def touch_output(self, output_id: str) -> None:
+        async with self._transaction() as db:
+            await db.execute("UPDATE outputs SET last_read_at = ? WHERE id = ?", (time.time(), output_id))
+
+    async def outputs(self) -> list[OutputRecord]:
+        return [_output_from_row(r) for r in await self._fetchall("SELECT * FROM outputs ORDER BY created_at, id")]
+
+    async def delete_outputs(self, output_ids: Sequence[str]) -> None:
+        async with self._transaction() as db:
+            await db.executemany("DELETE FROM outputs WHERE id = ?", [(i,) for i in output_ids])
+
     async def integrity_check(self) -> str:
         row = await self._fetchone("PRAGMA integrity_check")
         return str(row[0]) if row else "no answer"
@@ -284,8 +292,8 @@ class _SQLiteTransaction:
         self.session = session
         self._next_seq = next_seq
 
-    async def messages(self) -> list[Message]:
-        return await _load_messages(self._db, self.session.id, 0, None)
+    async def messages(self, after_seq: int = 0) -> list[Message]:
+        return await _load_messages(self._db, self.session.id, after_seq, None)
 
     async def open_calls(self, call_ids: Sequence[str]) -> dict[str, StoredToolPart]:
         wanted = sorted(set(call_ids))
@@ -318,7 +326,8 @@ class _SQLiteTransaction:
         )
         if delta:
             await self._db.execute(
-                "UPDATE messages SET tokens = tokens + ? WHERE id = ?", (delta, stored.message_id)
+                "UPDATE messages SET tokens = tokens + ?, view_tokens = view_tokens + ? WHERE id = ?",
+                (delta, delta, stored.message_id),
             )
 
     async def insert_messages(self, messages: Sequence[Message]) -> list[Message]:
@@ -352,6 +361,8 @@ class _SQLiteTransaction:
                     message.created_at,
                     _json(message.metadata),
                     message.tokens,
+                    message.view_tokens,
+                    int(message.starts_turn),
                 )
             )
             for index, part in enumerate(message.parts):
@@ -371,7 +382,8 @@ class _SQLiteTransaction:
             stored.append(message)
         await self._db.executemany(
             "INSERT INTO messages (id, session_id, seq, role, name, parent_id, summary, finish_reason, "
-            "error, usage, created_at, metadata, tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "error, usage, created_at, metadata, tokens, view_tokens, turn_start) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             message_rows,
         )
         await self._db.executemany(
@@ -382,10 +394,42 @@ class _SQLiteTransaction:
         await self._db.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (self._next_seq, self.session.id))
         return stored
 
+    async def mark_parts(self, marks: Sequence[PartMark]) -> None:
+        await self._db.executemany(
+            "UPDATE parts SET data = ? WHERE message_id = ? AND idx = ?",
+            [(_part_json(m.part), m.message_id, m.index) for m in marks],
+        )
+        await self._db.executemany(
+            "UPDATE messages SET view_tokens = COALESCE(view_tokens, tokens) - ? WHERE id = ?",
+            [(m.freed, m.message_id) for m in marks],
+        )
+
+    async def rows(self, after_seq: int = 0) -> list[MessageRow]:
+        return await _rows(self._db, self.session.id, after_seq)
+
+    async def add_output(self, record: OutputRecord) -> None:
+        await self._db.execute(
+            "INSERT INTO outputs (id, session_id, owner, digest, bytes, lines, tool, call_id, created_at, "
+            "last_read_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.id,
+                record.session_id,
+                record.owner,
+                record.digest,
+                record.bytes,
+                record.lines,
+                record.tool,
+                record.call_id,
+                record.created_at,
+                record.last_read_at,
+            ),
+        )
+
     async def replace_counts(self, messages: Sequence[Message]) -> None:
         """Store new token counts for already-stored messages (after a tokenizer change)."""
         await self._db.executemany(
-            "UPDATE messages SET tokens = ? WHERE id = ?", [(m.tokens, m.id) for m in messages]
+            "UPDATE messages SET tokens = ?, view_tokens = ? WHERE id = ?",
+            [(m.tokens, m.view_tokens, m.id) for m in messages],
         )
         await self._db.executemany(
             "UPDATE parts SET tokens = ? WHERE message_id = ? AND idx = ?",
@@ -394,24 +438,6 @@ class _SQLiteTransaction:
 
     async def save_session(self, session: Session) -> None:
         session = session.model_copy(update={"updated_at": time.time()})
-        await self._db.execute(
-            "UPDATE sessions SET title = ?, model = ?, settings = ?, system = ?, updated_at = ?, "
-            "message_count = ?, tokens_stored = ?, tokens_in_view = ?, last_usage = ?, "
-            "last_usage_message_id = ?, usage_baseline = ?, metadata = ? WHERE id = ?",
-            (
-                session.title,
-                session.model,
-                _json(session.settings),
-                _SYSTEM.dump_json(session.system).decode(),
-                session.updated_at,
-                session.message_count,
-                session.tokens_stored,
-                session.tokens_in_view,
-                session.last_usage.model_dump_json() if session.last_usage else None,
-                session.last_usage_message_id,
-                session.usage_baseline,
-                _json(session.metadata),
-                session.id,
-            ),
-        )
+        columns = _session_columns(session)
+        await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in _UPDATABLE), session.id))
         self.session = session
