@@ -22,6 +22,7 @@ from .config import Settings, SettingsError, load_settings
 from .formats.importers import TranscriptError
 from .results import ImportResult, Status
 from .service import USER_ERRORS, ContextService
+from .store.schema import SchemaTooNewError
 
 BUNDLED_TRANSCRIPT = "mini-swe-agent__psf__requests-1142.jsonl.gz"
 EXIT_USAGE = 2
@@ -249,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             coroutine: Coroutine[Any, Any, int] = run(args, settings)
             return asyncio.run(coroutine)
         return int(run(args, settings))
-    except (*USER_ERRORS, TranscriptError, SettingsError, OSError) as exc:
+    except (*USER_ERRORS, TranscriptError, SettingsError, SchemaTooNewError, OSError) as exc:
         print(f"contextfold: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -91,7 +91,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 class SchemaTooNewError(RuntimeError):
-    pass
+    """The database was written by a newer contextfold; refusing beats corrupting it."""
 
 
 async def migrate(conn: aiosqlite.Connection) -> int:

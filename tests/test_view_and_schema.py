@@ -1,0 +1,71 @@
+"""The view after a compaction, and schema migrations on an existing database."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from contextfold.config import load_settings
+from contextfold.domain import MessageRow, ViewAnchor
+from contextfold.policy.view import in_view, load_from
+from contextfold.service import ContextService
+from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, _statements
+
+pytestmark = pytest.mark.anyio
+
+
+def _rows(n: int) -> list[MessageRow]:
+    return [MessageRow(f"m{i}", i, "user" if i % 2 else "assistant", 10, i % 2 == 1) for i in range(1, n + 1)]
+
+
+def test_view_is_marker_summary_tail_then_newer():
+    rows = _rows(11)
+    anchor = ViewAnchor(marker_seq=8, summary_seq=9, tail_start_seq=5)
+    assert [r.seq for r in in_view(rows, anchor)] == [8, 9, 5, 6, 7, 10, 11]
+    assert load_from(anchor) == 4
+    no_tail = ViewAnchor(marker_seq=8, summary_seq=9)
+    assert [r.seq for r in in_view(rows, no_tail)] == [8, 9, 10, 11]
+    assert load_from(no_tail) == 7
+    assert in_view(rows, None) == rows
+    # Loading from load_from() gives the same view as loading everything.
+    assert in_view(rows[load_from(anchor):], anchor) == in_view(rows, anchor)
+
+
+async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path):
+    db_path = tmp_path / "contextfold.db"
+    with sqlite3.connect(db_path) as conn:
+        for statement in _statements(MIGRATIONS[0]):
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO sessions (id, model, created_at, updated_at, next_seq, message_count) "
+            "VALUES ('old', 'gpt-4o', 0, 0, 3, 2)"
+        )
+        conn.execute(
+            "INSERT INTO messages (id, session_id, seq, role, created_at, tokens) VALUES "
+            "('m1', 'old', 1, 'user', 0, 7), ('m2', 'old', 2, 'assistant', 0, 9)"
+        )
+        conn.execute(
+            "INSERT INTO parts (message_id, idx, session_id, type, data, tokens) VALUES "
+            "('m1', 0, 'old', 'text', '{\"type\":\"text\",\"text\":\"hello\"}', 3), "
+            "('m2', 0, 'old', 'text', '{\"type\":\"text\",\"text\":\"hi\"}', 5)"
+        )
+    async with await ContextService.open(load_settings({"home": tmp_path}, environ={})) as svc:
+        rows = await svc.store.rows("old")
+        assert [(r.id, r.turn_start, r.tokens) for r in rows] == [("m1", True, 7), ("m2", False, 9)]
+        context = await svc.get_context("old")
+        assert [m["content"] for m in context.messages] == ["hello", "hi"]
+    async with aiosqlite.connect(db_path) as conn:
+        async with conn.execute("PRAGMA user_version") as cur:
+            assert (await cur.fetchone())[0] == SCHEMA_VERSION
+
+
+async def test_a_newer_database_is_refused(tmp_path: Path):
+    db_path = tmp_path / "contextfold.db"
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(RuntimeError, match="upgrade contextfold"):
+        await ContextService.open(load_settings({"home": tmp_path}, environ={}))
