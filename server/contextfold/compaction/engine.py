@@ -1,0 +1,128 @@
+"""The anchored compaction pipeline, as pure steps (SPEC §10).
+
+plan (select the tail, find the head and the previous summary) → the summarizer writes (elsewhere:
+it may be a network call) → accept (parse, pin the facts code guarantees, refuse a summary that is
+not smaller than what it replaces) → the messages to write (marker, summary, optional continue).
+The service runs these in order around its store transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..domain import CompactionPart, Message, TextPart, ViewAnchor
+from ..policy.turns import TailSelection, rows, select_tail
+from ..tokens import TokenCounter, count_message
+from .base import SummarizerError
+from .pins import PinReport, pin_facts
+
+CONTINUE_TEXT = (
+    "Continue with the task from where you left off, using the summary above. "
+    "If there is nothing left to do, say so briefly."
+)
+SUMMARY_MIN_TOKENS = 500
+SUMMARY_MAX_TOKENS = 6_000
+
+
+class NothingToCompact(Exception):
+    """Everything in view is the tail (or already a summary): compaction would free nothing."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    head: list[Message]
+    """The history to summarize, oldest first (the previous marker and summary excluded)."""
+    tail: list[Message]
+    """Messages kept verbatim after the new summary, in view order."""
+    previous: str | None
+    """The previous summary's text: the anchor to update."""
+    replaced_tokens: int
+    """What the new marker and summary replace: the head plus the previous marker and summary."""
+    tail_tokens: int
+    selection: TailSelection
+    summary_budget: int
+
+    @property
+    def tail_start(self) -> Message | None:
+        return self.tail[0] if self.tail else None
+
+
+def summary_budget(usable: int, replaced_tokens: int) -> int:
+    """Room for the summary: a tenth of usable within [500, 6,000], and under half of what it replaces."""
+    return max(SUMMARY_MIN_TOKENS // 2, min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, usable // 10), replaced_tokens // 2))
+
+
+def plan_compaction(
+    visible: Sequence[Message], *, tail_budget: int, tail_turns: int, usable: int
+) -> Plan:
+    """Split the view into the head to summarize and the tail to keep. Raises NothingToCompact."""
+    previous_marker = [m for m in visible if m.compaction is not None]
+    previous_summary = next((m for m in visible if m.summary), None)
+    candidates = [m for m in visible if not m.is_compaction]
+    selection = select_tail(rows(candidates), budget=tail_budget, tail_turns=tail_turns)
+    start = (
+        len(candidates)
+        if selection.tail_start_id is None
+        else next(i for i, m in enumerate(candidates) if m.id == selection.tail_start_id)
+    )
+    head, tail = candidates[:start], candidates[start:]
+    if not head:
+        raise NothingToCompact(
+            f"all {len(candidates)} messages in view fit the tail budget ({tail_budget:,} tokens); nothing to compact"
+        )
+    replaced = sum(m.in_view_tokens for m in head) + sum(m.in_view_tokens for m in previous_marker)
+    if previous_summary is not None:
+        replaced += previous_summary.in_view_tokens
+    return Plan(
+        head=head,
+        tail=tail,
+        previous=previous_summary.text if previous_summary is not None else None,
+        replaced_tokens=replaced,
+        tail_tokens=sum(m.in_view_tokens for m in tail),
+        selection=selection,
+        summary_budget=summary_budget(usable, replaced),
+    )
+
+
+def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport, int]:
+    """The summary as it will be stored: pinned, and smaller than what it replaces.
+
+    Raises `SummarizerError` for a summary that would not free anything, so the engine falls
+    back to the next summarizer instead of reporting a compaction that saved nothing.
+    """
+    pinned, report = pin_facts(text, plan.head, previous=plan.previous)
+    tokens = counter.count(pinned)
+    if tokens >= plan.replaced_tokens:
+        raise SummarizerError(
+            "engine",
+            f"the summary ({tokens:,} tokens) is not smaller than what it replaces ({plan.replaced_tokens:,})",
+        )
+    return pinned, report, tokens
+
+
+def compaction_messages(
+    plan: Plan, summary: str, counter: TokenCounter, *, auto: bool, overflow: bool
+) -> list[Message]:
+    """Marker (a user message with a compaction part), summary, and for automatic ones a continue."""
+    tail_start = plan.tail_start
+    messages = [
+        Message(
+            role="user",
+            parts=[CompactionPart(auto=auto, overflow=overflow, tail_start_id=tail_start.id if tail_start else None)],
+        ),
+        Message(role="assistant", summary=True, parts=[TextPart(text=summary, synthetic=True)], finish_reason="stop"),
+    ]
+    if auto:
+        messages.append(Message(role="user", parts=[TextPart(text=CONTINUE_TEXT, synthetic=True)]))
+    return [count_message(m, counter) for m in messages]
+
+
+def anchor_for(stored: Sequence[Message], plan: Plan) -> ViewAnchor:
+    """The view after the compaction, given the stored marker and summary (ids and seqs assigned)."""
+    marker, summary = stored[0], stored[1]
+    return ViewAnchor(
+        marker_seq=marker.seq,
+        summary_seq=summary.seq,
+        tail_start_seq=plan.tail_start.seq if plan.tail_start else None,
+    )
