@@ -34,6 +34,14 @@ def test_view_is_marker_summary_tail_then_newer():
     assert in_view(rows[load_from(anchor):], anchor) == in_view(rows, anchor)
 
 
+def test_an_earlier_marker_and_summary_inside_the_tail_stay_hidden():
+    rows = _rows(12)
+    rows[7] = MessageRow("m8", 8, "user", 10, False)  # first compaction's marker
+    rows[8] = MessageRow("m9", 9, "assistant", 10, False, summary=True)
+    second = ViewAnchor(marker_seq=11, summary_seq=12, tail_start_seq=6)
+    assert [r.seq for r in in_view(rows, second)] == [11, 12, 6, 7, 10]
+
+
 async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path):
     db_path = tmp_path / "contextfold.db"
     with sqlite3.connect(db_path) as conn:

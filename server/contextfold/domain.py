@@ -53,6 +53,8 @@ class FilePart(_Model):
     """Base64 payload, when the attachment was sent inline."""
     url: str | None = None
     spill_id: str | None = None
+    omitted: bool = False
+    """Overflow recovery left this attachment out of the view (kept in the store)."""
     tokens: int = 0
 
     @property
@@ -81,6 +83,8 @@ class ToolPart(_Model):
     """When prune cleared this output from the view (epoch seconds); the output itself is kept."""
     input_cleared: bool = False
     """Prune cleared the call's input from the view too; `input` itself is kept."""
+    view_cap: int | None = None
+    """Overflow recovery cut this output to its first `view_cap` characters in the view (kept whole)."""
     tokens: int = 0
 
     @property
@@ -153,6 +157,11 @@ class Message(_Model):
         return self.tokens if self.view_tokens is None else self.view_tokens
 
     @property
+    def is_compaction(self) -> bool:
+        """A compaction marker or summary: replaced, never kept as history, by the next compaction."""
+        return self.summary or self.compaction is not None
+
+    @property
     def starts_turn(self) -> bool:
         """A user message that is not a compaction marker starts a turn (results never form messages)."""
         return self.role == "user" and self.compaction is None
@@ -181,6 +190,12 @@ class MessageRow:
     """What the message costs in the view (pruned outputs as placeholders); never recounted."""
     turn_start: bool
     """A user message that is not a compaction marker: it opens a turn."""
+    summary: bool = False
+
+    @property
+    def is_compaction(self) -> bool:
+        """A compaction marker or summary: replaced, never kept as history, by the next compaction."""
+        return self.summary or (self.role == "user" and not self.turn_start)
 
 
 class ViewAnchor(_Model):
@@ -190,6 +205,39 @@ class ViewAnchor(_Model):
     summary_seq: int
     tail_start_seq: int | None = None
     """First message kept verbatim from before the marker; None = nothing kept."""
+
+
+class CompactionRecord(_Model):
+    """One compaction, as the audit log keeps it."""
+
+    id: str = ""
+    session_id: str = ""
+    created_at: float = 0.0
+    strategy: str = "anchored"
+    summarizer: str
+    """The summarizer whose summary was kept."""
+    fallbacks: list[str] = Field(default_factory=list)
+    """Why each summarizer tried before it was passed over (`anthropic: HTTP 500 …`)."""
+    auto: bool = False
+    overflow: bool = False
+    tokens_before: int
+    tokens_after: int
+    head_messages: int
+    head_tokens: int
+    summary_tokens: int
+    tail_start_id: str | None = None
+    marker_id: str | None = None
+    summary_id: str | None = None
+    pinned: list[str] = Field(default_factory=list)
+    """Facts code had to add to the summarizer's text."""
+    model: str | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def tokens_freed(self) -> int:
+        return self.tokens_before - self.tokens_after
 
 
 class SystemPrompt(_Model):

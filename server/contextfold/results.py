@@ -18,6 +18,23 @@ class TokenCount(BaseModel):
     factor: float = 1.0
 
 
+class CompactionSummary(BaseModel):
+    at: float
+    summarizer: str
+    fallbacks: list[str]
+    tokens_before: int
+    tokens_after: int
+    auto: bool
+    overflow: bool
+
+
+class CompactionMetrics(BaseModel):
+    compactions: int
+    tokens_freed: int
+    recent: list[CompactionSummary]
+    """The last compactions, newest first (at most 10)."""
+
+
 class Status(BaseModel):
     session_id: str
     model: str
@@ -33,6 +50,8 @@ class Status(BaseModel):
     recommended_action: str
     message_count: int
     tokens_stored: int
+    compaction: CompactionMetrics | None = None
+    """Present once the session has been compacted."""
 
 
 class SessionInfo(BaseModel):
@@ -139,3 +158,34 @@ class GcResult(BaseModel):
     files_removed: int
     bytes_freed: int
     bytes_kept: int
+
+
+class CompactResult(BaseModel):
+    compacted: bool
+    """A summary was written (false for dry runs, and when cutting outputs alone made it fit)."""
+    dry_run: bool
+    summarizer: str | None
+    fallbacks: list[str]
+    """Why each summarizer before the one used was passed over."""
+    tokens_before: int
+    tokens_after: int
+    summary_tokens: int
+    head_messages: int
+    tail_start_id: str | None
+    pinned: list[str]
+    """Facts code added to the summary (edited files, constraints, the open error)."""
+    attempts: int
+    outputs_cut: int
+    """Oversized outputs cut down in view during overflow recovery (kept whole in the store)."""
+    media_omitted: int = 0
+    """Attachments of the newest user message left out of the view because they overflowed it."""
+    summary: str | None = None
+    """The summary text (dry runs only; otherwise read it with get_context or the summary resource)."""
+    status: Status
+
+
+class SummarizeResult(BaseModel):
+    summary: str
+    summarizer: str
+    fallbacks: list[str]
+    tokens: int

@@ -14,21 +14,25 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import Field
 
 from . import __version__
 from .config import Settings, load_settings
+from .compaction.prompt import anchored_summary_prompt
+from .compactor import Sampled
 from .results import (
     AppendResult,
+    CompactResult,
     Deleted,
     OutputRead,
     PruneResult,
     SessionList,
     SpillResult,
     Status,
+    SummarizeResult,
     TailResult,
     TokenCount,
 )
@@ -275,4 +279,111 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         except USER_ERRORS as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 
+    @mcp.tool(title="Compact history", annotations=_annotations("Compact history"))
+    async def compact(
+        ctx: Context,
+        session_id: SessionId,
+        summary: Annotated[CreateMessageResult | None, Resolve(_sampling_for_compact)],
+        summarizer: Annotated[
+            Literal["auto", "anthropic", "sampling", "extractive"],
+            Field(description="auto: anthropic, then your model (sampling), then offline extractive."),
+        ] = "auto",
+        instructions: Annotated[str | None, Field(description="Extra instructions or focus for the summary.")] = None,
+        strategy: Literal["anchored"] = "anchored",
+        dry_run: bool = False,
+    ) -> CompactResult:
+        """Summarize older history into an anchored summary, keeping the recent tail; recovers from overflow."""
+
+        async def progress(fraction: float, message: str) -> None:
+            await ctx.report_progress(fraction, total=1.0, message=message)
+
+        with _user_errors():
+            return await _service(ctx).compact(
+                session_id,
+                strategy=strategy,
+                summarizer=summarizer,
+                instructions=instructions,
+                dry_run=dry_run,
+                sampled=_sampled(summary),
+                progress=progress,
+                owner=_owner(),
+            )
+
+    @mcp.tool(title="Summarize messages", annotations=_annotations("Summarize messages", read_only=True))
+    async def summarize(
+        ctx: Context,
+        messages: WireMessages,
+        summary: Annotated[CreateMessageResult | None, Resolve(_sampling_for_summarize)],
+        previous_summary: Annotated[str | None, Field(description="An earlier summary to update.")] = None,
+        summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = "auto",
+        format: FormatArg = "auto",
+    ) -> SummarizeResult:
+        """Stateless: an anchored summary of the given messages (nothing is stored)."""
+        with _user_errors():
+            return await _service(ctx).summarize(
+                messages,
+                previous_summary=previous_summary,
+                format=format,
+                summarizer=summarizer,
+                sampled=_sampled(summary),
+            )
+
+    @mcp.prompt(name="anchored_summary", title="Anchored summary")
+    def anchored_summary(previous_summary: str | None = None) -> str:
+        """The anchored summary template and instructions, for clients that summarize with their own model."""
+        return anchored_summary_prompt(previous_summary)
+
+    @mcp.resource("contextfold://sessions/{session_id}/summary", mime_type="text/markdown", title="Session summary")
+    async def summary_resource(session_id: str, ctx: Context) -> str:
+        """The session's current anchored summary."""
+        try:
+            return await _service(ctx).summary_text(session_id, owner=_owner())
+        except USER_ERRORS as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+
     return mcp
+
+
+async def _sampling_for_compact(
+    session_id: str, summarizer: str, instructions: str | None, ctx: Context
+) -> Sample | None:
+    """Ask the client's model for the summary before `compact` runs (both protocol eras)."""
+    service = _service(ctx)
+    if not service.wants_sampling(summarizer) or not _can_sample(ctx):
+        return None
+    prompt = await service.sampling_prompt(session_id, instructions=instructions, owner=_owner())
+    return _sample(prompt) if prompt else None
+
+async def _sampling_for_summarize(
+    messages: list[dict[str, Any]], previous_summary: str | None, summarizer: str, ctx: Context
+) -> Sample | None:
+    service = _service(ctx)
+    if not service.wants_sampling(summarizer) or not _can_sample(ctx):
+        return None
+    try:
+        prompt = service.summarize_prompt(messages, previous_summary=previous_summary)
+    except USER_ERRORS:
+        return None  # the tool body reports the bad input
+    return _sample(prompt)
+
+
+def _can_sample(ctx: Context) -> bool:
+    capabilities = ctx.client_capabilities
+    return capabilities is not None and capabilities.sampling is not None
+
+
+def _sample(prompt: tuple[str, str, int]) -> Sample:
+    system, user, max_tokens = prompt
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=user))],
+        max_tokens=max_tokens,
+        system_prompt=system,
+    )
+
+
+def _sampled(result: CreateMessageResult | None) -> Sampled | None:
+    if result is None:
+        return None
+    content = result.content
+    text = content.text if isinstance(content, TextContent) else None
+    return Sampled(text=text, model=result.model)

@@ -15,7 +15,16 @@ from typing import Any, Literal
 
 from . import catalog, formats
 from .config import Settings, SettingsError, check_session_overrides, load_settings
-from .domain import Message, Session, SystemPrompt, ToolPart, ToolResult, Usage, complete_tool_part, new_id
+from .domain import (
+    Message,
+    Session,
+    SystemPrompt,
+    ToolPart,
+    ToolResult,
+    Usage,
+    complete_tool_part,
+    new_id,
+)
 from .formats import FormatError, ParsedBatch, RenderOptions
 from .formats.usage import parse_usage
 from .policy import view
@@ -26,6 +35,9 @@ from .policy.turns import select_tail, tail_budget
 from .results import (
     AppendedMessage,
     AppendResult,
+    CompactionMetrics,
+    CompactionSummary,
+    CompactResult,
     Context,
     Deleted,
     GcResult,
@@ -36,9 +48,19 @@ from .results import (
     SessionList,
     SpillResult,
     Status,
+    SummarizeResult,
     TailResult,
     TokenCount,
 )
+from .compaction.anthropic import AnthropicSummarizer, default_max_tokens
+from .compaction.base import SummarizerError, SummaryRequest
+from .compaction.engine import NothingToCompact, summary_budget
+from .compaction.extractive import ExtractiveSummarizer
+from .compaction.pins import pin_facts
+from .compaction.prompt import build_prompt
+from .compaction.transcript import render_transcript
+from .compactor import MAX_ATTEMPTS, Compactor, Progress, Sampled, SampledSummarizer, SummarizerChoice
+from .errors import CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
 from .ingest import Ingest
 from .outputs import Outputs
 from .spill import SpillFiles
@@ -57,19 +79,15 @@ FormatArg = Literal["anthropic", "openai", "auto"]
 TITLE_CHARS = 80
 
 
-class ContextfoldError(Exception):
-    """An error the caller can act on; the message says what was wrong and what to do."""
+class _Unavailable:
+    """A summarizer that cannot run here; trying it records why and moves down the chain."""
 
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self._reason = reason
 
-class InvalidInput(ContextfoldError, ValueError):
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
-        self.problem = problem
-
-
-class LimitExceeded(InvalidInput):
-    pass
+    async def summarize(self, request: SummaryRequest) -> Any:
+        raise SummarizerError(self.name, self._reason)
 
 
 USER_ERRORS = (ContextfoldError, FormatError, SettingsError, NotFoundError, ConflictError)
@@ -114,6 +132,12 @@ class ContextService:
         self.store = store
         self.outputs = Outputs(
             store, files, retention_days=settings.spill_retention_days, quota_bytes=settings.spill_quota_bytes
+        )
+        self.compactor = Compactor(
+            store,
+            settings_for=self._session_settings,
+            counter_for=lambda session, settings: self._counter(session.model, settings),
+            usable_for=lambda session, settings: self._budget(session, settings).usable,
         )
 
     @classmethod
@@ -469,6 +493,27 @@ class ContextService:
             recommended_action=verdict.recommended_action,
             message_count=session.message_count,
             tokens_stored=session.tokens_stored,
+            compaction=await self._compaction_metrics(session.id) if session.view is not None else None,
+        )
+
+    async def _compaction_metrics(self, session_id: str | None) -> CompactionMetrics:
+        count, freed = await self.store.compaction_totals(session_id)
+        recent = await self.store.compactions(session_id, limit=10)
+        return CompactionMetrics(
+            compactions=count,
+            tokens_freed=freed,
+            recent=[
+                CompactionSummary(
+                    at=r.created_at,
+                    summarizer=r.summarizer,
+                    fallbacks=r.fallbacks,
+                    tokens_before=r.tokens_before,
+                    tokens_after=r.tokens_after,
+                    auto=r.auto,
+                    overflow=r.overflow,
+                )
+                for r in recent
+            ],
         )
 
     # -- policies --------------------------------------------------------------------------------
@@ -552,6 +597,190 @@ class ContextService:
             budget=budget,
             split=selection.split,
         )
+
+    # -- compaction ------------------------------------------------------------------------------
+
+    def _summarizers(
+        self, choice: SummarizerChoice, settings: Settings, sampled: Sampled | None
+    ) -> list[Any]:
+        """The chain for `choice`, always ending in the extractive summarizer, which cannot fail."""
+        if choice not in ("auto", "anthropic", "sampling", "extractive"):
+            raise InvalidInput("summarizer", f"expected auto, anthropic, sampling or extractive, got {choice!r}")
+        chain: list[Any] = []
+        if choice in ("auto", "anthropic"):
+            anthropic = AnthropicSummarizer.from_env(settings)
+            chain.append(anthropic or _Unavailable("anthropic", "not configured (set ANTHROPIC_API_KEY)"))
+        if choice in ("auto", "sampling"):
+            chain.append(
+                SampledSummarizer(sampled)
+                if sampled is not None
+                else _Unavailable("sampling", "the client did not offer its model (no sampling capability)")
+            )
+        chain.append(ExtractiveSummarizer())
+        return chain
+
+    def wants_sampling(self, choice: str) -> bool:
+        """Whether `compact` with this choice would use the client's model (asked before it runs)."""
+        return choice == "sampling" or (choice == "auto" and AnthropicSummarizer.from_env(self.settings) is None)
+
+    async def sampling_prompt(
+        self, session_id: str, *, instructions: str | None = None, owner: str = ""
+    ) -> tuple[str, str, int] | None:
+        """The prompt for the client's model, or None when there is nothing to compact."""
+        try:
+            prepared = await self.compactor.prepare(session_id, owner)
+        except (NothingToCompact, NotFoundError):
+            return None
+        return self.compactor.sampling_prompt(prepared, instructions)
+
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        strategy: str = "anchored",
+        summarizer: SummarizerChoice = "auto",
+        instructions: str | None = None,
+        dry_run: bool = False,
+        auto: bool = False,
+        sampled: Sampled | None = None,
+        progress: Progress | None = None,
+        owner: str = "",
+    ) -> CompactResult:
+        """Summarize older history into the anchored summary; on overflow, recover (SPEC §10)."""
+        if strategy != "anchored":
+            raise InvalidInput("strategy", f"unknown strategy {strategy!r}; available: anchored")
+        session = await self.store.get_session(session_id, owner)
+        settings = self._session_settings(session)
+        chain = self._summarizers(summarizer, settings, sampled)
+        status = await self._status(session)
+        overflow = status.state == "overflow"
+        media_omitted = 0
+        if overflow and not dry_run:
+            # Attachments in the newest message can be what broke the window: show them as
+            # placeholders with a note, then compact the history before them as usual.
+            media_omitted = await self.compactor.omit_newest_media(
+                session_id, owner, self._counter(session.model, settings)
+            )
+            if media_omitted:
+                status = await self.status(session_id, owner=owner)
+        attempts = 0
+        outputs_cut = 0
+        cut_done = False
+        while True:
+            attempts += 1
+            try:
+                record, summary = await self.compactor.compact(
+                    session_id,
+                    owner=owner,
+                    summarizers=chain,
+                    instructions=instructions,
+                    auto=auto,
+                    overflow=overflow,
+                    dry_run=dry_run,
+                    progress=progress,
+                    tokens_before=status.tokens_in_view,
+                    check_cooldown=auto and attempts == 1,
+                )
+            except (NothingToCompact, CompactionFailed) as exc:
+                if overflow and not dry_run and not cut_done:
+                    # Nothing left to summarize: cut oversized outputs in view once, then retry.
+                    cut_done = True
+                    outputs_cut = await self.compactor.cut_oversized(
+                        session_id, owner, status.usable, self._counter(session.model, settings)
+                    )
+                    if outputs_cut:
+                        before = status.tokens_in_view
+                        status = await self.status(session_id, owner=owner)
+                        if status.state != "overflow":
+                            return _cut_only(before, attempts, outputs_cut, status, str(exc))
+                        attempts = 0
+                        continue
+                raise CompactionFailed(
+                    f"{exc} ({status.tokens_in_view:,} tokens in view, {status.usable:,} usable)"
+                ) from exc
+            status = await self.status(session_id, owner=owner)
+            if dry_run or status.state != "overflow" or not overflow:
+                break
+            if attempts >= MAX_ATTEMPTS:
+                raise CompactionFailed(
+                    f"still over the limit after {attempts} compactions: {status.tokens_in_view:,} tokens in view, "
+                    f"{status.usable:,} usable; the kept tail alone is too large — lower preserve_recent_tokens "
+                    "or prune tool outputs"
+                )
+        return CompactResult(
+            compacted=not dry_run,
+            dry_run=dry_run,
+            summarizer=record.summarizer,
+            fallbacks=record.fallbacks,
+            tokens_before=record.tokens_before,
+            tokens_after=record.tokens_after,
+            summary_tokens=record.summary_tokens,
+            head_messages=record.head_messages,
+            tail_start_id=record.tail_start_id,
+            pinned=record.pinned,
+            attempts=attempts,
+            outputs_cut=outputs_cut,
+            media_omitted=media_omitted,
+            summary=summary if dry_run else None,
+            status=status,
+        )
+
+    async def summarize(
+        self,
+        messages: Any,
+        *,
+        previous_summary: str | None = None,
+        format: FormatArg = "auto",
+        summarizer: SummarizerChoice = "auto",
+        instructions: str | None = None,
+        model: str | None = None,
+        sampled: Sampled | None = None,
+    ) -> SummarizeResult:
+        """A stateless anchored summary of `messages` (nothing is stored)."""
+        head, counter, budget = self._summarize_input(messages, previous_summary, format, model)
+        request = SummaryRequest(
+            head=head, previous=previous_summary, counter=counter, budget_tokens=budget, instructions=instructions
+        )
+        fallbacks: list[str] = []
+        for candidate in self._summarizers(summarizer, self.settings, sampled):
+            try:
+                outcome = await candidate.summarize(request)
+            except SummarizerError as exc:
+                fallbacks.append(f"{exc.summarizer}: {exc.reason}")
+                continue
+            text, report = pin_facts(outcome.text, head, previous=previous_summary)
+            return SummarizeResult(
+                summary=text, summarizer=outcome.summarizer, fallbacks=fallbacks, tokens=counter.count(text)
+            )
+        raise CompactionFailed("every summarizer failed: " + "; ".join(fallbacks))  # pragma: no cover
+
+    def summarize_prompt(self, messages: Any, *, previous_summary: str | None = None) -> tuple[str, str, int]:
+        """(system, user, max_tokens) for asking the client's model to summarize `messages`."""
+        head, _counter, budget = self._summarize_input(messages, previous_summary, "auto", None)
+        system, user = build_prompt(
+            render_transcript(head), previous=previous_summary, instructions=None, budget_tokens=budget
+        )
+        return system, user, default_max_tokens(budget)
+
+    def _summarize_input(
+        self, messages: Any, previous_summary: str | None, format: FormatArg, model: str | None
+    ) -> tuple[list[Message], TokenCounter, int]:
+        self._check_limits(messages, self.settings)
+        batch = self._parse(messages, format)
+        model = model or self.settings.default_model
+        counter = self._counter(model, self.settings)
+        head = [count_message(m, counter) for m in batch.messages]
+        replaced = sum(m.tokens for m in head) + (counter.count(previous_summary) if previous_summary else 0)
+        usable = catalog.budget(catalog.lookup(model)).usable
+        return head, counter, summary_budget(usable, replaced)
+
+    async def summary_text(self, session_id: str, *, owner: str = "") -> str:
+        """The session's current summary (the anchor of the view)."""
+        session = await self.store.get_session(session_id, owner)
+        if session.view is None:
+            raise NotFoundError("summary", session_id, "the session has not been compacted yet")
+        messages = await self.store.load_messages(session.id, after_seq=session.view.summary_seq - 1, limit=1)
+        return messages[0].text
 
     # -- spilled outputs -------------------------------------------------------------------------
 
@@ -673,6 +902,25 @@ class ContextService:
         )
 
 
+def _cut_only(before: int, attempts: int, cut: int, status: Status, why: str) -> CompactResult:
+    """Overflow recovery that succeeded by cutting oversized outputs, with no summary written."""
+    return CompactResult(
+        compacted=False,
+        dry_run=False,
+        summarizer=None,
+        fallbacks=[f"no summary: {why}"],
+        tokens_before=before,
+        tokens_after=status.tokens_in_view,
+        summary_tokens=0,
+        head_messages=0,
+        tail_start_id=None,
+        pinned=[],
+        attempts=attempts,
+        outputs_cut=cut,
+        status=status,
+    )
+
+
 def _cleared(part: ToolPart, when: float, clear_inputs: bool) -> ToolPart:
     # Marks only: the output and input stay stored; the renderers show placeholders.
     return part.model_copy(update={"compacted_at": when, "input_cleared": clear_inputs})
@@ -692,6 +940,7 @@ def _parse_cursor(cursor: str | None) -> int:
 
 __all__ = [
     "USER_ERRORS",
+    "CompactionFailed",
     "ContextService",
     "ContextfoldError",
     "InvalidInput",

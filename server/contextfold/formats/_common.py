@@ -122,10 +122,14 @@ def encode_text(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
+OMITTED_NOTE = "not shown: the attachment was too large for the context window"
+
+
 def media_placeholder(file: FilePart) -> str:
     """What the model reads instead of an attachment: `[Attached image/png: name]`."""
     label = file.filename or (file.url if file.url and not file.url.startswith("data:") else None)
-    return f"[Attached {file.mime}: {label}]" if label else f"[Attached {file.mime}]"
+    note = f" — {OMITTED_NOTE}" if file.omitted else ""
+    return f"[Attached {file.mime}: {label}{note}]" if label else f"[Attached {file.mime}{note}]"
 
 
 # -- parsing a batch ------------------------------------------------------------------------------
@@ -201,7 +205,8 @@ def render_result(part: ToolPart, options: RenderOptions) -> RenderedResult | No
     if part.compacted_at is not None:
         # Pruned: the output (and anything the tool attached) is hidden; the call itself stays.
         return RenderedResult(options.pruned_placeholder, is_error, [])
-    text = cap_output(part.result_text, options.output_cap)
+    caps = [c for c in (options.output_cap, part.view_cap) if c is not None]
+    text = cap_output(part.result_text, min(caps) if caps else None)
     if options.strip_media and part.attachments:
         notes = "\n".join(media_placeholder(file) for file in part.attachments)
         return RenderedResult(f"{text}\n{notes}" if text else notes, is_error, [])

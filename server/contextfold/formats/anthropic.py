@@ -362,7 +362,7 @@ def _tool_result_block(call_id: str, result: RenderedResult, options: RenderOpti
 
 def _file_block(part: FilePart, options: RenderOptions) -> _Block:
     """An image or document block, or a text placeholder for media the API cannot take here."""
-    block = None if options.strip_media else _media_block(part)
+    block = None if options.strip_media or part.omitted else _media_block(part)
     return block if block is not None else _text_block(media_placeholder(part))
 
 

@@ -334,7 +334,7 @@ def _text_part(text: str) -> _Wire:
 
 def _file_part(part: FilePart, options: RenderOptions) -> _Wire:
     """An image, audio or file part, or a text placeholder when media is stripped or unsendable."""
-    wire = None if options.strip_media else _media_part(part)
+    wire = None if options.strip_media or part.omitted else _media_part(part)
     return wire if wire is not None else _text_part(media_placeholder(part))
 
 

@@ -17,6 +17,9 @@ class _Sequenced(Protocol):
     @property
     def seq(self) -> int: ...
 
+    @property
+    def is_compaction(self) -> bool: ...
+
 
 T = TypeVar("T", bound=_Sequenced)
 
@@ -40,7 +43,10 @@ def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
         if message.seq in (anchor.marker_seq, anchor.summary_seq):
             head.append(message)
         elif anchor.tail_start_seq is not None and anchor.tail_start_seq <= message.seq < anchor.marker_seq:
-            tail.append(message)
+            # An earlier compaction's marker and summary can sit inside the kept range: the new
+            # summary replaced them, so they stay hidden.
+            if not message.is_compaction:
+                tail.append(message)
         elif message.seq > anchor.summary_seq:
             after.append(message)
     return head + tail + after

@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain import Message, MessageRow, Session, ToolPart
+from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart
 
 
 class StoreError(Exception):
@@ -56,11 +56,11 @@ class OutputRecord:
 
 @dataclass(frozen=True)
 class PartMark:
-    """A tool part replaced in place by prune: `freed` tokens leave the view, none leave the store."""
+    """A part re-marked in place (pruned, cut, omitted): `freed` tokens leave the view, none the store."""
 
     message_id: str
     index: int
-    part: ToolPart
+    part: Part
     freed: int
 
 
@@ -100,6 +100,8 @@ class SessionTransaction(Protocol):
 
     async def add_output(self, record: OutputRecord) -> None: ...
 
+    async def add_compaction(self, record: CompactionRecord) -> CompactionRecord: ...
+
     async def replace_counts(self, messages: Sequence[Message]) -> None:
         """Store new token counts for already-stored messages (after a tokenizer change)."""
         ...
@@ -135,5 +137,13 @@ class SessionStore(Protocol):
         ...
 
     async def delete_outputs(self, output_ids: Sequence[str]) -> None: ...
+
+    async def compactions(self, session_id: str | None = None, *, limit: int = 10) -> list[CompactionRecord]:
+        """The latest compactions, newest first: of one session, or of all."""
+        ...
+
+    async def compaction_totals(self, session_id: str | None = None) -> tuple[int, int]:
+        """(how many compactions, tokens freed in all), for one session or all."""
+        ...
 
     async def close(self) -> None: ...

@@ -85,6 +85,16 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX outputs_by_digest ON outputs (digest);
     CREATE INDEX outputs_by_created ON outputs (created_at);
     """,
+    # 3: the compaction history (audit log and source of metrics)
+    """
+    CREATE TABLE compactions (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        created_at REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX compactions_by_session ON compactions (session_id, created_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,7 +20,7 @@ from typing import Any
 import aiosqlite
 from pydantic import TypeAdapter
 
-from ..domain import Message, MessageRow, Part, Session, ToolPart, Usage, new_id
+from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
 from .base import ConflictError, NotFoundError, OutputRecord, PartMark, SessionPage, StoredToolPart
 from .schema import migrate
 
@@ -123,11 +123,11 @@ async def _load_messages(
 
 async def _rows(db: aiosqlite.Connection, session_id: str, after_seq: int) -> list[MessageRow]:
     async with db.execute(
-        "SELECT id, seq, role, COALESCE(view_tokens, tokens) AS tokens, turn_start FROM messages "
+        "SELECT id, seq, role, COALESCE(view_tokens, tokens) AS tokens, turn_start, summary FROM messages "
         "WHERE session_id = ? AND seq > ? ORDER BY seq",
         (session_id, after_seq),
     ) as cur:
-        return [MessageRow(r[0], r[1], r[2], r[3], bool(r[4])) for r in await cur.fetchall()]
+        return [MessageRow(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5])) for r in await cur.fetchall()]
 
 
 def _output_from_row(row: aiosqlite.Row) -> OutputRecord:
@@ -285,6 +285,24 @@ class SQLiteStore:
         async with self._transaction() as db:
             await db.executemany("DELETE FROM outputs WHERE id = ?", [(i,) for i in output_ids])
 
+    # -- compaction history ------------------------------------------------------------------
+
+    async def compactions(self, session_id: str | None = None, *, limit: int = 10) -> list[CompactionRecord]:
+        where, params = ("WHERE session_id = ?", [session_id]) if session_id else ("", [])
+        rows = await self._fetchall(
+            f"SELECT data FROM compactions {where} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit)
+        )
+        return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
+
+    async def compaction_totals(self, session_id: str | None = None) -> tuple[int, int]:
+        where, params = ("WHERE session_id = ?", [session_id]) if session_id else ("", [])
+        row = await self._fetchone(
+            "SELECT COUNT(*), COALESCE(SUM(json_extract(data, '$.tokens_before') - "
+            f"json_extract(data, '$.tokens_after')), 0) FROM compactions {where}",
+            params,
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
     async def integrity_check(self) -> str:
         row = await self._fetchone("PRAGMA integrity_check")
         return str(row[0]) if row else "no answer"
@@ -428,6 +446,16 @@ class _SQLiteTransaction:
                 record.last_read_at,
             ),
         )
+
+    async def add_compaction(self, record: CompactionRecord) -> CompactionRecord:
+        record = record.model_copy(
+            update={"id": record.id or new_id("cmp"), "session_id": self.session.id, "created_at": time.time()}
+        )
+        await self._db.execute(
+            "INSERT INTO compactions (id, session_id, created_at, data) VALUES (?,?,?,?)",
+            (record.id, record.session_id, record.created_at, record.model_dump_json()),
+        )
+        return record
 
     async def replace_counts(self, messages: Sequence[Message]) -> None:
         """Store new token counts for already-stored messages (after a tokenizer change)."""

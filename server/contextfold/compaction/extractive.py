@@ -1,0 +1,537 @@
+"""The offline summarizer: every section filled by code from the history (SPEC §10, item 3).
+
+No model, no network, deterministic: the same request always gives the same summary. It is the
+last link of the summarizer chain, so it never fails; it is also what a session without any LLM
+backend gets.
+
+Where each section comes from (see `facts.extract_facts`):
+- Goal: the user's first instruction, and the latest one when it differs;
+- Constraints & Preferences: user sentences that state a rule (must / never / always / 必须 / 不要 …);
+- Done: completed edits and writes, commands that succeeded, test runs that passed, todo items
+  marked completed;
+- In Progress: todo items in progress, and the assistant's last words (where the work stopped);
+- Blocked: the latest error no later success answered;
+- Key Decisions: assistant sentences that choose ("I'll use …", "the fix is …");
+- Next Steps: pending todo items and the plan list in the assistant's latest text;
+- Critical Context: other unresolved errors, the test command in use, and sentences matching the
+  caller's focus;
+- Relevant Files: edited files first, then files only read, as `path — why`.
+
+**Updating an anchor.** With `request.previous` the previous summary is parsed and merged, not
+summarized: its bullets are kept unless the new history shows them stale. An In Progress or Next
+Steps item moves to Done when a todo with the same text is now completed, when a file it names was
+edited, or when a command it names (in backticks) now succeeds. A Blocked or Critical Context item
+whose command (in backticks) now succeeds is dropped. Goal, constraints, decisions and files are
+kept; new ones are merged in (a file's bullet is replaced when the new history says more about it).
+
+**Focus.** `request.instructions` is read as a focus: its words (three letters or more, minus
+common words) and CJK runs are keywords. Bullets that mention one are trimmed last when the budget
+is tight (just before the essentials), and up to five sentences of the history that mention one
+are added to Critical Context.
+
+**Budget.** The rendered summary must fit `request.budget_tokens` counted with `request.counter`.
+Bullets are dropped least important first: oldest Done, files only read, decisions, older context,
+later next steps; then long bullets are shortened; only then, for a budget too small for them, the
+essentials go (constraints, edited files, the unresolved error, the goal). Sections are never
+dropped: an emptied section reads `(none)`. When even the empty template does not fit, the empty
+template is returned (the section list is the contract; the engine decides what to do with it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..domain import Message
+from ..tokens import TokenCounter
+from .base import SummaryOutcome, SummaryRequest
+from .facts import (
+    ErrorFact,
+    Facts,
+    FileTouch,
+    assistant_prose,
+    clip,
+    collapse,
+    command_key,
+    extract_facts,
+    is_path,
+    names_path,
+    resolves,
+    sentences,
+    suite_runner,
+    user_instruction,
+    user_prose,
+)
+from .template import (
+    BLOCKED,
+    CONSTRAINTS,
+    CRITICAL,
+    DECISIONS,
+    DONE,
+    EMPTY,
+    FILES,
+    GOAL,
+    IN_PROGRESS,
+    NEXT_STEPS,
+    SECTIONS,
+    Summary,
+    parse_summary,
+)
+
+LATEST_REQUEST = "Latest request: "
+EARLIER_REQUEST = "Earlier request: "
+REQUEST = "Request: "
+LAST_STEP = "Last step: "
+TEST_COMMAND = "Test command: "
+UNRESOLVED = "Unresolved: "
+RESOLVED = "Fixed: "
+MAX_RESOLVED = 5
+MAX_FOCUS_SENTENCES = 5
+SHORTENED_CHARS = 160
+
+# Trimming tiers: lower goes first when the budget is tight.
+_DONE_TIER = 0
+_READ_FILE_TIER = 1
+_DECISION_TIER = 2
+_CONTEXT_TIER = 3
+_STEP_TIER = 4
+_FOCUS_TIER = 5
+_ESSENTIAL_TIER = 6
+
+
+@dataclass
+class _Item:
+    text: str
+    tier: int
+    rank: float
+    """Order of removal within a tier: lower goes first."""
+    path: str | None = None
+    """For a Relevant Files bullet, the path it names (so it can be shortened to just that)."""
+    verbatim: bool = False
+    """Never shortened: constraints, error lines and the latest request must stay word for word
+    (pinning checks for them and would add them back)."""
+
+
+@dataclass
+class _Draft:
+    sections: dict[str, list[_Item]] = field(default_factory=lambda: {name: [] for name in SECTIONS})
+
+    def add(
+        self, section: str, text: str, tier: int, rank: float, path: str | None = None, verbatim: bool = False
+    ) -> bool:
+        text = collapse(text)
+        if not text or text == EMPTY:
+            return False
+        key = text.casefold()
+        if any(item.text.casefold() == key for item in self.sections[section]):
+            return False
+        self.sections[section].append(_Item(text, tier, rank, path, verbatim))
+        return True
+
+    def texts(self, section: str) -> list[str]:
+        return [item.text for item in self.sections[section]]
+
+    def summary(self) -> Summary:
+        summary = Summary()
+        for name in SECTIONS:
+            for item in self.sections[name]:
+                summary.add(name, item.text)
+        return summary
+
+    def render(self) -> str:
+        return self.summary().render()
+
+
+class ExtractiveSummarizer:
+    """Summarizes by extraction; see the module docstring for what goes where."""
+
+    name = "extractive"
+
+    async def summarize(self, request: SummaryRequest) -> SummaryOutcome:
+        return self.summarize_sync(request)
+
+    def summarize_sync(self, request: SummaryRequest) -> SummaryOutcome:
+        text = build_summary(
+            request.head,
+            previous=request.previous,
+            counter=request.counter,
+            budget_tokens=request.budget_tokens,
+            instructions=request.instructions,
+        )
+        return SummaryOutcome(text=text, summarizer=self.name)
+
+
+def build_summary(
+    head: Sequence[Message],
+    *,
+    previous: str | None,
+    counter: TokenCounter,
+    budget_tokens: int,
+    instructions: str | None = None,
+) -> str:
+    """The anchored summary of `head` (merged into `previous` when given), within the budget."""
+    facts = extract_facts(head)
+    keywords = focus_keywords(instructions)
+    draft = _Draft()
+    prior = parse_summary(previous) if previous else None
+    _goal(draft, facts, prior)
+    _constraints(draft, facts, prior)
+    _progress(draft, facts, prior)
+    _decisions(draft, facts, prior)
+    _context(draft, facts, prior, head, keywords)
+    _files(draft, facts, prior)
+    _protect_focus(draft, keywords)
+    return _fit(draft, counter, budget_tokens)
+
+
+# -- sections -----------------------------------------------------------------------------------
+
+
+def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
+    first, latest = facts.first_instruction, facts.latest_instruction
+    if prior is None:
+        if first:
+            draft.add(GOAL, first, _ESSENTIAL_TIER, 0, verbatim=first == latest)
+        if latest and latest != first:
+            draft.add(GOAL, LATEST_REQUEST + latest, _ESSENTIAL_TIER, 1, verbatim=True)
+        return
+    bullets = prior[GOAL]
+    for index, bullet in enumerate(bullets):
+        # The goal as first stated stays essential; later requests yield to the newest one.
+        if latest and bullet.startswith(LATEST_REQUEST):
+            bullet = EARLIER_REQUEST + bullet[len(LATEST_REQUEST) :]
+        tier = _ESSENTIAL_TIER if index == 0 else _CONTEXT_TIER
+        draft.add(GOAL, bullet, tier, index, verbatim=latest is not None and latest in bullet)
+    stated = " ".join(draft.texts(GOAL))
+    if first and first != latest and first not in stated:
+        draft.add(GOAL, REQUEST + first, _CONTEXT_TIER, len(bullets))
+    if latest and latest not in stated:
+        draft.add(GOAL, LATEST_REQUEST + latest, _ESSENTIAL_TIER, len(bullets) + 1, verbatim=True)
+
+
+def _constraints(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
+    rules = (prior[CONSTRAINTS] if prior else []) + facts.constraints
+    for index, rule in enumerate(rules):
+        draft.add(CONSTRAINTS, rule, _ESSENTIAL_TIER, index, verbatim=True)
+
+
+def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
+    completed = [text for status, text in facts.todos if status == "completed"]
+    rank = 0.0
+    # Done: the anchor's first (oldest), then what moved out of In Progress, then the new facts.
+    if prior:
+        for bullet in prior[DONE]:
+            draft.add(DONE, bullet, _DONE_TIER, rank)
+            rank += 1
+    carried_in_progress: list[str] = []
+    carried_next: list[str] = []
+    if prior:
+        for section, carried in ((IN_PROGRESS, carried_in_progress), (NEXT_STEPS, carried_next)):
+            for bullet in prior[section]:
+                if facts.latest_assistant_text and bullet.startswith(LAST_STEP):
+                    continue  # superseded by the new history's last step
+                if _now_done(bullet, facts, completed):
+                    draft.add(DONE, bullet, _CONTEXT_TIER, rank)
+                    rank += 1
+                else:
+                    carried.append(bullet)
+    for item in facts.done:
+        draft.add(DONE, item, _DONE_TIER, rank)
+        rank += 1
+    for text in completed:
+        # A finished todo item says what was achieved better than the commands behind it.
+        draft.add(DONE, text, _CONTEXT_TIER, rank)
+        rank += 1
+    for error in facts.resolved_errors[-MAX_RESOLVED:]:
+        # What went wrong and was fixed is worth knowing (it may come back); kept short.
+        draft.add(DONE, RESOLVED + _error_bullet(error), _DONE_TIER, rank)
+        rank += 1
+
+    # In Progress: todos being worked on, what the anchor had in flight, where the work stopped.
+    active = [text for status, text in facts.todos if status == "in_progress"]
+    for index, text in enumerate(active + carried_in_progress):
+        draft.add(IN_PROGRESS, text, _STEP_TIER, -index)
+    if facts.latest_assistant_text:
+        draft.add(IN_PROGRESS, LAST_STEP + facts.latest_assistant_text, _STEP_TIER, 0.5)
+
+    # Blocked: the anchor's still-open blockers, then the latest unresolved error.
+    if prior:
+        for index, bullet in enumerate(prior[BLOCKED]):
+            if not _resolved(bullet, facts):
+                draft.add(BLOCKED, bullet, _STEP_TIER, index)
+    if facts.unresolved_error is not None:
+        draft.add(BLOCKED, _error_bullet(facts.unresolved_error), _ESSENTIAL_TIER, 0, verbatim=True)
+
+    # Next Steps: pending todos and the plan the assistant announced, then the anchor's.
+    pending = [text for status, text in facts.todos if status == "pending"]
+    steps = pending + [s for s in facts.plan_steps if s not in pending] + carried_next
+    for index, text in enumerate(steps):
+        draft.add(NEXT_STEPS, text, _STEP_TIER, -index)
+
+
+def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
+    decisions = (prior[DECISIONS] if prior else []) + facts.decisions
+    for index, text in enumerate(decisions):
+        draft.add(DECISIONS, text, _DECISION_TIER, index)
+
+
+def _context(
+    draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[Message], keywords: list[str]
+) -> None:
+    rank = 0.0
+    tests = [c for c in facts.commands if suite_runner(c)]
+    if prior:
+        for bullet in prior[CRITICAL]:
+            if tests and bullet.startswith(TEST_COMMAND):
+                continue  # replaced by the new history's test command below
+            if not _resolved(bullet, facts):
+                draft.add(CRITICAL, bullet, _CONTEXT_TIER, rank)
+                rank += 1
+    for error in facts.unresolved_errors[:-1][-3:]:
+        draft.add(CRITICAL, UNRESOLVED + _error_bullet(error), _CONTEXT_TIER, rank)
+        rank += 1
+    if tests:
+        draft.add(CRITICAL, f"{TEST_COMMAND}`{command_key(tests[-1])}`", _CONTEXT_TIER, rank)
+        rank += 1
+    for sentence in _focus_sentences(head, keywords):
+        draft.add(CRITICAL, sentence, _FOCUS_TIER, rank)
+        rank += 1
+
+
+def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
+    """Edited files first, then read-only ones. The anchor's entries are kept; a file the new
+    history edits gets the new bullet, and one edited before and only read since keeps its old one."""
+    new = {f.path: f for f in facts.files}
+    edited: list[tuple[str, str]] = []
+    read: list[tuple[str, str]] = []
+    kept_edits: set[str] = set()
+    if prior:
+        for bullet in prior[FILES]:
+            path = _bullet_path(bullet)
+            was_edited = _looks_edited(bullet)
+            touch = new.get(path)
+            if touch is not None and (touch.action == "edited" or not was_edited):
+                continue  # the new history says more about this file
+            if touch is not None:
+                kept_edits.add(path)  # edited before, only read since: it stays an edited file
+            (edited if was_edited else read).append((bullet, path))
+    for touch in facts.files:
+        if touch.path not in kept_edits:
+            (edited if touch.action == "edited" else read).append((_file_bullet(touch), touch.path))
+    for index, (bullet, path) in enumerate(edited):
+        draft.add(FILES, bullet, _ESSENTIAL_TIER, index, path=path)
+    for index, (bullet, path) in enumerate(read):
+        draft.add(FILES, bullet, _READ_FILE_TIER, index, path=path)
+
+
+def _file_bullet(touch: FileTouch) -> str:
+    return f"{touch.path} — {touch.why}"
+
+
+def _error_bullet(error: ErrorFact) -> str:
+    return f"{error.text} — {error.source}"
+
+
+_EDIT_WORDS = re.compile(
+    r"\b(?:edit|creat|writ|wrote|modif|patch|updat|chang|add|delet|remov|renam|moved)", re.IGNORECASE
+)
+
+
+def _looks_edited(bullet: str) -> bool:
+    why = bullet.split(" — ", 1)[1] if " — " in bullet else bullet
+    return bool(_EDIT_WORDS.search(why))
+
+
+_BACKTICKED = re.compile(r"`([^`]+)`")
+
+
+def _bullet_path(bullet: str) -> str:
+    """The path a Relevant Files bullet names: before ` — `, or its first backticked span."""
+    if " — " in bullet:
+        return bullet.split(" — ", 1)[0].strip().strip("`*")
+    span = _BACKTICKED.search(bullet)
+    if span:
+        return span.group(1)
+    return bullet.split()[0].strip("`*:,") if bullet.split() else bullet
+
+
+# -- anchor updates -----------------------------------------------------------------------------
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"[^\w\s]", "", collapse(text).casefold())
+
+
+def _same_task(a: str, b: str) -> bool:
+    a, b = _normal(a), _normal(b)
+    if not a or not b:
+        return False
+    return a == b or (min(len(a), len(b)) >= 12 and (a in b or b in a))
+
+
+def _names_file(bullet: str, path: str) -> bool:
+    """The bullet names `path`, or a path-like word that is the same file written relative to a
+    different directory (`lib/x.ex` for `/home/u/proj/lib/x.ex`)."""
+    if names_path(bullet, path):
+        return True
+    for word in re.split(r"[\s`'\"(),;]+", bullet):
+        word = word.rstrip(".:")
+        if not is_path(word) or "/" not in word and "." not in word:
+            continue
+        if path.endswith("/" + word.lstrip("./")) or word.endswith("/" + path.lstrip("./")):
+            return True
+    return False
+
+
+def _now_done(bullet: str, facts: Facts, completed: list[str]) -> bool:
+    """Whether an anchor's In Progress or Next Steps item is finished according to the new history."""
+    if any(_same_task(bullet, text) for text in completed):
+        return True
+    if any(_names_file(bullet, f.path) for f in facts.edited_files):
+        return True
+    return _resolved(bullet, facts)
+
+
+def _resolved(bullet: str, facts: Facts) -> bool:
+    """A command the bullet names in backticks has succeeded in the new history."""
+    spans = _BACKTICKED.findall(bullet)
+    if not spans or not facts.succeeded:
+        return False
+    for span in spans:
+        key = command_key(span)
+        if key and any(resolves(key, success) for success in facts.succeeded):
+            return True
+    return False
+
+
+# -- focus ---------------------------------------------------------------------------------------
+
+_STOPWORDS = frozenset(
+    """
+    the and for with that this from into about keep keeping make sure please focus focused on all any
+    are was were been being have has had not but also more most very much such only just what which
+    who whom whose when where why how its it's our your their them they you we she him her his
+    details detail important summary summarize summarise context information info things thing stuff
+    should would could will can may might must shall let lets use used using via per each other some
+    """.split()
+)
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
+_WORD = re.compile(r"[A-Za-z0-9_][\w./:-]*[\w]|[A-Za-z0-9_]")
+_CJK_FILLER = ("保留", "关注", "重点", "细节", "请", "注意", "相关", "内容", "信息", "的")
+
+
+def focus_keywords(instructions: str | None) -> list[str]:
+    """Words of a focus instruction worth matching: identifiers and content words (three letters
+    or more, common words left out), and runs of CJK characters with filler words removed."""
+    if not instructions:
+        return []
+    words: list[str] = []
+    for word in _WORD.findall(instructions):
+        lowered = word.casefold()
+        if len(lowered) >= 3 and lowered not in _STOPWORDS and lowered not in words:
+            words.append(lowered)
+    for run in _CJK_RUN.findall(instructions):
+        for filler in _CJK_FILLER:
+            run = run.replace(filler, " ")
+        for piece in run.split():
+            if len(piece) >= 2 and piece not in words:
+                words.append(piece)
+    return words
+
+
+def _mentions_focus(text: str, keywords: list[str]) -> bool:
+    lowered = text.casefold()
+    return any(k in lowered for k in keywords)
+
+
+def _focus_sentences(head: Sequence[Message], keywords: list[str]) -> list[str]:
+    """The latest sentences of the conversation (user or assistant prose) that mention a focus
+    keyword, oldest first."""
+    if not keywords:
+        return []
+    found: list[str] = []
+    for message in reversed(head):
+        if message.summary or message.compaction is not None:
+            continue
+        prose = assistant_prose(message) if message.role == "assistant" else user_prose(message)
+        if message.role == "user" and user_instruction(message) is None:
+            continue
+        for sentence in reversed(list(sentences(prose))):
+            if len(sentence) >= 12 and _mentions_focus(sentence, keywords):
+                item = clip(sentence)
+                if item not in found:
+                    found.append(item)
+            if len(found) >= MAX_FOCUS_SENTENCES:
+                return list(reversed(found))
+    return list(reversed(found))
+
+
+def _protect_focus(draft: _Draft, keywords: list[str]) -> None:
+    if not keywords:
+        return
+    for items in draft.sections.values():
+        for item in items:
+            if item.tier < _FOCUS_TIER and _mentions_focus(item.text, keywords):
+                item.tier = _FOCUS_TIER
+
+
+# -- budget ---------------------------------------------------------------------------------------
+
+
+def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
+    """Render, dropping and shortening bullets least important first until the summary fits."""
+    text = draft.render()
+    total = counter.count(text)
+    if total <= budget:
+        return text
+
+    def cost(item: _Item) -> int:
+        return counter.count(f"- {item.text}\n")
+
+    def drop(candidates: list[tuple[str, _Item]]) -> bool:
+        """Remove candidates in order until the estimate fits and the exact count agrees."""
+        nonlocal total, text
+        for section, item in candidates:
+            draft.sections[section].remove(item)
+            total -= cost(item)
+            if total <= budget:
+                text = draft.render()
+                total = counter.count(text)
+                if total <= budget:
+                    return True
+        text = draft.render()
+        total = counter.count(text)
+        return total <= budget
+
+    optional = [
+        (name, item) for name in SECTIONS for item in draft.sections[name] if item.tier < _ESSENTIAL_TIER
+    ]
+    optional.sort(key=lambda pair: (pair[1].tier, pair[1].rank))
+    if drop(optional):
+        return text
+
+    # Only essentials left: shorten before dropping any of them.
+    for items in draft.sections.values():
+        for item in items:
+            if item.path is not None and item.text != item.path:
+                item.text = item.path
+            elif len(item.text) > SHORTENED_CHARS and item.path is None and not item.verbatim:
+                item.text = clip(item.text, SHORTENED_CHARS)
+    text = draft.render()
+    total = counter.count(text)
+    if total <= budget:
+        return text
+
+    # A budget too small for the essentials: the oldest constraints and files go first, the goal
+    # and the error that blocks the work last.
+    order = {CONSTRAINTS: 0, FILES: 1, GOAL: 2, BLOCKED: 3}
+    essentials = [
+        (name, item) for name in SECTIONS for item in draft.sections[name] if item.tier >= _ESSENTIAL_TIER
+    ]
+    essentials.sort(key=lambda pair: (order.get(pair[0], -1), pair[1].rank))
+    drop(essentials)
+    return text
+
+
+__all__ = ["ExtractiveSummarizer", "build_summary", "focus_keywords"]

@@ -1,0 +1,73 @@
+"""Invariants by code: what every summary must carry, whoever wrote it (SPEC §10 "Pinned facts").
+
+A model asked to keep paths, the user's rules and the error that blocks the work may paraphrase
+or forget them. So after any summarizer the summary is parsed into the template (every section
+present, in order) and checked against facts extracted from the head by code:
+
+- every file edited in the head is named, with its exact path string, in Relevant Files;
+- every explicit user constraint (from the head, and from the previous summary's Constraints)
+  appears in Constraints;
+- the latest unresolved error appears word for word in Blocked or Critical Context;
+- the latest user instruction appears in Goal or Next Steps.
+
+Whatever is missing is added, and listed in the report for the compaction history. Rejecting a
+summary that is not smaller than what it replaces is the engine's job, not this one's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..domain import Message
+from .facts import collapse, extract_facts, names_path
+from .template import BLOCKED, CONSTRAINTS, CRITICAL, FILES, GOAL, NEXT_STEPS, parse_summary
+
+LATEST_REQUEST = "Latest request: "
+
+__all__ = ["PinReport", "names_path", "pin_facts"]
+
+
+@dataclass(frozen=True)
+class PinReport:
+    added: list[str] = field(default_factory=list)
+    """What had to be added, one line each (`file: …`, `constraint: …`, `error: …`, `instruction: …`)."""
+
+
+def pin_facts(text: str, head: Sequence[Message], *, previous: str | None = None) -> tuple[str, PinReport]:
+    """`text` as a complete template with the pinned facts of `head` guaranteed; see the module doc.
+
+    A summary that already carries everything comes back as its own canonical rendering: for a
+    summary rendered by `Summary.render` (as the extractive summarizer's is) that is the same text.
+    """
+    summary = parse_summary(text)
+    facts = extract_facts(head)
+    added: list[str] = []
+
+    for touch in facts.edited_files:
+        if not any(names_path(bullet, touch.path) for bullet in summary[FILES]):
+            summary.add(FILES, f"{touch.path} — {touch.why}")
+            added.append(f"file: {touch.path}")
+
+    rules = (parse_summary(previous)[CONSTRAINTS] if previous else []) + facts.constraints
+    for rule in rules:
+        if not _contains(summary[CONSTRAINTS], rule) and summary.add(CONSTRAINTS, rule):
+            added.append(f"constraint: {rule}")
+
+    error = facts.unresolved_error
+    if error is not None and not _contains(summary[BLOCKED] + summary[CRITICAL], error.text):
+        summary.add(BLOCKED, f"{error.text} — {error.source}")
+        added.append(f"error: {error.text}")
+
+    latest = facts.latest_instruction
+    if latest and not _contains(summary[GOAL] + summary[NEXT_STEPS], latest):
+        summary.add(GOAL, LATEST_REQUEST + latest)
+        added.append(f"instruction: {latest}")
+
+    return summary.render(), PinReport(added)
+
+
+def _contains(bullets: list[str], text: str) -> bool:
+    """Some bullet holds `text` (spacing and case aside: bullets are stored whitespace-collapsed)."""
+    wanted = collapse(text).casefold()
+    return any(wanted in bullet.casefold() for bullet in bullets)

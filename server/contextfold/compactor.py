@@ -1,0 +1,319 @@
+"""Compaction as the service runs it: read, summarize outside any lock, write in one transaction.
+
+The summarizer may be a network call of many seconds, so it never runs inside a store
+transaction. The write re-reads the session and refuses if another compaction moved the view in
+between. The summarizer chain is anthropic → sampling → extractive (`auto`), each failure
+recorded; the extractive summarizer cannot fail, so a compaction always produces a summary — but
+one that frees nothing is reported as an error, never as success.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .compaction.anthropic import default_max_tokens
+from .compaction.base import SummarizerError, SummaryOutcome, SummaryRequest
+from .compaction.engine import (
+    NothingToCompact,
+    Plan,
+    accept,
+    anchor_for,
+    compaction_messages,
+    plan_compaction,
+)
+from .compaction.extractive import ExtractiveSummarizer
+from .compaction.prompt import build_prompt
+from .compaction.template import missing_sections
+from .compaction.transcript import render_transcript
+from .config import Settings
+from .errors import CompactionFailed
+from .domain import CompactionRecord, FilePart, Message, Session, ToolPart
+from .formats._common import media_placeholder
+from .policy import view
+from .policy.turns import tail_budget
+from .store import ConflictError, PartMark, SessionStore
+from .tokens import TokenCounter, count_part
+
+SummarizerChoice = Literal["auto", "anthropic", "sampling", "extractive"]
+Progress = Callable[[float, str], Awaitable[None]]
+
+MAX_ATTEMPTS = 3
+"""Compactions tried for one overflow before giving up with the numbers."""
+COOLDOWN_SECONDS = 30.0
+COOLDOWN_GROWTH = 1.10
+"""An automatic compaction within the cooldown is refused unless the view grew by 10 % since."""
+OVERSIZED_SHARE = 0.10
+"""In overflow recovery, a tool output over this share of usable is cut down in view once."""
+RECOVERY_CAP_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class Prepared:
+    session: Session
+    settings: Settings
+    counter: TokenCounter
+    plan: Plan
+    usable: int
+    last_seq: int
+    """The newest message when the plan was made; anything later arrived while summarizing."""
+
+
+async def _no_progress(_fraction: float, _message: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What the client's model answered to the sampling request (the MCP layer fills this in)."""
+
+    text: str | None
+    model: str | None = None
+
+
+class SampledSummarizer:
+    """The client's own LLM, asked through MCP sampling before the tool body ran."""
+
+    name = "sampling"
+
+    def __init__(self, sampled: Sampled) -> None:
+        self._sampled = sampled
+
+    async def summarize(self, request: SummaryRequest) -> SummaryOutcome:
+        text = self._sampled.text
+        if not text or not text.strip():
+            raise SummarizerError(self.name, "the client's model returned no text")
+        missing = missing_sections(text)
+        if missing:
+            raise SummarizerError(self.name, f"the client's summary lacks sections: {', '.join(missing)}")
+        return SummaryOutcome(text=text, summarizer=self.name, model=self._sampled.model)
+
+
+class Compactor:
+    def __init__(self, store: SessionStore, settings_for: Callable[[Session], Settings],
+                 counter_for: Callable[[Session, Settings], TokenCounter],
+                 usable_for: Callable[[Session, Settings], int]) -> None:
+        self._store = store
+        self._settings_for = settings_for
+        self._counter_for = counter_for
+        self._usable_for = usable_for
+
+    # -- planning --------------------------------------------------------------------------------
+
+    async def prepare(self, session_id: str, owner: str) -> Prepared:
+        session = await self._store.get_session(session_id, owner)
+        settings = self._settings_for(session)
+        usable = self._usable_for(session, settings)
+        messages = await self._store.load_messages(session.id, after_seq=view.load_from(session.view))
+        visible = view.in_view(messages, session.view)
+        plan = plan_compaction(
+            visible,
+            tail_budget=tail_budget(usable, settings.preserve_recent_tokens),
+            tail_turns=settings.tail_turns,
+            usable=usable,
+        )
+        last_seq = max((m.seq for m in messages), default=0)
+        return Prepared(session, settings, self._counter_for(session, settings), plan, usable, last_seq)
+
+    @staticmethod
+    def sampling_prompt(prepared: Prepared, instructions: str | None) -> tuple[str, str, int]:
+        """(system, user, max_tokens) for asking the client's model; deterministic for a session."""
+        plan = prepared.plan
+        system, user = build_prompt(
+            render_transcript(plan.head),
+            previous=plan.previous,
+            instructions=instructions,
+            budget_tokens=plan.summary_budget,
+        )
+        return system, user, default_max_tokens(plan.summary_budget)
+
+    # -- the pipeline ------------------------------------------------------------------------------
+
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        owner: str,
+        summarizers: Sequence[object],
+        instructions: str | None = None,
+        auto: bool = False,
+        overflow: bool = False,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+        tokens_before: int | None = None,
+        check_cooldown: bool = False,
+    ) -> tuple[CompactionRecord, str]:
+        progress = progress or _no_progress
+        await progress(0.05, "selecting the tail")
+        prepared = await self.prepare(session_id, owner)
+        session, plan, counter = prepared.session, prepared.plan, prepared.counter
+        before = session.tokens_in_view if tokens_before is None else tokens_before
+        if check_cooldown:
+            self._check_cooldown(session)
+        request = SummaryRequest(
+            head=plan.head,
+            previous=plan.previous,
+            counter=counter,
+            budget_tokens=plan.summary_budget,
+            instructions=instructions,
+        )
+        fallbacks: list[str] = []
+        chosen: tuple[SummaryOutcome, str, list[str], int] | None = None
+        for i, summarizer in enumerate(summarizers):
+            name = getattr(summarizer, "name", "?")
+            await progress(0.15 + 0.6 * i / max(len(summarizers), 1), f"summarizing with {name}")
+            try:
+                outcome = await summarizer.summarize(request)  # type: ignore[attr-defined]
+                text, report, tokens = accept(outcome.text, plan, counter)
+            except SummarizerError as exc:
+                fallbacks.append(f"{name}: {exc.reason}")
+                continue
+            chosen = (outcome, text, report.added, tokens)
+            break
+        if chosen is None:
+            raise CompactionFailed("every summarizer failed: " + "; ".join(fallbacks))
+        outcome, text, pinned, summary_tokens = chosen
+        new = compaction_messages(plan, text, counter, auto=auto, overflow=overflow)
+        system_tokens = sum(p.tokens for p in session.system)
+        after = system_tokens + sum(m.tokens for m in new) + plan.tail_tokens
+        record = CompactionRecord(
+            summarizer=outcome.summarizer,
+            fallbacks=fallbacks,
+            auto=auto,
+            overflow=overflow,
+            tokens_before=before,
+            tokens_after=after,
+            head_messages=len(plan.head),
+            head_tokens=plan.replaced_tokens,
+            summary_tokens=summary_tokens,
+            tail_start_id=plan.tail_start.id if plan.tail_start else None,
+            pinned=pinned,
+            model=outcome.model,
+            usage=outcome.usage,
+            cost_usd=outcome.cost_usd,
+        )
+        if after >= before:
+            raise CompactionFailed(
+                f"compaction would not free anything: {before:,} tokens in view before, {after:,} after "
+                f"(summary {summary_tokens:,}, tail {plan.tail_tokens:,})"
+            )
+        if dry_run:
+            await progress(1.0, "dry run: nothing written")
+            return record, text
+        await progress(0.85, "writing the summary")
+        record = await self._write(prepared, new, record, owner)
+        await progress(1.0, "done")
+        return record, text
+
+    async def _write(
+        self, prepared: Prepared, new: list[Message], record: CompactionRecord, owner: str
+    ) -> CompactionRecord:
+        read, plan = prepared.session, prepared.plan
+        async with self._store.write(read.id, owner) as tx:
+            session = tx.session
+            if session.view != read.view:
+                raise ConflictError("the session was compacted by another request meanwhile; try again")
+            # Messages appended while the summarizer ran stay in view, after the kept tail.
+            arrived = await tx.rows(after_seq=prepared.last_seq)
+            stored = await tx.insert_messages(new)
+            anchor = anchor_for(stored, plan)
+            if arrived and anchor.tail_start_seq is None:
+                anchor = anchor.model_copy(update={"tail_start_seq": arrived[0].seq})
+            after = record.tokens_after + sum(r.tokens for r in arrived)
+            record = record.model_copy(
+                update={"tokens_after": after, "marker_id": stored[0].id, "summary_id": stored[1].id}
+            )
+            record = await tx.add_compaction(record)
+            metadata = {**session.metadata, "last_compaction": {"at": time.time(), "tokens_after": after}}
+            session = session.model_copy(
+                update={
+                    "view": anchor,
+                    "message_count": session.message_count + len(stored),
+                    "tokens_stored": session.tokens_stored + sum(m.tokens for m in stored),
+                    "tokens_in_view": after,
+                    # The provider's last report described the old, longer context.
+                    "last_usage": None,
+                    "last_usage_message_id": None,
+                    "usage_baseline": 0,
+                    "metadata": metadata,
+                }
+            )
+            await tx.save_session(session)
+        return record
+
+    @staticmethod
+    def _check_cooldown(session: Session) -> None:
+        last = session.metadata.get("last_compaction")
+        if not isinstance(last, dict):
+            return
+        elapsed = time.time() - float(last.get("at", 0))
+        grown_enough = session.tokens_in_view > float(last.get("tokens_after", 0)) * COOLDOWN_GROWTH
+        if elapsed < COOLDOWN_SECONDS and not grown_enough:
+            raise CompactionFailed(
+                f"the session was compacted {elapsed:.0f} s ago and has grown only to "
+                f"{session.tokens_in_view:,} tokens since ({last.get('tokens_after'):,} after that compaction); "
+                f"another automatic compaction now would loop — wait {COOLDOWN_SECONDS - elapsed:.0f} s or compact manually"
+            )
+
+    # -- overflow recovery -----------------------------------------------------------------------
+
+    async def omit_newest_media(self, session_id: str, owner: str, counter: TokenCounter) -> int:
+        """Leave the newest user message's attachments out of the view, with a note (marks only)."""
+        async with self._store.write(session_id, owner) as tx:
+            session = tx.session
+            messages = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            newest = next((m for m in reversed(messages) if m.starts_turn), None)
+            if newest is None:
+                return 0
+            marks: list[PartMark] = []
+            for index, part in enumerate(newest.parts):
+                if isinstance(part, FilePart) and part.is_media and not part.omitted:
+                    omitted = part.model_copy(update={"omitted": True})
+                    freed = part.tokens - counter.count(media_placeholder(omitted))
+                    marks.append(PartMark(newest.id, index, omitted, max(freed, 0)))
+            if marks:
+                await tx.mark_parts(marks)
+                freed_total = sum(m.freed for m in marks)
+                await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total}))
+        return len(marks)
+
+    async def cut_oversized(self, session_id: str, owner: str, usable: int, counter: TokenCounter) -> int:
+        """Cut tool outputs bigger than a tenth of usable down to a preview in view (once; marks only)."""
+        threshold = max(RECOVERY_CAP_CHARS // 4, int(usable * OVERSIZED_SHARE))
+        async with self._store.write(session_id, owner) as tx:
+            session = tx.session
+            messages = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            marks: list[PartMark] = []
+            for message in messages:
+                for index, part in enumerate(message.parts):
+                    if not isinstance(part, ToolPart) or part.compacted_at is not None or part.view_cap is not None:
+                        continue
+                    if not part.is_finished or part.tokens <= threshold:
+                        continue
+                    cut = part.model_copy(update={"view_cap": RECOVERY_CAP_CHARS})
+                    shown = cut.model_copy(update={"output": (part.result_text or "")[:RECOVERY_CAP_CHARS]})
+                    freed = part.tokens - count_part(shown, counter)
+                    if freed > 0:
+                        marks.append(PartMark(message.id, index, cut, freed))
+            if marks:
+                await tx.mark_parts(marks)
+                freed_total = sum(m.freed for m in marks)
+                await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total}))
+        return len(marks)
+
+
+def extractive() -> ExtractiveSummarizer:
+    return ExtractiveSummarizer()
+
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "Compactor",
+    "NothingToCompact",
+    "Prepared",
+    "Sampled",
+    "SampledSummarizer",
+    "extractive",
+]
