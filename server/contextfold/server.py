@@ -285,9 +285,9 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         session_id: SessionId,
         summary: Annotated[CreateMessageResult | None, Resolve(_sampling_for_compact)],
         summarizer: Annotated[
-            Literal["auto", "anthropic", "sampling", "extractive"],
+            Literal["auto", "anthropic", "sampling", "extractive"] | None,
             Field(description="auto: anthropic, then your model (sampling), then offline extractive."),
-        ] = "auto",
+        ] = None,
         instructions: Annotated[str | None, Field(description="Extra instructions or focus for the summary.")] = None,
         strategy: Literal["anchored"] = "anchored",
         dry_run: bool = False,
@@ -315,7 +315,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         messages: WireMessages,
         summary: Annotated[CreateMessageResult | None, Resolve(_sampling_for_summarize)],
         previous_summary: Annotated[str | None, Field(description="An earlier summary to update.")] = None,
-        summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = "auto",
+        summarizer: Literal["auto", "anthropic", "sampling", "extractive"] | None = None,
         format: FormatArg = "auto",
     ) -> SummarizeResult:
         """Stateless: an anchored summary of the given messages (nothing is stored)."""
@@ -345,7 +345,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
 
 
 async def _sampling_for_compact(
-    session_id: str, summarizer: str, instructions: str | None, ctx: Context
+    session_id: str, summarizer: str | None, instructions: str | None, ctx: Context
 ) -> Sample | None:
     """Ask the client's model for the summary before `compact` runs (both protocol eras)."""
     service = _service(ctx)
@@ -355,7 +355,7 @@ async def _sampling_for_compact(
     return _sample(prompt) if prompt else None
 
 async def _sampling_for_summarize(
-    messages: list[dict[str, Any]], previous_summary: str | None, summarizer: str, ctx: Context
+    messages: list[dict[str, Any]], previous_summary: str | None, summarizer: str | None, ctx: Context
 ) -> Sample | None:
     service = _service(ctx)
     if not service.wants_sampling(summarizer) or not _can_sample(ctx):

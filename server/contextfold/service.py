@@ -619,8 +619,9 @@ class ContextService:
         chain.append(ExtractiveSummarizer())
         return chain
 
-    def wants_sampling(self, choice: str) -> bool:
+    def wants_sampling(self, choice: str | None) -> bool:
         """Whether `compact` with this choice would use the client's model (asked before it runs)."""
+        choice = choice or self.settings.summarizer
         return choice == "sampling" or (choice == "auto" and AnthropicSummarizer.from_env(self.settings) is None)
 
     async def sampling_prompt(
@@ -638,7 +639,7 @@ class ContextService:
         session_id: str,
         *,
         strategy: str = "anchored",
-        summarizer: SummarizerChoice = "auto",
+        summarizer: SummarizerChoice | None = None,
         instructions: str | None = None,
         dry_run: bool = False,
         auto: bool = False,
@@ -651,7 +652,7 @@ class ContextService:
             raise InvalidInput("strategy", f"unknown strategy {strategy!r}; available: anchored")
         session = await self.store.get_session(session_id, owner)
         settings = self._session_settings(session)
-        chain = self._summarizers(summarizer, settings, sampled)
+        chain = self._summarizers(summarizer or settings.summarizer, settings, sampled)
         status = await self._status(session)
         overflow = status.state == "overflow"
         media_omitted = 0
@@ -731,7 +732,7 @@ class ContextService:
         *,
         previous_summary: str | None = None,
         format: FormatArg = "auto",
-        summarizer: SummarizerChoice = "auto",
+        summarizer: SummarizerChoice | None = None,
         instructions: str | None = None,
         model: str | None = None,
         sampled: Sampled | None = None,
@@ -742,7 +743,7 @@ class ContextService:
             head=head, previous=previous_summary, counter=counter, budget_tokens=budget, instructions=instructions
         )
         fallbacks: list[str] = []
-        for candidate in self._summarizers(summarizer, self.settings, sampled):
+        for candidate in self._summarizers(summarizer or self.settings.summarizer, self.settings, sampled):
             try:
                 outcome = await candidate.summarize(request)
             except SummarizerError as exc:
