@@ -655,6 +655,8 @@ class ContextService:
         chain = self._summarizers(summarizer or settings.summarizer, settings, sampled)
         status = await self._status(session)
         overflow = status.state == "overflow"
+        # Recovering from an overflow is an automatic compaction: the model gets a continue message.
+        auto = auto or overflow
         media_omitted = 0
         if overflow and not dry_run:
             # Attachments in the newest message can be what broke the window: show them as
