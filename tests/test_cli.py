@@ -75,6 +75,7 @@ def test_demo_runs_offline_on_the_bundled_transcript(tmp_path: Path):
     assert "spilled at ingest" in out.stdout and "868,176 bytes in 16,587 lines" in out.stdout
     assert "16587\t" in out.stdout  # the last line, read back with read_output
     assert "match(es)" in out.stdout
+    assert "compact (extractive)" in out.stdout and "## Relevant Files" not in out.stdout.split("compact")[0]
     assert not (tmp_path / "contextfold.db").exists()  # the demo leaves the real home alone
 
 

@@ -170,6 +170,15 @@ async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
             pruned = await service.prune(result.session_id, keep_tool_uses=10)
             print(f"\nprune (keep the last 10 tool uses): {pruned.reason}")
             print(f"tokens in view now {pruned.status.tokens_in_view:,} ({pruned.status.state})")
+            compacted = await service.compact(result.session_id)
+            print(
+                f"\ncompact ({compacted.summarizer}): {compacted.tokens_before:,} → {compacted.tokens_after:,} tokens "
+                f"in view, {compacted.head_messages} messages summarized, state {compacted.status.state}"
+            )
+            for reason in compacted.fallbacks:
+                print(f"  (passed over {reason})")
+            summary = await service.summary_text(result.session_id)
+            print("\n" + "\n".join("    " + line[:110] for line in summary.splitlines()[:24]) + "\n    …")
     return 0
 
 
