@@ -279,12 +279,18 @@ class ContextService:
     async def _recount(self, tx: SessionTransaction, session: Session, settings: Settings) -> Session:
         """Count every stored message again for a new model: the tokenizer may have changed."""
         counter = self._counter(session.model, settings)
-        messages = await tx.messages()
-        recounted = [count_message(m, counter) for m in messages]
+        recounted = [count_message(m, counter) for m in await tx.messages(hidden=True)]
         await tx.replace_counts(recounted)
-        system = count_system(session.system, counter)
-        total = sum(m.tokens for m in recounted) + sum(p.tokens for p in system)
-        return session.model_copy(update={"system": system, "tokens_stored": total, "tokens_in_view": total})
+        system = sum(p.tokens for p in count_system(session.system, counter))
+        visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+        by_id = {m.id: m for m in recounted}
+        return session.model_copy(
+            update={
+                "system": count_system(session.system, counter),
+                "tokens_stored": system + sum(m.tokens for m in recounted),
+                "tokens_in_view": system + sum(by_id[m.id].in_view_tokens for m in visible),
+            }
+        )
 
     @staticmethod
     def _with_system(session: Session, prompts: list[SystemPrompt], counter: TokenCounter) -> Session:

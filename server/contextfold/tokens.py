@@ -250,10 +250,41 @@ def count_part(part: Part, counter: TokenCounter) -> int:
 
 
 def count_message(message: Message, counter: TokenCounter) -> Message:
-    """Return `message` with every part's count and the message total filled in."""
+    """Return `message` with every part's count and the message total filled in.
+
+    `view_tokens` is set too when a part is shown differently in the view (pruned, cut, omitted).
+    """
     parts = [p.model_copy(update={"tokens": count_part(p, counter)}) for p in message.parts]
     total = MESSAGE_OVERHEAD + sum(p.tokens for p in parts)
-    return message.model_copy(update={"parts": parts, "tokens": total})
+    in_view = MESSAGE_OVERHEAD + sum(count_in_view(p, counter) for p in parts)
+    return message.model_copy(
+        update={"parts": parts, "tokens": total, "view_tokens": None if in_view == total else in_view}
+    )
+
+
+def count_in_view(part: Part, counter: TokenCounter) -> int:
+    """Tokens `part` costs as the view shows it: a pruned output as its placeholder, a cut output
+    as its first characters, an omitted attachment as its note."""
+    # Imported here: the formats package imports this module's neighbours, not the other way round.
+    from .formats import RenderOptions
+    from .formats._common import cap_output, media_placeholder
+
+    if isinstance(part, ToolPart):
+        shown = part
+        if part.compacted_at is not None:
+            shown = part.model_copy(
+                update={"output": RenderOptions().pruned_placeholder, "error": None, "state": "completed",
+                        "attachments": []}
+            )
+        elif part.view_cap is not None:
+            field = "error" if part.state == "error" else "output"
+            shown = part.model_copy(update={field: cap_output(part.result_text, part.view_cap)})
+        if part.input_cleared:
+            shown = shown.model_copy(update={"input": {}, "raw_arguments": None})
+        return part.tokens if shown is part and part.tokens else count_part(shown, counter)
+    if isinstance(part, FilePart) and part.omitted:
+        return counter.count(media_placeholder(part))
+    return part.tokens or count_part(part, counter)
 
 
 def count_system(prompts: Iterable[SystemPrompt], counter: TokenCounter) -> list[SystemPrompt]:

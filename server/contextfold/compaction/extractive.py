@@ -73,13 +73,13 @@ from .template import (
     FILES,
     GOAL,
     IN_PROGRESS,
+    LATEST_REQUEST,
     NEXT_STEPS,
     SECTIONS,
     Summary,
     parse_summary,
 )
 
-LATEST_REQUEST = "Latest request: "
 EARLIER_REQUEST = "Earlier request: "
 REQUEST = "Request: "
 LAST_STEP = "Last step: "

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 from ..domain import Message
 from .facts import collapse, extract_facts, names_path
-from .template import BLOCKED, CONSTRAINTS, CRITICAL, FILES, GOAL, NEXT_STEPS, parse_summary
+from .template import BLOCKED, CONSTRAINTS, CRITICAL, FILES, GOAL, LATEST_REQUEST, NEXT_STEPS, parse_summary
 
-LATEST_REQUEST = "Latest request: "
 
 __all__ = ["PinReport", "names_path", "pin_facts"]
 

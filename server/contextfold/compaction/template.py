@@ -25,6 +25,8 @@ SECTIONS: tuple[str, ...] = (GOAL, CONSTRAINTS, DONE, IN_PROGRESS, BLOCKED, DECI
 PROGRESS_PARTS: tuple[str, ...] = (DONE, IN_PROGRESS, BLOCKED)
 
 EMPTY = "(none)"
+LATEST_REQUEST = "Latest request: "
+"""Label of the Goal bullet that carries the user's latest instruction."""
 
 _HEADING = re.compile(r"^(#{2,3})\s+(.+?)\s*#*\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.*\S)\s*$")

@@ -74,8 +74,13 @@ class SessionTransaction(Protocol):
     session: Session
     """The session as stored when the transaction began; change it and call `save_session`."""
 
-    async def messages(self, after_seq: int = 0) -> list[Message]:
-        """The session's stored messages after `after_seq`, in order, read inside this transaction."""
+    async def messages(self, after_seq: int = 0, *, hidden: bool = False) -> list[Message]:
+        """The session's stored messages after `after_seq`, in order, read inside this transaction
+        (those a removal strategy hid only with `hidden=True`)."""
+        ...
+
+    async def hide_messages(self, message_ids: Sequence[str]) -> None:
+        """Take messages out of the view; they stay stored. The caller adjusts the session's counts."""
         ...
 
     async def open_calls(self, call_ids: Sequence[str]) -> dict[str, StoredToolPart]:
@@ -124,7 +129,9 @@ class SessionStore(Protocol):
         """A transaction on one session; with `create`, the session is created if it does not exist."""
         ...
 
-    async def load_messages(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[Message]: ...
+    async def load_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, hidden: bool = False
+    ) -> list[Message]: ...
 
     async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]: ...
 

@@ -95,6 +95,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX compactions_by_session ON compactions (session_id, created_at);
     """,
+    # 4: messages a removal strategy took out of the view (kept in the store)
+    """
+    ALTER TABLE messages ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

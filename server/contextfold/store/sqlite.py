@@ -81,11 +81,13 @@ def _load_part(data: str, tokens: int) -> Part:
 
 
 async def _load_messages(
-    db: aiosqlite.Connection, session_id: str, after_seq: int, limit: int | None
+    db: aiosqlite.Connection, session_id: str, after_seq: int, limit: int | None, *, hidden: bool = False
 ) -> list[Message]:
+    # Messages a removal strategy took out of the view are read only when asked for (full history).
+    visible = "" if hidden else " AND hidden = 0"
     async with db.execute(
         "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
-        "metadata, tokens, view_tokens FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        f"metadata, tokens, view_tokens FROM messages WHERE session_id = ? AND seq > ?{visible} ORDER BY seq LIMIT ?",
         (session_id, after_seq, -1 if limit is None else limit),
     ) as cur:
         message_rows = list(await cur.fetchall())
@@ -124,7 +126,7 @@ async def _load_messages(
 async def _rows(db: aiosqlite.Connection, session_id: str, after_seq: int) -> list[MessageRow]:
     async with db.execute(
         "SELECT id, seq, role, COALESCE(view_tokens, tokens) AS tokens, turn_start, summary FROM messages "
-        "WHERE session_id = ? AND seq > ? ORDER BY seq",
+        "WHERE session_id = ? AND seq > ? AND hidden = 0 ORDER BY seq",
         (session_id, after_seq),
     ) as cur:
         return [MessageRow(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5])) for r in await cur.fetchall()]
@@ -257,10 +259,10 @@ class SQLiteStore:
             return await cur.fetchone()
 
     async def load_messages(
-        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, hidden: bool = False
     ) -> list[Message]:
         async with self._lock:
-            return await _load_messages(self._conn, session_id, after_seq, limit)
+            return await _load_messages(self._conn, session_id, after_seq, limit, hidden=hidden)
 
     async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]:
         async with self._lock:
@@ -314,8 +316,11 @@ class _SQLiteTransaction:
         self.session = session
         self._next_seq = next_seq
 
-    async def messages(self, after_seq: int = 0) -> list[Message]:
-        return await _load_messages(self._db, self.session.id, after_seq, None)
+    async def messages(self, after_seq: int = 0, *, hidden: bool = False) -> list[Message]:
+        return await _load_messages(self._db, self.session.id, after_seq, None, hidden=hidden)
+
+    async def hide_messages(self, message_ids: Sequence[str]) -> None:
+        await self._db.executemany("UPDATE messages SET hidden = 1 WHERE id = ?", [(i,) for i in message_ids])
 
     async def open_calls(self, call_ids: Sequence[str]) -> dict[str, StoredToolPart]:
         wanted = sorted(set(call_ids))
