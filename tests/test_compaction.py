@@ -450,3 +450,17 @@ async def test_overflow_from_media_in_the_newest_message_is_replayed_with_placeh
         stored = (await service.store.load_messages("img"))
         kept = [p for m in stored for p in m.parts if getattr(p, "type", "") == "file"]
         assert len(kept) == 2 and all(p.data for p in kept)  # originals kept
+
+
+async def test_switching_models_after_a_compaction_recounts_only_the_view(tmp_path: Path):
+    async with await ContextService.open(_settings(tmp_path, preserve_recent_tokens=800)) as service:
+        await service.open_session("sw", model="gpt-4o")
+        await _agent_turns(service, "sw")
+        compacted = await service.compact("sw")
+        before = await service.status("sw")
+        assert before.tokens_in_view == compacted.tokens_after < before.tokens_stored
+        after = await service.open_session("sw", model="claude-opus-4-1")  # another tokenizer
+        assert after.tokens_stored > before.tokens_stored
+        assert before.tokens_in_view < after.tokens_in_view < after.tokens_stored / 2
+        context = await service.get_context("sw")
+        assert context.tokens == after.tokens_in_view
