@@ -179,6 +179,9 @@ class CompactResult(BaseModel):
     """Oversized outputs cut down in view during overflow recovery (kept whole in the store)."""
     media_omitted: int = 0
     """Attachments of the newest user message left out of the view because they overflowed it."""
+    strategy: str = "anchored"
+    reason: str | None = None
+    """For removal strategies: what was removed and, for hybrid, why that strategy won."""
     summary: str | None = None
     """The summary text (dry runs only; otherwise read it with get_context or the summary resource)."""
     status: Status

@@ -289,7 +289,10 @@ def build_server(settings: Settings | None = None) -> MCPServer:
             Field(description="auto: anthropic, then your model (sampling), then offline extractive."),
         ] = None,
         instructions: Annotated[str | None, Field(description="Extra instructions or focus for the summary.")] = None,
-        strategy: Literal["anchored"] = "anchored",
+        strategy: Annotated[
+            Literal["anchored", "middle", "oldest", "hybrid"],
+            Field(description="anchored: summarize; middle/oldest/hybrid: drop low-priority messages, no LLM."),
+        ] = "anchored",
         dry_run: bool = False,
     ) -> CompactResult:
         """Summarize older history into an anchored summary, keeping the recent tail; recovers from overflow."""

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from . import catalog, formats
 from .config import Settings, SettingsError, check_session_overrides, load_settings
 from .domain import (
+    CompactionRecord,
     Message,
     Session,
     SystemPrompt,
@@ -30,6 +31,7 @@ from .formats.usage import parse_usage
 from .policy import view
 from .policy.overflow import assess, calibrated_tokens
 from .policy.prune import PruneOptions, plan_prune, remaining_counter
+from .policy.removal import plan_hybrid, plan_middle, plan_oldest, provider_defaults
 from .policy.truncate import share_cap_chars, truncate, with_hint
 from .policy.turns import select_tail, tail_budget
 from .results import (
@@ -77,6 +79,9 @@ from .tokens import (
 FormatArg = Literal["anthropic", "openai", "auto"]
 
 TITLE_CHARS = 80
+
+
+REMOVAL_STRATEGIES = ("middle", "oldest", "hybrid")
 
 
 class _Unavailable:
@@ -654,8 +659,12 @@ class ContextService:
         owner: str = "",
     ) -> CompactResult:
         """Summarize older history into the anchored summary; on overflow, recover (SPEC §10)."""
+        if strategy in REMOVAL_STRATEGIES:
+            return await self._remove(session_id, strategy, dry_run=dry_run, owner=owner)
         if strategy != "anchored":
-            raise InvalidInput("strategy", f"unknown strategy {strategy!r}; available: anchored")
+            raise InvalidInput(
+                "strategy", f"unknown strategy {strategy!r}; available: anchored, {', '.join(REMOVAL_STRATEGIES)}"
+            )
         session = await self.store.get_session(session_id, owner)
         settings = self._session_settings(session)
         chain = self._summarizers(summarizer or settings.summarizer, settings, sampled)
@@ -732,6 +741,61 @@ class ContextService:
             media_omitted=media_omitted,
             summary=summary if dry_run else None,
             status=status,
+        )
+
+    async def _remove(self, session_id: str, strategy: str, *, dry_run: bool, owner: str) -> CompactResult:
+        """Cipher-style removal: take low-priority messages out of the view until the target (no LLM)."""
+        async with self.store.write(session_id, owner) as tx:
+            session = tx.session
+            settings = self._session_settings(session)
+            usable = self._budget(session, settings).usable
+            visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            system_tokens = sum(p.tokens for p in session.system)
+            target = max(int(usable * settings.soft_ratio) - system_tokens, 0)
+            defaults = provider_defaults(catalog.lookup(session.model).provider, session.model)
+            options = {"target_tokens": target, "preserve_start": defaults.preserve_start, "preserve_end": defaults.preserve_end}
+            if strategy == "hybrid":
+                choice = plan_hybrid(visible, **options)
+                scores = ", ".join(f"{name} {score:.4f}" for name, score in sorted(choice.scores.items()))
+                plan, reason = choice.plan, f"chose {choice.plan.strategy} ({scores}): {choice.why}; {choice.plan.reason}"
+            else:
+                plan = (plan_middle if strategy == "middle" else plan_oldest)(visible, **options)
+                reason = plan.reason
+            before = session.tokens_in_view
+            after = before - plan.tokens_freed
+            if plan.removed_ids and not dry_run:
+                await tx.hide_messages(plan.removed_ids)
+                await tx.add_compaction(
+                    CompactionRecord(
+                        strategy=plan.strategy if strategy != "hybrid" else f"hybrid:{plan.strategy}",
+                        summarizer="none",
+                        tokens_before=before,
+                        tokens_after=after,
+                        head_messages=len(plan.removed_ids),
+                        head_tokens=plan.tokens_freed,
+                        summary_tokens=0,
+                        notes=[reason],
+                    )
+                )
+                await tx.save_session(session.model_copy(update={"tokens_in_view": after}))
+        if not plan.removed_ids:
+            raise CompactionFailed(f"{strategy}: nothing removable — {reason}")
+        return CompactResult(
+            compacted=not dry_run,
+            dry_run=dry_run,
+            summarizer=None,
+            fallbacks=[],
+            tokens_before=before,
+            tokens_after=after,
+            summary_tokens=0,
+            head_messages=len(plan.removed_ids),
+            tail_start_id=None,
+            pinned=[],
+            attempts=1,
+            outputs_cut=0,
+            strategy=strategy,
+            reason=reason,
+            status=await self.status(session_id, owner=owner),
         )
 
     async def summarize(

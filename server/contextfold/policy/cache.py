@@ -14,9 +14,10 @@ is ranked by (the chance that the prefix it closes is sent again, unchanged, wit
 - **end of system** — `HIT_RATE_SYSTEM` 1.0: identical on every request of a session; only a
   changed system prompt or tool list breaks it, and prune and compaction never touch it.
 - **last large stable message** — `HIT_RATE_STABLE` 0.9: the newest message of at least
-  `min_prefix_tokens` tokens of its own that lies behind the two most recent turns. Earlier
-  requests already sent that prefix, so marking it reads their entry, and it survives every new
-  turn; it is lost only when prune or compaction rewrites something at or before it.
+  `min_prefix_tokens` tokens of its own that lies before the previous turn's prefix. Earlier
+  requests marked it as their recent or previous prefix, so marking it again reads their entry,
+  and it survives every new turn; it is lost only when prune or compaction rewrites something at
+  or before it.
 - **previous turn's prefix** — `HIT_RATE_PREVIOUS` 0.75: the message before the previous user
   message, the prefix the previous request most likely cached with its own last mark. Marking it
   lets this request read that entry even when this turn added more than 20 blocks. Lost if the
@@ -24,7 +25,11 @@ is ranked by (the chance that the prefix it closes is sent again, unchanged, wit
 - **conversation before the newest user message** — `HIT_RATE_RECENT` 0.6: the longest prefix
   the next request will reuse, but it is written now and pays off only if the next request comes
   within the TTL with nothing before it rewritten. An agent's next tool step almost always does;
-  a person's reply may take longer, and a prune or compaction in between invalidates it.
+  a person's reply may take longer, and a prune or compaction in between invalidates it. When the
+  body ends with the assistant, the newest user message is the one the client appends next, so
+  this mark goes on the last message. A body that ends with a user message leaves that message
+  unmarked, as SPEC §9 has it: a retry or an edit replaces it, and it is usually small next to
+  the history (a large tool result there is cached by the next request instead).
 
 Each candidate is scored `cached tokens × hit rate` (cached tokens: the whole prefix it closes),
 those below `min_prefix_tokens` are dropped, and the best `max_anchors` are kept. The numbers are
@@ -52,6 +57,7 @@ __all__ = [
     "HIT_RATE_STABLE",
     "HIT_RATE_SYSTEM",
     "MAX_BREAKPOINTS",
+    "MIN_CACHEABLE_TOKENS",
     "Anchor",
     "CacheHealth",
     "cache_health",
@@ -179,7 +185,7 @@ def _candidates(
         reason = f"end of the system prompt ({system_tokens:,} tokens)"
         found.append(_Candidate("system", len(system) - 1, 0, system_tokens, HIT_RATE_SYSTEM, reason, 0))
 
-    newest_user = _last_user(messages, len(messages))
+    newest_user = _newest_user(messages)
     recent = newest_user - 1 if newest_user is not None else None
     previous_user = _last_user(messages, newest_user)
     previous = previous_user - 1 if previous_user is not None else None
@@ -212,6 +218,14 @@ def _prefix_sums(token_counts: Sequence[int], system_tokens: int) -> list[int]:
         total += count
         sums.append(total)
     return sums
+
+
+def _newest_user(messages: Sequence[dict[str, Any]]) -> int | None:
+    """Where the newest user message is: when the body ends with the assistant (a stored session
+    whose last reply is complete), the one the client appends next, just past the end."""
+    if messages and messages[-1].get("role") == "assistant":
+        return len(messages)
+    return _last_user(messages, len(messages))
 
 
 def _last_user(messages: Sequence[dict[str, Any]], before: int | None) -> int | None:
@@ -356,17 +370,18 @@ def _thrash_warning(misses: int, wrote: bool, min_prompt_tokens: int) -> str:
         f"Prompt cache thrashing: the last {misses} requests of at least {min_prompt_tokens:,} input tokens "
         "read nothing from the cache"
     )
-    if not wrote:
-        return (
-            f"{head} and wrote nothing to it either, so they most likely carry no cache breakpoints. "
-            "Request the context with cache anchors (Anthropic format), or mark the end of the system "
-            "prompt and of the conversation with cache_control yourself."
-        )
-    return (
-        f"{head}, though each paid to write one: every request is billed a cache write and none is reused. "
+    changing = (
         "Something early in the prompt changes on every request — a timestamp or other changing value "
         "in the system prompt, tool definitions sent in a different order or with different contents, "
         "or prune/compaction rewriting history every turn — or requests are more than five minutes "
         "apart, past the cache's lifetime. Keep the tools, the system prompt and older messages "
         "byte-identical between requests, and prune or compact less often."
     )
+    if not wrote:
+        return (
+            f"{head} and wrote nothing to it either. With Anthropic this means the requests carry no "
+            "cache breakpoints: request the context with cache anchors, or mark the end of the system "
+            "prompt and of the conversation with cache_control yourself. If the provider caches on its "
+            f"own (OpenAI), look at the prompt instead. {changing}"
+        )
+    return f"{head}, though they paid to write to it: every cached prefix is written and never read back. {changing}"

@@ -1,0 +1,74 @@
+"""Removal strategies (middle / oldest / hybrid) through the service: hidden from the view, kept stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import corpus_files, needs_corpus
+from validators import assert_anthropic_valid, assert_openai_valid
+
+from contextfold.config import load_settings
+from contextfold.service import CompactionFailed, ContextService
+
+pytestmark = pytest.mark.anyio
+
+LONG = [p for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
+
+
+@pytest.fixture
+async def service(tmp_path: Path):
+    async with await ContextService.open(load_settings({"home": tmp_path}, environ={})) as svc:
+        yield svc
+
+
+@needs_corpus
+@pytest.mark.parametrize("strategy", ["middle", "oldest", "hybrid"])
+@pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:40])
+async def test_removal_strategies_on_long_corpus_sessions(service, path: Path, strategy: str):
+    result = await service.import_transcript(path, format="normalized", model="claude-sonnet-4-5")
+    sid = result.session_id
+    before_ids = [m.id for m in await service.store.load_messages(sid)]
+    status = await service.status(sid)
+    try:
+        removed = await service.compact(sid, strategy=strategy)
+    except CompactionFailed as exc:
+        assert "nothing removable" in str(exc)
+        return
+    target = int(status.usable * 0.70)
+    assert removed.strategy == strategy and removed.reason
+    assert removed.tokens_after < removed.tokens_before
+    if removed.status.tokens_in_view > target:
+        assert "not reached" in removed.reason  # says why
+    # Kept in the store, gone from the view, order preserved.
+    assert [m.id for m in await service.store.load_messages(sid, hidden=True)] == before_ids
+    visible = [m.id for m in await service.store.load_messages(sid)]
+    assert visible == [i for i in before_ids if i in set(visible)]
+    assert len(visible) == len(before_ids) - removed.head_messages
+    openai = await service.get_context(sid, format="openai")
+    assert_openai_valid({"messages": openai.messages})
+    anthropic = await service.get_context(sid, format="anthropic")
+    assert_anthropic_valid({"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})})
+    history = await service.store.compactions(sid)
+    assert history[0].strategy.startswith(strategy) and history[0].notes
+    if strategy == "hybrid":
+        assert "middle" in history[0].notes[0] and "oldest" in history[0].notes[0]
+
+
+async def test_dry_run_and_unknown_strategy(service):
+    await service.open_session("s", model="gpt-4o", settings={"context_window": 6_000, "max_output": 1_000})
+    for i in range(20):
+        await service.append("s", [
+            {"role": "user", "content": f"question {i}?"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "thanks"},
+            {"role": "assistant", "content": "answer " * 300},
+        ])
+    before = await service.status("s")
+    dry = await service.compact("s", strategy="hybrid", dry_run=True)
+    assert not dry.compacted and dry.tokens_after < dry.tokens_before
+    assert (await service.status("s")).tokens_in_view == before.tokens_in_view
+    done = await service.compact("s", strategy="oldest")
+    assert done.compacted and done.status.tokens_in_view == done.tokens_after
+    with pytest.raises(Exception, match="unknown strategy"):
+        await service.compact("s", strategy="random")
