@@ -72,3 +72,49 @@ async def test_dry_run_and_unknown_strategy(service):
     assert done.compacted and done.status.tokens_in_view == done.tokens_after
     with pytest.raises(Exception, match="unknown strategy"):
         await service.compact("s", strategy="random")
+
+
+def _count_marks(value) -> int:
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(_count_marks(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_marks(v) for v in value)
+    return 0
+
+
+@needs_corpus
+async def test_cache_anchors_are_few_valid_and_stable(service, corpus: Path):
+    path = corpus / "normalized/claude-code-spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+    result = await service.import_transcript(path, format="normalized", model="claude-sonnet-4-5")
+    await service.open_session(result.session_id, system="You are a careful coding agent. " * 300)
+    first = await service.get_context(result.session_id, format="anthropic", cache_anchors=True)
+    second = await service.get_context(result.session_id, format="anthropic", cache_anchors=True)
+    body = {"system": first.system, "messages": first.messages}
+    assert 1 <= _count_marks(body) <= 4
+    assert first.model_dump_json() == second.model_dump_json()  # stable across renders
+    for message in first.messages:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if "cache_control" in block:
+                assert block["type"] not in ("thinking", "redacted_thinking")
+                assert block["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" in first.system[-1]
+    with pytest.raises(Exception, match="cache_anchors"):
+        await service.get_context(result.session_id, format="openai", cache_anchors=True)
+
+
+async def test_status_warns_when_the_cache_keeps_missing(service):
+    await service.open_session("c", model="claude-sonnet-4-5")
+    for i in range(3):
+        status = (await service.append(
+            "c",
+            [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}],
+            usage={"input_tokens": 5_000, "output_tokens": 50, "cache_read_input_tokens": 0,
+                   "cache_creation_input_tokens": 4_000},
+        )).status
+    assert status.cache_warning and status.cache_hit_rate == 0.0
+    status = (await service.append(
+        "c",
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+        usage={"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 4_900},
+    )).status
+    assert status.cache_warning is None and status.cache_hit_rate > 0

@@ -52,6 +52,9 @@ class Status(BaseModel):
     tokens_stored: int
     compaction: CompactionMetrics | None = None
     """Present once the session has been compacted."""
+    cache_hit_rate: float | None = None
+    """Cache reads over total input in the reported usage (None until usage is reported)."""
+    cache_warning: str | None = None
 
 
 class SessionInfo(BaseModel):

@@ -191,11 +191,18 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         limit: Annotated[int | None, Field(ge=1, description="Messages per page; default all.")] = None,
         cursor: str | None = None,
         strip_media: bool = False,
+        cache_anchors: Annotated[bool, Field(description="anthropic only: up to 4 cache_control breakpoints.")] = False,
     ) -> RenderedContext:
         """For harnesses: the model-ready messages of a session in the chosen API format."""
         with _user_errors():
             return await _service(ctx).get_context(
-                session_id, format=format, limit=limit, cursor=cursor, strip_media=strip_media, owner=_owner()
+                session_id,
+                format=format,
+                limit=limit,
+                cursor=cursor,
+                strip_media=strip_media,
+                cache_anchors=cache_anchors,
+                owner=_owner(),
             )
 
     @mcp.tool(title="Session status", annotations=_annotations("Session status", read_only=True, idempotent=True))

@@ -30,6 +30,7 @@ from .formats import FormatError, ParsedBatch, RenderOptions
 from .formats.usage import parse_usage
 from .policy import view
 from .policy.overflow import assess, calibrated_tokens
+from .policy.cache import cache_health, place_cache_anchors
 from .policy.prune import PruneOptions, plan_prune, remaining_counter
 from .policy.removal import plan_hybrid, plan_middle, plan_oldest, provider_defaults
 from .policy.truncate import share_cap_chars, truncate, with_hint
@@ -456,9 +457,12 @@ class ContextService:
         limit: int | None = None,
         cursor: str | None = None,
         strip_media: bool = False,
+        cache_anchors: bool = False,
         owner: str = "",
     ) -> Context:
         session = await self.store.get_session(session_id, owner)
+        if cache_anchors and format != "anthropic":
+            raise InvalidInput("cache_anchors", "cache_control breakpoints exist only in the anthropic format")
         start = _parse_cursor(cursor)
         if limit is not None and limit < 1:
             raise InvalidInput("limit", f"expected a positive number of messages, got {limit}")
@@ -466,6 +470,8 @@ class ContextService:
         page = visible[start : None if limit is None else start + limit]
         system = session.system if start == 0 else []
         body = formats.render(system, page, format, RenderOptions(strip_media=strip_media))
+        if cache_anchors:
+            body = self._with_cache_anchors(body, session)
         end = start + len(page)
         return Context(
             format=format,
@@ -474,6 +480,16 @@ class ContextService:
             tokens=sum(m.in_view_tokens for m in page) + sum(p.tokens for p in system),
             next_cursor=str(end) if end < len(visible) else None,
         )
+
+    def _with_cache_anchors(self, body: dict[str, Any], session: Session) -> dict[str, Any]:
+        # Rendered messages can merge domain messages, so each is counted as sent; this runs only
+        # when anchors are asked for.
+        counter = self._counter(session.model, self._session_settings(session))
+        counts = [counter.count(json.dumps(m["content"], ensure_ascii=False)) for m in body["messages"]]
+        marked, _anchors = place_cache_anchors(
+            body, token_counts=counts, system_tokens=sum(p.tokens for p in session.system)
+        )
+        return marked
 
     async def status(self, session_id: str, *, owner: str = "") -> Status:
         return await self._status(await self.store.get_session(session_id, owner))
@@ -489,6 +505,7 @@ class ContextService:
         in_view = calibrated_tokens(session.tokens_in_view, reported)
         verdict = assess(in_view, budget, soft_ratio=settings.soft_ratio, hard_ratio=settings.hard_ratio)
         counter = self._counter(session.model, settings)
+        health = cache_health(await self.store.recent_usages(session.id)) if session.last_usage else None
         return Status(
             session_id=session.id,
             model=session.model,
@@ -505,6 +522,8 @@ class ContextService:
             message_count=session.message_count,
             tokens_stored=session.tokens_stored,
             compaction=await self._compaction_metrics(session.id) if session.view is not None else None,
+            cache_hit_rate=round(health.hit_rate, 4) if health and health.requests else None,
+            cache_warning=health.warning if health else None,
         )
 
     async def _compaction_metrics(self, session_id: str | None) -> CompactionMetrics:

@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart
+from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
 
 
 class StoreError(Exception):
@@ -144,6 +144,10 @@ class SessionStore(Protocol):
         ...
 
     async def delete_outputs(self, output_ids: Sequence[str]) -> None: ...
+
+    async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
+        """The usage reports of the latest assistant messages, oldest first."""
+        ...
 
     async def compactions(self, session_id: str | None = None, *, limit: int = 10) -> list[CompactionRecord]:
         """The latest compactions, newest first: of one session, or of all."""

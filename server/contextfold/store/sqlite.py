@@ -287,6 +287,14 @@ class SQLiteStore:
         async with self._transaction() as db:
             await db.executemany("DELETE FROM outputs WHERE id = ?", [(i,) for i in output_ids])
 
+    async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
+        """The usage reports of the latest assistant messages, oldest first."""
+        rows = await self._fetchall(
+            "SELECT usage FROM messages WHERE session_id = ? AND usage IS NOT NULL ORDER BY seq DESC LIMIT ?",
+            (session_id, limit),
+        )
+        return [Usage.model_validate_json(r["usage"]) for r in reversed(rows)]
+
     # -- compaction history ------------------------------------------------------------------
 
     async def compactions(self, session_id: str | None = None, *, limit: int = 10) -> list[CompactionRecord]:
