@@ -51,7 +51,10 @@ def test_import_then_stats(tmp_path: Path, corpus: Path):
     assert status["message_count"] == result["messages"] and status["state"] in ("ok", "soft", "hard", "overflow")
 
     out = run(tmp_path, "stats")
-    assert out.returncode == 0 and "heavy" in out.stdout
+    assert out.returncode == 0 and "heavy" in out.stdout and "1 sessions" in out.stdout
+    out = run(tmp_path, "stats", "--json")
+    body = json.loads(out.stdout)
+    assert body["totals"]["sessions"] == 1 and body["sessions"][0]["session_id"] == "heavy"
 
 
 def test_errors_are_one_line_and_exit_2(tmp_path: Path):

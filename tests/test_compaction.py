@@ -178,6 +178,7 @@ async def test_a_second_compaction_updates_the_first(tmp_path: Path):
         status = await service.status("s")
         assert status.compaction is not None and status.compaction.compactions == 2
         assert status.compaction.tokens_freed > 0
+        assert [r.tokens_before for r in status.compaction.recent][0] > 0  # newest first, with details
 
 
 async def test_anthropic_summarizer_through_the_real_sdk(tmp_path: Path, monkeypatch):

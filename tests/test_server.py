@@ -180,6 +180,10 @@ async def test_prune_and_select_tail_tools(client):
     cleared = [m for m in ctx.structured_content["messages"] if m.get("content") == "[Old tool result content cleared]"]
     assert len(cleared) == body["parts"]
 
+    status = await client.call_tool("status", {"session_id": "p"})
+    metrics = status.structured_content["compaction"]
+    assert metrics["prunes"] == 1 and metrics["prune_tokens_freed"] == body["tokens_freed"]
+
     tail = await client.call_tool("select_tail", {"session_id": "p", "budget": 8_000})
     assert tail.structured_content["tail_tokens"] <= 8_000
 

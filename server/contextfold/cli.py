@@ -125,13 +125,19 @@ async def _cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         listing = await service.list_sessions(limit=500)
         statuses = [await service.status(s.id) for s in listing.sessions]
+        totals = await service.totals()
     if args.json:
-        _print_json([s.model_dump() for s in statuses])
+        _print_json({"sessions": [s.model_dump() for s in statuses], "totals": totals})
     elif not statuses:
         print(f"no sessions in {settings.database_path}")
     else:
         rows = [(s.session_id, s.model, s.message_count, s.tokens_in_view, s.ratio, s.state) for s in statuses]
         print(_table(rows, ["session", "model", "messages", "in view", "used", "state"]))
+        print(
+            f"\n{totals['sessions']:,} sessions, {totals['messages']:,} messages; "
+            f"{totals['compactions']:,} compactions freed {totals['compaction_tokens_freed']:,} tokens, "
+            f"{totals['prunes']:,} prunes freed {totals['prune_tokens_freed']:,}"
+        )
     return 0
 
 

@@ -31,6 +31,8 @@ class CompactionSummary(BaseModel):
 class CompactionMetrics(BaseModel):
     compactions: int
     tokens_freed: int
+    prunes: int = 0
+    prune_tokens_freed: int = 0
     recent: list[CompactionSummary]
     """The last compactions, newest first (at most 10)."""
 
@@ -51,7 +53,7 @@ class Status(BaseModel):
     message_count: int
     tokens_stored: int
     compaction: CompactionMetrics | None = None
-    """Present once the session has been compacted."""
+    """Present once the session has been compacted or pruned."""
     cache_hit_rate: float | None = None
     """Cache reads over total input in the reported usage (None until usage is reported)."""
     cache_warning: str | None = None

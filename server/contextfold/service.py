@@ -521,17 +521,42 @@ class ContextService:
             recommended_action=verdict.recommended_action,
             message_count=session.message_count,
             tokens_stored=session.tokens_stored,
-            compaction=await self._compaction_metrics(session.id) if session.view is not None else None,
+            compaction=await self._compaction_metrics(session),
             cache_hit_rate=round(health.hit_rate, 4) if health and health.requests else None,
             cache_warning=health.warning if health else None,
         )
 
-    async def _compaction_metrics(self, session_id: str | None) -> CompactionMetrics:
-        count, freed = await self.store.compaction_totals(session_id)
-        recent = await self.store.compactions(session_id, limit=10)
+    async def totals(self, *, owner: str = "") -> dict[str, int]:
+        """Across all of an owner's sessions: how many, and what compaction and pruning freed."""
+        sessions = (await self.store.list_sessions(owner, limit=10_000)).sessions
+        compactions = freed = prunes = pruned = 0
+        for session in sessions:
+            count, tokens = await self.store.compaction_totals(session.id)
+            compactions, freed = compactions + count, freed + tokens
+            info = session.metadata.get("prunes", {})
+            prunes += int(info.get("count", 0))
+            pruned += int(info.get("tokens_freed", 0))
+        return {
+            "sessions": len(sessions),
+            "messages": sum(s.message_count for s in sessions),
+            "tokens_in_view": sum(s.tokens_in_view for s in sessions),
+            "compactions": compactions,
+            "compaction_tokens_freed": freed,
+            "prunes": prunes,
+            "prune_tokens_freed": pruned,
+        }
+
+    async def _compaction_metrics(self, session: Session) -> CompactionMetrics | None:
+        count, freed = await self.store.compaction_totals(session.id)
+        prunes = session.metadata.get("prunes", {})
+        if not count and not prunes:
+            return None
+        recent = await self.store.compactions(session.id, limit=10)
         return CompactionMetrics(
             compactions=count,
             tokens_freed=freed,
+            prunes=int(prunes.get("count", 0)),
+            prune_tokens_freed=int(prunes.get("tokens_freed", 0)),
             recent=[
                 CompactionSummary(
                     at=r.created_at,
@@ -590,7 +615,17 @@ class ContextService:
                     assert isinstance(part, ToolPart)
                     marks.append(PartMark(pruned.message_id, pruned.index, _cleared(part, now, clear_inputs), pruned.tokens))
                 await tx.mark_parts(marks)
-                session = session.model_copy(update={"tokens_in_view": session.tokens_in_view - plan.tokens_freed})
+                prunes = session.metadata.get("prunes", {})
+                prunes = {
+                    "count": int(prunes.get("count", 0)) + 1,
+                    "tokens_freed": int(prunes.get("tokens_freed", 0)) + plan.tokens_freed,
+                }
+                session = session.model_copy(
+                    update={
+                        "tokens_in_view": session.tokens_in_view - plan.tokens_freed,
+                        "metadata": {**session.metadata, "prunes": prunes},
+                    }
+                )
                 await tx.save_session(session)
                 session = tx.session
         applied = plan.applies and not dry_run
