@@ -85,6 +85,8 @@ class ToolPart(_Model):
     """Prune cleared the call's input from the view too; `input` itself is kept."""
     view_cap: int | None = None
     """Overflow recovery cut this output to its first `view_cap` characters in the view (kept whole)."""
+    view_text: str | None = None
+    """The `regions` strategy shows this summary of a run of tool calls instead of the output."""
     tokens: int = 0
 
     @property

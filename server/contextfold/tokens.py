@@ -271,7 +271,10 @@ def count_in_view(part: Part, counter: TokenCounter) -> int:
 
     if isinstance(part, ToolPart):
         shown = part
-        if part.compacted_at is not None:
+        if part.view_text is not None:
+            shown = part.model_copy(update={"output": part.view_text, "error": None, "state": "completed",
+                                            "attachments": []})
+        elif part.compacted_at is not None:
             shown = part.model_copy(
                 update={"output": RenderOptions().pruned_placeholder, "error": None, "state": "completed",
                         "attachments": []}

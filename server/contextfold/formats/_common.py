@@ -202,6 +202,9 @@ def render_result(part: ToolPart, options: RenderOptions) -> RenderedResult | No
             return None
         return RenderedResult(INTERRUPTED_RESULT, True, [])
     is_error = part.state == "error"
+    if part.view_text is not None:
+        # A region summary stands in for this output (and for the region's other outputs).
+        return RenderedResult(part.view_text, False, [])
     if part.compacted_at is not None:
         # Pruned: the output (and anything the tool attached) is hidden; the call itself stays.
         return RenderedResult(options.pruned_placeholder, is_error, [])
