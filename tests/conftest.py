@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from contextfold.domain import Message, SystemPrompt
+from contextfold.formats import parse
+from contextfold.formats.importers.normalized import load_normalized
+from contextfold.tokens import count_message, count_system, counter_for
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("CONTEXTFOLD_CORPUS", ROOT.parent / "shared" / "corpus"))
 
@@ -30,3 +35,20 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"the shared corpus is not at {CORPUS}")
     return CORPUS
+
+
+def corpus_session(path: Path, model: str = "gpt-4o") -> tuple[list[SystemPrompt], list[Message]]:
+    """A normalized corpus file as the store would hold it: counted messages with ids and seqs.
+
+    Goes through the product's own importer and parser, so tests of the policies start from the
+    same domain objects a real import produces.
+    """
+    transcript = load_normalized(path)
+    counter = counter_for(model)
+    batch = parse(transcript.messages, transcript.format)
+    system = count_system([SystemPrompt(role=p["role"], text=p["text"]) for p in transcript.system], counter)
+    messages = [
+        count_message(m, counter).model_copy(update={"id": f"m{i}", "seq": i + 1})
+        for i, m in enumerate(batch.messages)
+    ]
+    return system, messages

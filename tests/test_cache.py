@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_session, needs_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from validators import assert_anthropic_valid
@@ -584,27 +584,9 @@ BIG_SESSIONS = [
 ]
 
 
-def _openai_wire(path: Path) -> list[dict[str, Any]]:
-    wire = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("tool_calls"):
-            record["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in record["tool_calls"]
-            ]
-        if record["role"] == "tool" or (record["role"] == "user" and record.get("name") == "compact_summary"):
-            record.pop("name", None)
-        wire.append(record)
-    return wire
-
-
 @cache
 def _corpus_session(path: Path) -> tuple[list[SystemPrompt], list[Message]]:
-    counter = counter_for("claude-sonnet-4-5")
-    batch = parse(_openai_wire(path), "openai")
-    assert batch.results == []
-    return list(batch.system or []), [count_message(m, counter) for m in batch.messages]
+    return corpus_session(path, "claude-sonnet-4-5")
 
 
 @needs_corpus

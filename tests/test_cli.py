@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import needs_corpus
 
 TOOL_HEAVY = "raw/claude-code-spotter/test/fixtures/transcripts/tool_heavy.jsonl"

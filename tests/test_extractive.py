@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_session, needs_corpus
 
 from contextfold.compaction.base import SummaryRequest
-from contextfold.compaction.extractive import ExtractiveSummarizer, build_summary, focus_keywords
+from contextfold.compaction.extractive import ExtractiveSummarizer, focus_keywords
 from contextfold.compaction.facts import (
     command_key,
     constraint_sentences,
@@ -46,7 +46,6 @@ from contextfold.compaction.template import (
     parse_summary,
 )
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
-from contextfold.formats import parse
 from contextfold.tokens import counter_for
 
 COUNTER = counter_for("gpt-4o")
@@ -764,29 +763,6 @@ CLAUDE_COMPACTED = [
 ]
 
 
-def _wire(path: Path) -> list[dict[str, Any]]:
-    """A normalized transcript as OpenAI Chat Completions messages."""
-    wire: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        role, name = record["role"], record.get("name")
-        if role == "user" and name in ("system", "developer"):
-            wire.append({"role": name, "content": record["content"]})
-            continue
-        message: dict[str, Any] = {"role": role, "content": record["content"]}
-        if record.get("tool_calls"):
-            message["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in record["tool_calls"]
-            ]
-        if role == "tool":
-            message["tool_call_id"] = record["tool_call_id"]
-        if name is not None:
-            message["name"] = name
-        wire.append(message)
-    return wire
-
-
 def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -843,7 +819,7 @@ def test_corpus_has_large_transcripts() -> None:
 @pytest.mark.parametrize("path", LARGE, ids=[p.stem[:60] for p in LARGE])
 def test_corpus_summary(path: Path) -> None:
     records = _records(path)
-    messages = parse(_wire(path), "openai").messages
+    messages = corpus_session(path)[1]
     started = time.perf_counter()
     text = summarize(messages, budget=4_000)
     elapsed = time.perf_counter() - started
@@ -865,7 +841,7 @@ def _compacted_head(path: Path) -> tuple[list[Message], str, list[dict[str, Any]
     """The messages Claude Code compacted, its summary of them, and the head's records."""
     records = _records(path)
     cut = next(i for i, r in enumerate(records) if r.get("name") == "compact_summary")
-    messages = parse(_wire(path), "openai").messages
+    messages = corpus_session(path)[1]
     boundary = next(i for i, m in enumerate(messages) if m.name == "compact_summary")
     return messages[:boundary], records[cut]["content"], records[:cut]
 
@@ -921,7 +897,7 @@ CHAINED = sorted(LARGE, key=lambda p: p.stat().st_size)[-3:]
 def test_corpus_chained_compactions_keep_every_edited_file(path: Path) -> None:
     """Three compactions in a row, each updating the previous summary: every file edited in any
     of the heads is still named at the end, and each summary fits and needs no pinning."""
-    messages = parse(_wire(path), "openai").messages
+    messages = corpus_session(path)[1]
     size = len(messages) // 3 + 1
     previous: str | None = None
     edited: list[str] = []

@@ -4,20 +4,18 @@ conversations and on the corpus."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_session, needs_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.domain import CompactionPart, Message, SystemPrompt, TextPart, ToolPart
-from contextfold.formats import parse, render
+from contextfold.formats import render
 from contextfold.policy.removal import (
     HybridChoice,
     Priority,
@@ -32,7 +30,6 @@ from contextfold.policy.removal import (
     provider_defaults,
 )
 from contextfold.policy.turns import rows, turns
-from contextfold.tokens import count_message, counter_for
 
 PLANNERS = {"middle": plan_middle, "oldest": plan_oldest}
 
@@ -504,29 +501,9 @@ def test_invariants_on_random_conversations(messages: list[Message], share: floa
 LARGE = [p for p in corpus_files("normalized/*.jsonl") if len(p.read_text(encoding="utf-8")) > 100_000]
 
 
-def _wire(line: dict[str, Any]) -> dict[str, Any]:
-    role = line["role"]
-    if role == "user" and line.get("name") in ("system", "developer"):
-        role = line["name"]
-    out: dict[str, Any] = {"role": role, "content": line.get("content")}
-    if line.get("tool_calls"):
-        out["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for c in line["tool_calls"]
-        ]
-    if role == "tool":
-        out["tool_call_id"] = line["tool_call_id"]
-    return out
-
-
 @cache
 def _load(path: Path) -> tuple[list[SystemPrompt], list[Message]]:
-    with path.open(encoding="utf-8") as f:
-        lines = [json.loads(raw) for raw in f if raw.strip()]
-    batch = parse([_wire(line) for line in lines], "openai")
-    counter = counter_for("gpt-4o")
-    messages = [count_message(m, counter).model_copy(update={"id": f"m{i}"}) for i, m in enumerate(batch.messages)]
-    return list(batch.system or []), messages
+    return corpus_session(path)
 
 
 @needs_corpus
