@@ -118,3 +118,38 @@ async def test_status_warns_when_the_cache_keeps_missing(service):
         usage={"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 4_900},
     )).status
     assert status.cache_warning is None and status.cache_hit_rate > 0
+
+
+@needs_corpus
+@pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:40])
+async def test_regions_strategy_on_long_corpus_sessions(service, path: Path):
+    result = await service.import_transcript(path, format="normalized", model="gpt-4o")
+    sid = result.session_id
+    before = await service.store.load_messages(sid)
+    try:
+        done = await service.compact(sid, strategy="regions")
+    except CompactionFailed as exc:
+        assert "nothing to compact" in str(exc)
+        return
+    assert done.strategy == "regions" and done.tokens_after < done.tokens_before and done.reason
+    assert done.status.tokens_in_view == done.tokens_after
+    after = await service.store.load_messages(sid)
+    # Calls all stay (paired with their results); outputs are kept whole in the store.
+    assert [(p.call_id, p.output) for m in after for p in m.tool_parts] == [
+        (p.call_id, p.output) for m in before for p in m.tool_parts
+    ]
+    summarized = [p for m in after for p in m.tool_parts if p.view_text]
+    assert summarized and any(p.view_text.startswith("[Summary of") for p in summarized)
+    openai = await service.get_context(sid, format="openai")
+    assert_openai_valid({"messages": openai.messages})
+    anthropic = await service.get_context(sid, format="anthropic")
+    assert_anthropic_valid({"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})})
+    # A summary is never compacted again.
+    try:
+        again = await service.compact(sid, strategy="regions")
+    except CompactionFailed:
+        return
+    now = {(m.id, p.call_id): p.view_text for m in await service.store.load_messages(sid) for p in m.tool_parts}
+    first = {(m.id, p.call_id): p.view_text for m in after for p in m.tool_parts if p.view_text}
+    assert all(now[key] == text for key, text in first.items())
+    assert again.tokens_after < again.tokens_before

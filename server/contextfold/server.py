@@ -297,8 +297,8 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         ] = None,
         instructions: Annotated[str | None, Field(description="Extra instructions or focus for the summary.")] = None,
         strategy: Annotated[
-            Literal["anchored", "middle", "oldest", "hybrid"],
-            Field(description="anchored: summarize; middle/oldest/hybrid: drop low-priority messages, no LLM."),
+            Literal["anchored", "regions", "middle", "oldest", "hybrid"],
+            Field(description="anchored: summarize; regions: digest tool runs; middle/oldest/hybrid: drop messages."),
         ] = "anchored",
         dry_run: bool = False,
     ) -> CompactResult:

@@ -32,6 +32,7 @@ from .policy import view
 from .policy.overflow import assess, calibrated_tokens
 from .policy.cache import cache_health, place_cache_anchors
 from .policy.prune import PruneOptions, plan_prune, remaining_counter
+from .policy.regions import plan_regions
 from .policy.removal import plan_hybrid, plan_middle, plan_oldest, provider_defaults
 from .policy.truncate import share_cap_chars, truncate, with_hint
 from .policy.turns import select_tail, tail_budget
@@ -715,9 +716,12 @@ class ContextService:
         """Summarize older history into the anchored summary; on overflow, recover (SPEC §10)."""
         if strategy in REMOVAL_STRATEGIES:
             return await self._remove(session_id, strategy, dry_run=dry_run, owner=owner)
+        if strategy == "regions":
+            return await self._regions(session_id, dry_run=dry_run, owner=owner)
         if strategy != "anchored":
             raise InvalidInput(
-                "strategy", f"unknown strategy {strategy!r}; available: anchored, {', '.join(REMOVAL_STRATEGIES)}"
+                "strategy",
+                f"unknown strategy {strategy!r}; available: anchored, regions, {', '.join(REMOVAL_STRATEGIES)}",
             )
         session = await self.store.get_session(session_id, owner)
         settings = self._session_settings(session)
@@ -795,6 +799,57 @@ class ContextService:
             media_omitted=media_omitted,
             summary=summary if dry_run else None,
             status=status,
+        )
+
+    async def _regions(self, session_id: str, *, dry_run: bool, owner: str) -> CompactResult:
+        """Claude Code–style: replace the largest runs of tool calls with short digests (no LLM)."""
+        status = await self.status(session_id, owner=owner)
+        async with self.store.write(session_id, owner) as tx:
+            session = tx.session
+            settings = self._session_settings(session)
+            visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            # On hard, make the request fit; otherwise get back under the soft threshold.
+            ratio = 1.0 if status.state in ("hard", "overflow") else settings.soft_ratio
+            plan = plan_regions(
+                visible,
+                total_tokens=session.tokens_in_view,
+                target_tokens=int(status.usable * ratio) - 1,
+                counter=self._counter(session.model, settings),
+                now=time.time(),
+            )
+            if plan.marks and not dry_run:
+                await tx.mark_parts([PartMark(m.message_id, m.index, m.part, m.freed) for m in plan.marks])
+                await tx.add_compaction(
+                    CompactionRecord(
+                        strategy="regions",
+                        summarizer="digest",
+                        tokens_before=plan.tokens_before,
+                        tokens_after=plan.tokens_after,
+                        head_messages=len({m.message_id for m in plan.marks}),
+                        head_tokens=plan.tokens_before - plan.tokens_after,
+                        summary_tokens=0,
+                        notes=[plan.reason],
+                    )
+                )
+                await tx.save_session(session.model_copy(update={"tokens_in_view": plan.tokens_after}))
+        if not plan.marks:
+            raise CompactionFailed(f"regions: nothing to compact — {plan.reason}")
+        return CompactResult(
+            compacted=not dry_run,
+            dry_run=dry_run,
+            summarizer="digest",
+            fallbacks=[],
+            tokens_before=plan.tokens_before,
+            tokens_after=plan.tokens_after,
+            summary_tokens=0,
+            head_messages=len({m.message_id for m in plan.marks}),
+            tail_start_id=None,
+            pinned=[],
+            attempts=1,
+            outputs_cut=0,
+            strategy="regions",
+            reason=plan.reason,
+            status=await self.status(session_id, owner=owner),
         )
 
     async def _remove(self, session_id: str, strategy: str, *, dry_run: bool, owner: str) -> CompactResult:

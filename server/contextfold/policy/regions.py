@@ -1,0 +1,347 @@
+"""Regions: Claude Code style compaction of runs of tool calls (SPEC §10, `regions`).
+
+Every part of the view is pinned or not, compactable or not. System prompts, user text,
+assistant text and summaries are never compactable; tool parts (a call and its result are one
+`ToolPart`) and reasoning are. The newest `keep_recent_tokens` of the view are pinned: walking
+newest → oldest, a part is pinned while the in-view cost of the parts newer than it is below the
+budget. A *region* is a maximal run of compactable, unpinned tool parts that no region summary
+covers yet, across message boundaries; a non-compactable part, a pinned part, a pending call, a
+part already summarized or a compaction message ends it. Reasoning and whitespace-only text do
+not end a run (they carry nothing the run would split) but are never marked: signed thinking must
+be replayed byte for byte.
+
+The plan summarizes the largest region first, asking for about a fifth of its tokens, until the
+view costs no more than the target (the caller picks it: the soft threshold normally, the limit
+when starting at or above the hard one). A summary replaces a region in the view by re-marking
+its parts, never by removing them, so every call keeps its id and name and pairing holds in both
+wire formats: the first part shows the summary (`view_text`), the others a short pointer with
+their input cleared. A part with `view_text` is never compactable again, so a summary is never
+summarized. When the summarizer fails (returns None), the oldest remaining region is dropped
+instead, with a visible `[Earlier turns truncated: …]` note.
+
+Everything here is pure: the caller applies the marks and stores them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..domain import Message, Part, ReasoningPart, TextPart, ToolPart
+from ..tokens import TokenCounter, count_in_view
+
+KEEP_RECENT_TOKENS = 20_000
+"""The newest this-many tokens of the view are pinned (Claude Code's figure)."""
+TARGET_FRACTION = 5
+"""A region's summary is asked to fit in 1/5 of the region's tokens."""
+SUMMARIZED_ABOVE = "(summarized above)"
+"""What the second and later parts of a summarized region show (an empty result is invalid)."""
+TRUNCATED_ABOVE = "(truncated above)"
+"""What the second and later parts of a dropped region show."""
+KEY_ARGUMENTS = (
+    "file_path", "path", "notebook_path", "filename", "command", "cmd", "pattern", "query", "url",
+    "glob", "prompt", "description",
+)
+"""Input keys that name what a call was about, by preference."""
+MAX_ARGUMENT_CHARS = 240
+MAX_RESULT_CHARS = 160
+
+Summarize = Callable[[list[ToolPart], int], "str | None"]
+"""(the region's parts, the token budget) → the summary, or None when summarizing failed."""
+
+
+@dataclass(frozen=True)
+class Region:
+    parts: list[tuple[str, int]]
+    """(message id, index in `message.parts`) of each tool part, oldest first."""
+    tokens: int
+    """What the parts cost in the view now."""
+    first_index: int
+    """Position of the first part among all the view's parts (smaller = older)."""
+
+
+@dataclass(frozen=True)
+class RegionMark:
+    message_id: str
+    index: int
+    part: ToolPart
+    """The part as it is to be stored: `view_text` set (and, after the first, `input_cleared`)."""
+    freed: int
+    """Tokens the mark frees in the view; the first part of a region may free less than nothing."""
+
+
+@dataclass(frozen=True)
+class RegionPlan:
+    marks: list[RegionMark]
+    regions_summarized: int
+    regions_dropped: int
+    tokens_before: int
+    tokens_after: int
+    reached_target: bool
+    reason: str
+
+
+# -- regions ---------------------------------------------------------------------------------------
+
+
+def find_regions(
+    messages: Sequence[Message], *, keep_recent_tokens: int = KEEP_RECENT_TOKENS, counter: TokenCounter
+) -> list[Region]:
+    """The view's regions, oldest first. `messages` are the messages in view, oldest first."""
+    cutoff = _pinned_from(messages, keep_recent_tokens, counter)
+    regions: list[Region] = []
+    run: list[tuple[str, int]] = []
+    run_tokens = 0
+    run_start = 0
+
+    def close() -> None:
+        nonlocal run, run_tokens
+        if run:
+            regions.append(Region(run, run_tokens, run_start))
+        run, run_tokens = [], 0
+
+    position = 0
+    for message in messages:
+        if message.is_compaction:
+            close()
+            position += len(message.parts)
+            continue
+        for index, part in enumerate(message.parts):
+            if position >= cutoff:
+                close()
+                return regions  # everything from here on is pinned
+            if _compactable(part):
+                if not run:
+                    run_start = position
+                run.append((message.id, index))
+                run_tokens += count_in_view(part, counter)
+            elif not _transparent(part):
+                close()
+            position += 1
+    close()
+    return regions
+
+
+def _pinned_from(messages: Sequence[Message], keep: int, counter: TokenCounter) -> int:
+    """Position of the oldest pinned part (the count of parts when none is pinned)."""
+    position = sum(len(m.parts) for m in messages)
+    if keep <= 0:
+        return position
+    seen = 0
+    for message in reversed(messages):
+        for part in reversed(message.parts):
+            if seen >= keep:
+                return position
+            position -= 1
+            seen += count_in_view(part, counter)
+    return position
+
+
+def _compactable(part: Part) -> bool:
+    """A finished tool part no summary covers yet (pending calls have nothing to summarize)."""
+    return isinstance(part, ToolPart) and part.is_finished and part.view_text is None
+
+
+def _transparent(part: Part) -> bool:
+    """Parts a run passes over without taking them: reasoning and whitespace-only text."""
+    return isinstance(part, ReasoningPart) or (isinstance(part, TextPart) and not part.text.strip())
+
+
+# -- the code summarizer ---------------------------------------------------------------------------
+
+
+def digest(region_parts: Sequence[ToolPart], *, budget_tokens: int, counter: TokenCounter) -> str:
+    """A deterministic summary of tool calls: one line per call, middle lines dropped to fit.
+
+    Each line is the tool's name, its key argument verbatim (a long one shortened at the end) and
+    the first meaningful line of its result or error. When the whole does not fit in
+    `budget_tokens`, the middle calls give way to `… N more calls …`; the header and that note
+    are kept whatever the budget.
+    """
+    n = len(region_parts)
+    header = f"[Summary of {n} tool call{'s' if n != 1 else ''}]"
+    lines = [_digest_line(p) for p in region_parts]
+    whole = "\n".join([header, *lines])
+    if counter.count(whole) <= budget_tokens:
+        return whole
+    costs = [counter.count(line) + 1 for line in lines]
+    fixed = counter.count(header) + 1
+    prefix = [0]
+    for cost in costs:
+        prefix.append(prefix[-1] + cost)
+    for keep in range(n - 1, -1, -1):
+        head, tail = (keep + 1) // 2, keep // 2
+        note = f"… {n - keep} more call{'s' if n - keep != 1 else ''} …"
+        estimate = fixed + prefix[head] + (prefix[n] - prefix[n - tail]) + counter.count(note)
+        if estimate > budget_tokens and keep:
+            continue
+        text = "\n".join([header, *lines[:head], note, *lines[n - tail :]])
+        if counter.count(text) <= budget_tokens or keep == 0:
+            return text
+    raise AssertionError("unreachable: keep == 0 always returns")
+
+
+def _digest_line(part: ToolPart) -> str:
+    argument = _key_argument(part.input)
+    head = f"- {part.name} {argument}" if argument else f"- {part.name}"
+    if part.state == "error":
+        return f"{head} → error: {_first_line(part.result_text) or '(no message)'}"
+    result = _first_line(part.result_text)
+    if not result and part.attachments:
+        result = f"({len(part.attachments)} attachment{'s' if len(part.attachments) != 1 else ''})"
+    return f"{head} → {result or '(no output)'}"
+
+
+def _key_argument(value: object) -> str:
+    if isinstance(value, str):
+        return _shorten(value, MAX_ARGUMENT_CHARS)
+    if not isinstance(value, dict) or not value:
+        return ""
+    for key in KEY_ARGUMENTS:
+        found = value.get(key)
+        if isinstance(found, str) and found.strip():
+            return _shorten(found, MAX_ARGUMENT_CHARS)
+    for found in value.values():
+        if isinstance(found, str) and found.strip():
+            return _shorten(found, MAX_ARGUMENT_CHARS)
+    return _shorten(json.dumps(value, ensure_ascii=False, separators=(",", ":")), MAX_ARGUMENT_CHARS)
+
+
+def _first_line(text: str) -> str:
+    """The first line with a letter or digit in it, stripped and shortened."""
+    for line in text.splitlines():
+        if any(c.isalnum() for c in line):
+            return _shorten(line.strip(), MAX_RESULT_CHARS)
+    return ""
+
+
+def _shorten(text: str, limit: int) -> str:
+    """`text` verbatim up to its first line break and `limit` characters, `…` marking a cut."""
+    text = text.strip()
+    first = text.split("\n", 1)[0]
+    cut = len(first) < len(text)
+    if len(first) > limit:
+        first, cut = first[:limit], True
+    return f"{first} …" if cut else first
+
+
+# -- the plan --------------------------------------------------------------------------------------
+
+
+def plan_regions(
+    messages: Sequence[Message],
+    *,
+    total_tokens: int,
+    target_tokens: int,
+    keep_recent_tokens: int = KEEP_RECENT_TOKENS,
+    counter: TokenCounter,
+    now: float,
+    summarize: Summarize | None = None,
+) -> RegionPlan:
+    """Which parts to re-mark, largest region first, until the view costs `target_tokens` or less.
+
+    `total_tokens` is what the view costs now (system prompt included); `now` is stamped as
+    `compacted_at` on each region's first part. `summarize(parts, budget)` defaults to `digest`.
+    A region whose summary would not free anything is left alone.
+    """
+    by_id = {m.id: m for m in messages}
+    if len(by_id) != len(messages):
+        raise ValueError("plan_regions needs unique message ids")
+    summarize = summarize or (lambda parts, budget: digest(parts, budget_tokens=budget, counter=counter))
+    remaining = find_regions(messages, keep_recent_tokens=keep_recent_tokens, counter=counter)
+    found = len(remaining)
+    marks: list[RegionMark] = []
+    freed = 0
+    summarized = dropped = failures = skipped = 0
+    failed: set[int] = set()  # first_index of regions the summarizer failed on: never asked twice
+    while remaining and total_tokens - freed > target_tokens:
+        candidates = [r for r in remaining if r.first_index not in failed]
+        text = None
+        if candidates:
+            region = max(candidates, key=lambda r: (r.tokens, -r.first_index))
+            parts = [_part(by_id, ref) for ref in region.parts]
+            text = summarize(parts, region.tokens // TARGET_FRACTION)
+            if text is None:
+                failed.add(region.first_index)
+                failures += 1
+        if text is None:  # the summarizer failed: the oldest region goes instead, with a note
+            region = min(remaining, key=lambda r: r.first_index)
+            parts = [_part(by_id, ref) for ref in region.parts]
+            n = len(parts)
+            text, rest = f"[Earlier turns truncated: {n} tool call{'s' if n != 1 else ''} removed]", TRUNCATED_ABOVE
+        else:
+            rest = SUMMARIZED_ABOVE
+        remaining.remove(region)
+        region_marks = _marks(region, parts, text, rest, now, counter)
+        region_freed = sum(m.freed for m in region_marks)
+        if region_freed <= 0:
+            skipped += 1
+            continue
+        marks += region_marks
+        freed += region_freed
+        if rest == SUMMARIZED_ABOVE:
+            summarized += 1
+        else:
+            dropped += 1
+    after = total_tokens - freed
+    reached = after <= target_tokens
+    return RegionPlan(
+        marks=marks,
+        regions_summarized=summarized,
+        regions_dropped=dropped,
+        tokens_before=total_tokens,
+        tokens_after=after,
+        reached_target=reached,
+        reason=_reason(found, summarized, dropped, failures, skipped, freed, after, target_tokens, reached),
+    )
+
+
+def _part(by_id: dict[str, Message], ref: tuple[str, int]) -> ToolPart:
+    part = by_id[ref[0]].parts[ref[1]]
+    assert isinstance(part, ToolPart)
+    return part
+
+
+def _marks(
+    region: Region, parts: list[ToolPart], text: str, rest: str, now: float, counter: TokenCounter
+) -> list[RegionMark]:
+    out = []
+    for i, ((message_id, index), part) in enumerate(zip(region.parts, parts, strict=True)):
+        if i == 0:
+            marked = part.model_copy(update={"view_text": text, "compacted_at": now})
+        else:
+            marked = part.model_copy(update={"view_text": rest, "input_cleared": True})
+        freed = count_in_view(part, counter) - count_in_view(marked, counter)
+        out.append(RegionMark(message_id, index, marked, freed))
+    return out
+
+
+def _reason(
+    found: int, summarized: int, dropped: int, failures: int, skipped: int,
+    freed: int, after: int, target: int, reached: bool,
+) -> str:
+    if found == 0:
+        done = "nothing to compact: no region outside the pinned recent tokens"
+    else:
+        bits = [f"{found} region{'s' if found != 1 else ''} found", f"{summarized} summarized"]
+        if dropped or failures:
+            bits.append(f"{dropped} dropped after {failures} summarizer failure{'s' if failures != 1 else ''}")
+        if skipped:
+            bits.append(f"{skipped} left alone (the replacement would not be smaller)")
+        done = ", ".join(bits) + f"; {freed:,} tokens freed"
+    where = "within" if reached else "still above"
+    return f"{done}; the view is {after:,} tokens, {where} the target {target:,}"
+
+
+__all__ = [
+    "KEEP_RECENT_TOKENS",
+    "Region",
+    "RegionMark",
+    "RegionPlan",
+    "SUMMARIZED_ABOVE",
+    "TRUNCATED_ABOVE",
+    "digest",
+    "find_regions",
+    "plan_regions",
+]
