@@ -105,18 +105,20 @@ async def test_cache_anchors_are_few_valid_and_stable(service, corpus: Path):
 async def test_status_warns_when_the_cache_keeps_missing(service):
     await service.open_session("c", model="claude-sonnet-4-5")
     for i in range(3):
-        status = (await service.append(
+        await service.append(
             "c",
             [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}],
             usage={"input_tokens": 5_000, "output_tokens": 50, "cache_read_input_tokens": 0,
                    "cache_creation_input_tokens": 4_000},
-        )).status
+        )
+    status = await service.status("c")
     assert status.cache_warning and status.cache_hit_rate == 0.0
-    status = (await service.append(
+    await service.append(
         "c",
         [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
         usage={"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 4_900},
-    )).status
+    )
+    status = await service.status("c")
     assert status.cache_warning is None and status.cache_hit_rate > 0
 
 

@@ -86,6 +86,7 @@ async def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
         result = await service.import_transcript(
             Path(args.file), session_id=args.session, format=args.format, model=args.model
         )
+        status = await service.status(result.session_id)
     if args.json:
         _print_json(result.model_dump())
     else:
@@ -93,7 +94,7 @@ async def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
             f"imported {result.messages:,} messages ({result.tool_calls:,} tool calls, "
             f"{result.tool_results:,} results) from {args.file} [{result.source_format}]"
         )
-        print(_status_lines(result.status))
+        print(_status_lines(status))
     return 0
 
 
@@ -167,11 +168,12 @@ async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
             print(f"Importing a real agent transcript: {transcript.name}")
             print("(mini-swe-agent + gemini-3-pro-preview fixing psf/requests#1142; MIT, see NOTICE.md)\n")
             result = await service.import_transcript(transcript, model=args.model)
+            status = await service.status(result.session_id)
             print(
                 f"{result.messages:,} messages, {result.tool_calls:,} tool calls, "
                 f"{result.tool_results:,} tool results\n"
             )
-            print(_status_lines(result.status))
+            print(_status_lines(status))
             await _demo_spilled(service, result)
             pruned = await service.prune(result.session_id, keep_tool_uses=10)
             print(f"\nprune (keep the last 10 tool uses): {pruned.reason}")

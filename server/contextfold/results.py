@@ -59,6 +59,22 @@ class Status(BaseModel):
     cache_warning: str | None = None
 
 
+class Brief(BaseModel):
+    """The session's standing after a change: enough to decide the next action (see `status`)."""
+
+    tokens_in_view: int
+    tokens_reported: int | None
+    tokens_stored: int
+    usable: int
+    ratio: float
+    state: State
+    recommended_action: str
+
+    @classmethod
+    def of(cls, status: Status) -> Brief:
+        return cls.model_validate(status.model_dump(include=set(cls.model_fields)))
+
+
 class SessionInfo(BaseModel):
     id: str
     title: str | None
@@ -98,7 +114,7 @@ class AppendResult(BaseModel):
     spilled: list[SpilledOutput]
     """Outputs too large for the context: stored whole, replaced in view by a preview with a hint."""
     system_updated: bool
-    status: Status
+    status: Brief
 
 
 class Context(BaseModel):
@@ -116,7 +132,7 @@ class ImportResult(BaseModel):
     tool_calls: int
     tool_results: int
     spilled: list[SpilledOutput]
-    status: Status
+    status: Brief
 
 
 class SpillResult(BaseModel):
@@ -144,7 +160,7 @@ class PruneResult(BaseModel):
     reason: str
     parts: int
     tokens_freed: int
-    status: Status
+    status: Brief
 
 
 class TailResult(BaseModel):
@@ -189,7 +205,7 @@ class CompactResult(BaseModel):
     """For removal strategies: what was removed and, for hybrid, why that strategy won."""
     summary: str | None = None
     """The summary text (dry runs only; otherwise read it with get_context or the summary resource)."""
-    status: Status
+    status: Brief
 
 
 class SummarizeResult(BaseModel):

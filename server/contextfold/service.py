@@ -39,6 +39,7 @@ from .policy.turns import select_tail, tail_budget
 from .results import (
     AppendedMessage,
     AppendResult,
+    Brief,
     CompactionMetrics,
     CompactionSummary,
     CompactResult,
@@ -410,7 +411,7 @@ class ContextService:
             results_attached=attached,
             spilled=ingest.spilled,
             system_updated=prompts is not None,
-            status=await self._status(tx.session),
+            status=Brief.of(await self._status(tx.session)),
         )
 
     @staticmethod
@@ -636,7 +637,7 @@ class ContextService:
             reason=plan.reason,
             parts=len(plan.parts) if plan.applies else 0,
             tokens_freed=plan.tokens_freed if plan.applies else 0,
-            status=await self._status(session),
+            status=Brief.of(await self._status(session)),
         )
 
     async def select_tail(
@@ -798,7 +799,7 @@ class ContextService:
             outputs_cut=outputs_cut,
             media_omitted=media_omitted,
             summary=summary if dry_run else None,
-            status=status,
+            status=Brief.of(status),
         )
 
     async def _regions(self, session_id: str, *, dry_run: bool, owner: str) -> CompactResult:
@@ -849,7 +850,7 @@ class ContextService:
             outputs_cut=0,
             strategy="regions",
             reason=plan.reason,
-            status=await self.status(session_id, owner=owner),
+            status=Brief.of(await self.status(session_id, owner=owner)),
         )
 
     async def _remove(self, session_id: str, strategy: str, *, dry_run: bool, owner: str) -> CompactResult:
@@ -904,7 +905,7 @@ class ContextService:
             outputs_cut=0,
             strategy=strategy,
             reason=reason,
-            status=await self.status(session_id, owner=owner),
+            status=Brief.of(await self.status(session_id, owner=owner)),
         )
 
     async def summarize(
@@ -1099,7 +1100,7 @@ def _cut_only(before: int, attempts: int, cut: int, status: Status, why: str) ->
         pinned=[],
         attempts=attempts,
         outputs_cut=cut,
-        status=status,
+        status=Brief.of(status),
     )
 
 
