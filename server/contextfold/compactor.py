@@ -24,7 +24,6 @@ from .compaction.engine import (
     compaction_messages,
     plan_compaction,
 )
-from .compaction.extractive import ExtractiveSummarizer
 from .compaction.prompt import build_prompt
 from .compaction.template import missing_sections
 from .compaction.transcript import render_transcript
@@ -304,10 +303,6 @@ class Compactor:
         return len(marks)
 
 
-def extractive() -> ExtractiveSummarizer:
-    return ExtractiveSummarizer()
-
-
 __all__ = [
     "MAX_ATTEMPTS",
     "Compactor",
@@ -315,5 +310,4 @@ __all__ = [
     "Prepared",
     "Sampled",
     "SampledSummarizer",
-    "extractive",
 ]

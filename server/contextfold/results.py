@@ -184,25 +184,26 @@ class GcResult(BaseModel):
 class CompactResult(BaseModel):
     compacted: bool
     """A summary was written (false for dry runs, and when cutting outputs alone made it fit)."""
-    dry_run: bool
-    summarizer: str | None
-    fallbacks: list[str]
+    dry_run: bool = False
+    strategy: str = "anchored"
+    summarizer: str | None = None
+    fallbacks: list[str] = []
     """Why each summarizer before the one used was passed over."""
     tokens_before: int
     tokens_after: int
-    summary_tokens: int
-    head_messages: int
-    tail_start_id: str | None
-    pinned: list[str]
+    summary_tokens: int = 0
+    head_messages: int = 0
+    """Messages summarized (anchored), or touched (regions), or removed from view (middle/oldest/hybrid)."""
+    tail_start_id: str | None = None
+    pinned: list[str] = []
     """Facts code added to the summary (edited files, constraints, the open error)."""
-    attempts: int
-    outputs_cut: int
+    attempts: int = 1
+    outputs_cut: int = 0
     """Oversized outputs cut down in view during overflow recovery (kept whole in the store)."""
     media_omitted: int = 0
     """Attachments of the newest user message left out of the view because they overflowed it."""
-    strategy: str = "anchored"
     reason: str | None = None
-    """For removal strategies: what was removed and, for hybrid, why that strategy won."""
+    """For regions and removal strategies: what was done and, for hybrid, why that strategy won."""
     summary: str | None = None
     """The summary text (dry runs only; otherwise read it with get_context or the summary resource)."""
     status: Brief
