@@ -19,6 +19,7 @@ from typing import Any
 
 from . import __version__
 from .config import Settings, SettingsError, load_settings
+from .auth import TOKENS_ENV, TenantTokens, TokenFileError, add_token
 from .formats.importers import TranscriptError
 from .results import ImportResult, Status
 from .service import USER_ERRORS, ContextService
@@ -74,10 +75,34 @@ def _status_lines(status: Status) -> str:
 # -- commands --------------------------------------------------------------------------------------
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from .server import build_server
 
-    build_server(settings).run()
+    if not args.http:
+        build_server(settings).run()
+        return 0
+    tokens = TenantTokens.load(Path(args.tokens_file) if args.tokens_file else None)
+    if args.host not in LOOPBACK and not tokens:
+        raise SettingsError(
+            f"refusing to serve on {args.host} without bearer tokens: anyone who can reach it could read "
+            f"every session. Create one with `contextfold token add TENANT --tokens-file FILE` and pass "
+            f"--tokens-file FILE (or set {TOKENS_ENV}), or bind 127.0.0.1"
+        )
+    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
+    server = build_server(settings, tokens=tokens or None, url=url)
+    # Loopback binds get the SDK's DNS-rebinding protection (Host and Origin checked) automatically.
+    server.run(transport="streamable-http", host=args.host, port=args.port)
+    return 0
+
+
+def _cmd_token(args: argparse.Namespace, settings: Settings) -> int:
+    path = Path(args.tokens_file) if args.tokens_file else settings.home / "tokens"
+    token = add_token(path, args.tenant)
+    print(f"token for tenant {args.tenant!r} (shown once; only its hash is stored in {path}):")
+    print(token)
     return 0
 
 
@@ -218,8 +243,19 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="TOML settings file (default: <home>/config.toml)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="run the MCP server on stdio")
+    serve = sub.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; others need tokens)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument("--tokens-file", help=f"bearer tokens per tenant (see `token add`; also ${TOKENS_ENV})")
     serve.set_defaults(run=_cmd_serve, is_async=False)
+
+    token = sub.add_parser("token", help="manage bearer tokens for HTTP tenants")
+    token_sub = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    token_add = token_sub.add_parser("add", help="create a token for a tenant and store its hash")
+    token_add.add_argument("tenant")
+    token_add.add_argument("--tokens-file", help="where hashes are kept (default <home>/tokens)")
+    token_add.set_defaults(run=_cmd_token, is_async=False)
 
     demo = sub.add_parser("demo", help="import a bundled real transcript and show its context budget")
     demo.add_argument("--model", default="gpt-4o", help="model to measure against (default gpt-4o)")
@@ -267,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             coroutine: Coroutine[Any, Any, int] = run(args, settings)
             return asyncio.run(coroutine)
         return int(run(args, settings))
-    except (*USER_ERRORS, TranscriptError, SettingsError, SchemaTooNewError, OSError) as exc:
+    except (*USER_ERRORS, TranscriptError, SettingsError, SchemaTooNewError, TokenFileError, OSError) as exc:
         print(f"contextfold: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

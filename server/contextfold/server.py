@@ -19,7 +19,11 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import Field
 
+from mcp.server.auth.settings import AuthSettings
+from pydantic import AnyHttpUrl
+
 from . import __version__
+from .auth import SCOPE, TenantTokens
 from .config import Settings, load_settings
 from .compaction.prompt import anchored_summary_prompt
 from .compactor import Sampled
@@ -101,8 +105,14 @@ def _service(ctx: Context) -> ContextService:
     return ctx.request_context.lifespan_context
 
 
-def build_server(settings: Settings | None = None) -> MCPServer:
-    """The contextfold MCP server; each connection (or the HTTP process) opens the store once."""
+def build_server(
+    settings: Settings | None = None, *, tokens: TenantTokens | None = None, url: str | None = None
+) -> MCPServer:
+    """The contextfold MCP server; each connection (or the HTTP process) opens the store once.
+
+    With `tokens` (HTTP only) every request needs a bearer token, and the token's tenant owns
+    what the request sees: sessions and outputs of other tenants read as not found.
+    """
     settings = settings or load_settings()
 
     @asynccontextmanager
@@ -117,7 +127,16 @@ def build_server(settings: Settings | None = None) -> MCPServer:
                 await collector
             await service.close()
 
-    mcp = MCPServer("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    auth: dict[str, Any] = {}
+    if tokens:
+        base = AnyHttpUrl(url or "http://127.0.0.1")
+        auth = {
+            "token_verifier": tokens,
+            # No authorization server here: tokens are issued with `contextfold token add`.
+            "auth": AuthSettings(issuer_url=base, resource_server_url=AnyHttpUrl(f"{url}/mcp" if url else base),
+                                 required_scopes=[SCOPE]),
+        }
+    mcp = MCPServer("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
 
     @mcp.tool(title="Count tokens", annotations=_annotations("Count tokens", read_only=True, idempotent=True))
     async def count_tokens(

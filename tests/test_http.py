@@ -1,0 +1,158 @@
+"""Streamable HTTP on loopback: `contextfold serve --http` as a real subprocess, real clients."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.anyio
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _serve(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "contextfold", "serve", "--http", "--port", str(port), *args],
+        env={**os.environ, "CONTEXTFOLD_HOME": str(home), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise AssertionError(f"server exited: {process.stderr.read().decode()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("server did not start listening")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _client(url: str, token: str | None = None, mode: str = "auto") -> Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)), mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_full_tool_set_over_http_in_both_eras(tmp_path: Path, mode: str):
+    with _serve(tmp_path) as url:
+        async with _client(url, mode=mode) as client:
+            assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            await client.call_tool("session_open", {"session_id": "h", "model": "gpt-4o"})
+            appended = await client.call_tool("append", {"session_id": "h", "messages": [
+                {"role": "user", "content": "list"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "x\n" * 3_000},
+            ]})
+            output_id = appended.structured_content["spilled"][0]["output_id"]
+            read = await client.call_tool("read_output", {"id": output_id, "offset": 3_000, "limit": 1})
+            assert read.structured_content["text"] == "3000\tx"
+            for name, args in [
+                ("status", {"session_id": "h"}),
+                ("get_context", {"session_id": "h", "format": "anthropic", "cache_anchors": True}),
+                ("select_tail", {"session_id": "h"}),
+                ("prune", {"session_id": "h", "dry_run": True}),
+                ("count_tokens", {"text": "hi"}),
+                ("session_list", {}),
+                ("compact", {"session_id": "h", "summarizer": "extractive", "dry_run": True}),
+                ("summarize", {"messages": [{"role": "user", "content": "Never use sudo."}], "summarizer": "extractive"}),
+                ("spill", {"session_id": "h", "text": "short"}),
+            ]:
+                result = await client.call_tool(name, args)
+                assert not result.is_error, (name, result.content)
+            assert (await client.call_tool("session_delete", {"session_id": "h"})).structured_content["deleted"]
+
+
+async def test_a_wrong_host_header_is_refused(tmp_path: Path):
+    with _serve(tmp_path) as url:
+        async with httpx2.AsyncClient() as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+            bad = await http.post(url, json=body, headers={**headers, "Host": "evil.example:80"})
+            assert bad.status_code == 421
+
+
+def test_a_public_bind_without_tokens_refuses_to_start(tmp_path: Path):
+    out = subprocess.run(
+        [sys.executable, "-m", "contextfold", "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
+        env={**os.environ, "CONTEXTFOLD_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "refusing to serve on 0.0.0.0 without bearer tokens" in out.stderr
+
+
+async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
+    tokens_file = tmp_path / "tokens"
+    tokens = {}
+    for tenant in ("alice", "bob"):
+        out = subprocess.run(
+            [sys.executable, "-m", "contextfold", "token", "add", tenant, "--tokens-file", str(tokens_file)],
+            capture_output=True, text=True, timeout=60,
+        )
+        tokens[tenant] = out.stdout.strip().splitlines()[-1]
+    stored = tokens_file.read_text()
+    assert tokens["alice"] not in stored and "sha256:" in stored  # hashed at rest
+    assert tokens_file.stat().st_mode & 0o777 == 0o600
+
+    with _serve(tmp_path, "--host", "0.0.0.0", "--tokens-file", str(tokens_file)) as url:
+        async with httpx2.AsyncClient() as http:  # no token → 401
+            response = await http.post(url, json={}, headers={"Content-Type": "application/json"})
+            assert response.status_code == 401
+        async with _client(url, tokens["alice"]) as alice:
+            await alice.call_tool("session_open", {"session_id": "secret", "model": "gpt-4o"})
+            appended = await alice.call_tool("append", {"session_id": "secret", "messages": [
+                {"role": "user", "content": "password is hunter2\n" * 9_000}
+            ]})
+            output_id = appended.structured_content["spilled"][0]["output_id"]
+            assert (await alice.call_tool("read_output", {"id": output_id})).structured_content["total_lines"] == 9_000
+        async with _client(url, tokens["bob"]) as bob:
+            assert (await bob.call_tool("session_list", {})).structured_content["sessions"] == []
+            for name, args in [
+                ("status", {"session_id": "secret"}),
+                ("get_context", {"session_id": "secret"}),
+                ("compact", {"session_id": "secret", "summarizer": "extractive"}),
+                ("prune", {"session_id": "secret"}),
+                ("append", {"session_id": "secret", "messages": [{"role": "user", "content": "x"}]}),
+                ("session_delete", {"session_id": "secret"}),
+                ("read_output", {"id": output_id}),
+            ]:
+                result = await bob.call_tool(name, args)
+                assert result.is_error and "no " in result.content[0].text, name
+            with pytest.raises(Exception):
+                await bob.read_resource(f"contextfold://outputs/{output_id}")
+            opened = await bob.call_tool("session_open", {"session_id": "secret"})
+            assert opened.is_error  # cannot take over the id either
+        async with _client(url, tokens["alice"]) as alice:
+            status = await alice.call_tool("status", {"session_id": "secret"})
+            assert status.structured_content["message_count"] == 1  # untouched by bob
