@@ -134,7 +134,7 @@ def test_tools_list_has_schemas_and_annotations(cli: Inspector) -> None:
         assert tool["outputSchema"]["type"] == "object", name
         assert tool["outputSchema"]["properties"], name
         annotations = tool["annotations"]
-        assert annotations["title"] == tool["title"], name
+        assert tool["title"], name
         for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"):
             assert isinstance(annotations[hint], bool), (name, hint)
     assert tools["status"]["annotations"]["readOnlyHint"] is True

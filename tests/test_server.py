@@ -30,6 +30,30 @@ async def client(request, tmp_path: Path):
         yield c
 
 
+TOOLS_LIST_BUDGET = 4_000
+
+
+async def test_the_tool_list_fits_its_token_budget(client):
+    """Every tools/list costs the user context on every request: keep it within 4,000 tokens."""
+    import json
+
+    from contextfold.tokens import counter_for
+
+    tools = (await client.list_tools()).tools
+    wire = json.dumps(
+        [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools], separators=(",", ":")
+    )
+    assert counter_for("gpt-4o").count(wire) <= TOOLS_LIST_BUDGET
+    # Lean schemas must still describe what matters: required fields, types, property names.
+    append = next(t for t in tools if t.name == "append")
+    assert append.input_schema["required"] == ["session_id", "messages"]
+    assert "title" not in append.input_schema["properties"]["session_id"]
+    session_open = next(t for t in tools if t.name == "session_open")
+    assert "title" in session_open.input_schema["properties"]  # a parameter named title stays
+    status = next(t for t in tools if t.name == "status").output_schema
+    assert status["properties"]["tokens_reported"]["type"] == ["integer", "null"]
+
+
 async def test_protocol_era(client):
     assert client.protocol_version in ("2026-07-28", "2025-11-25")
     assert client.server_info.name == "contextfold"

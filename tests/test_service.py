@@ -44,9 +44,10 @@ async def recount_total(svc: ContextService, session_id: str) -> int:
 
 async def test_open_reopen_list_delete(service):
     first = await service.open_session("alpha", model="gpt-4o", title="First")
-    assert first.session_id == "alpha" and first.model == "gpt-4o" and first.message_count == 0
-    again = await service.open_session("alpha")
-    assert again.model == "gpt-4o"
+    assert first.session_id == "alpha" and first.tokens_in_view == 0 and first.state == "ok"
+    await service.open_session("alpha")
+    again = await service.status("alpha")
+    assert again.model == "gpt-4o" and again.message_count == 0
     fresh = await service.open_session()
     assert fresh.session_id.startswith("ses_")
 

@@ -62,6 +62,7 @@ class Status(BaseModel):
 class Brief(BaseModel):
     """The session's standing after a change: enough to decide the next action (see `status`)."""
 
+    session_id: str
     tokens_in_view: int
     tokens_reported: int | None
     tokens_stored: int

@@ -16,7 +16,7 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
+from mcp.types import CreateMessageResult, SamplingMessage, TextContent, Tool, ToolAnnotations
 from pydantic import Field
 
 from mcp.server.auth.settings import AuthSettings
@@ -29,6 +29,7 @@ from .compaction.prompt import anchored_summary_prompt
 from .compactor import Sampled
 from .results import (
     AppendResult,
+    Brief,
     CompactResult,
     Deleted,
     OutputRead,
@@ -59,9 +60,9 @@ FormatArg = Annotated[
     Literal["anthropic", "openai", "auto"], Field(description="Message format; auto detects it.")
 ]
 
-def _annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
+def _annotations(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
+    # The title lives on the tool itself (`Tool.title`); repeating it here would cost context.
     return ToolAnnotations(
-        title=title,
         read_only_hint=read_only,
         destructive_hint=destructive,
         idempotent_hint=idempotent,
@@ -136,9 +137,9 @@ def build_server(
             "auth": AuthSettings(issuer_url=base, resource_server_url=AnyHttpUrl(f"{url}/mcp" if url else base),
                                  required_scopes=[SCOPE]),
         }
-    mcp = MCPServer("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
+    mcp = _CompactSchemas("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
 
-    @mcp.tool(title="Count tokens", annotations=_annotations("Count tokens", read_only=True, idempotent=True))
+    @mcp.tool(title="Count tokens", annotations=_annotations(read_only=True, idempotent=True))
     async def count_tokens(
         ctx: Context,
         text: Annotated[str | None, Field(description="Text to count.")] = None,
@@ -150,7 +151,7 @@ def build_server(
         with _user_errors():
             return _service(ctx).count_tokens(text=text, messages=messages, model=model, format=format)
 
-    @mcp.tool(title="Open session", annotations=_annotations("Open session"))
+    @mcp.tool(title="Open session", annotations=_annotations())
     async def session_open(
         ctx: Context,
         session_id: Annotated[str | None, Field(description="Reopen (or create) this id.", max_length=200)] = None,
@@ -158,14 +159,14 @@ def build_server(
         title: str | None = None,
         system: Annotated[str | None, Field(description="System prompt.")] = None,
         settings: Annotated[dict[str, Any] | None, Field(description="Per-session setting overrides.")] = None,
-    ) -> Status:
+    ) -> Brief:
         """Create a session, or reopen one by id; returns its status."""
         with _user_errors():
             return await _service(ctx).open_session(
                 session_id, model=model, title=title, settings=settings, system=system, owner=_owner()
             )
 
-    @mcp.tool(title="List sessions", annotations=_annotations("List sessions", read_only=True, idempotent=True))
+    @mcp.tool(title="List sessions", annotations=_annotations(read_only=True, idempotent=True))
     async def session_list(
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
@@ -177,14 +178,14 @@ def build_server(
 
     @mcp.tool(
         title="Delete session",
-        annotations=_annotations("Delete session", destructive=True, idempotent=True),
+        annotations=_annotations(destructive=True, idempotent=True),
     )
     async def session_delete(ctx: Context, session_id: SessionId) -> Deleted:
         """Delete a session and all its messages. Cannot be undone."""
         with _user_errors():
             return await _service(ctx).delete_session(session_id, owner=_owner())
 
-    @mcp.tool(title="Append messages", annotations=_annotations("Append messages"))
+    @mcp.tool(title="Append messages", annotations=_annotations())
     async def append(
         ctx: Context,
         session_id: SessionId,
@@ -202,7 +203,7 @@ def build_server(
                 session_id, messages, format=format, usage=usage, system=system, owner=_owner()
             )
 
-    @mcp.tool(title="Get context", annotations=_annotations("Get context", read_only=True, idempotent=True))
+    @mcp.tool(title="Get context", annotations=_annotations(read_only=True, idempotent=True))
     async def get_context(
         ctx: Context,
         session_id: SessionId,
@@ -224,13 +225,13 @@ def build_server(
                 owner=_owner(),
             )
 
-    @mcp.tool(title="Session status", annotations=_annotations("Session status", read_only=True, idempotent=True))
+    @mcp.tool(title="Session status", annotations=_annotations(read_only=True, idempotent=True))
     async def status(ctx: Context, session_id: SessionId) -> Status:
         """Tokens in view against the model's usable budget, the state and the recommended action."""
         with _user_errors():
             return await _service(ctx).status(session_id, owner=_owner())
 
-    @mcp.tool(title="Prune old tool outputs", annotations=_annotations("Prune old tool outputs", idempotent=True))
+    @mcp.tool(title="Prune old tool outputs", annotations=_annotations(idempotent=True))
     async def prune(
         ctx: Context,
         session_id: SessionId,
@@ -252,7 +253,7 @@ def build_server(
                 owner=_owner(),
             )
 
-    @mcp.tool(title="Select tail", annotations=_annotations("Select tail", read_only=True, idempotent=True))
+    @mcp.tool(title="Select tail", annotations=_annotations(read_only=True, idempotent=True))
     async def select_tail(
         ctx: Context,
         session_id: SessionId,
@@ -263,7 +264,7 @@ def build_server(
         with _user_errors():
             return await _service(ctx).select_tail(session_id, budget=budget, tail_turns=tail_turns, owner=_owner())
 
-    @mcp.tool(title="Spill output", annotations=_annotations("Spill output"))
+    @mcp.tool(title="Spill output", annotations=_annotations())
     async def spill(
         ctx: Context,
         session_id: SessionId,
@@ -275,7 +276,7 @@ def build_server(
         with _user_errors():
             return await _service(ctx).spill(session_id, text, tool=tool, call_id=call_id, owner=_owner())
 
-    @mcp.tool(title="Read output", annotations=_annotations("Read output", read_only=True, idempotent=True))
+    @mcp.tool(title="Read output", annotations=_annotations(read_only=True, idempotent=True))
     async def read_output(
         ctx: Context,
         id: Annotated[str, Field(description="Output id from a truncated result.", max_length=100)],
@@ -305,7 +306,7 @@ def build_server(
         except USER_ERRORS as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 
-    @mcp.tool(title="Compact history", annotations=_annotations("Compact history"))
+    @mcp.tool(title="Compact history", annotations=_annotations())
     async def compact(
         ctx: Context,
         session_id: SessionId,
@@ -338,7 +339,7 @@ def build_server(
                 owner=_owner(),
             )
 
-    @mcp.tool(title="Summarize messages", annotations=_annotations("Summarize messages", read_only=True))
+    @mcp.tool(title="Summarize messages", annotations=_annotations(read_only=True))
     async def summarize(
         ctx: Context,
         messages: WireMessages,
@@ -394,6 +395,60 @@ async def _sampling_for_summarize(
     except USER_ERRORS:
         return None  # the tool body reports the bad input
     return _sample(prompt)
+
+
+class _CompactSchemas(MCPServer):
+    """`tools/list` without schema noise: every byte of it is read by the model on each request.
+
+    Dropped: the `title` pydantic writes on every schema and property (it repeats the name);
+    in inputs, the `null` branch and `null` default of optional parameters (leaving one out means
+    the same); in outputs, defaults and model docstrings (a result always carries every field).
+    Validation is unchanged: it runs on the pydantic models, not on these listings.
+    """
+
+    async def list_tools(self) -> list[Tool]:
+        return [
+            tool.model_copy(
+                update={
+                    "input_schema": _lean(tool.input_schema, output=False),
+                    "output_schema": _lean(tool.output_schema, output=True) if tool.output_schema else None,
+                }
+            )
+            for tool in await super().list_tools()
+        ]
+
+
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMAS = ("items", "additionalProperties", "not")
+_NULL = {"type": "null"}
+
+
+def _lean(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
+    """`schema` without the noise `_CompactSchemas` describes (a property *named* title is kept)."""
+    branches = schema.get("anyOf")
+    if not output and isinstance(branches, list) and _NULL in branches and schema.get("default", None) is None:
+        rest = [b for b in branches if b != _NULL]
+        if len(rest) == 1:  # Optional[X] = None → X, optional by not being required
+            merged = {**{k: v for k, v in schema.items() if k not in ("anyOf", "default")}, **rest[0]}
+            return _lean(merged, output=output)
+    if isinstance(branches, list) and all(isinstance(b, dict) and set(b) == {"type"} for b in branches):
+        # anyOf of bare types → one type list, the same schema in a third of the bytes.
+        schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, "type": [b["type"] for b in branches]}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if output and key in ("default", "description"):
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            value = {name: _lean(sub, output=output) if isinstance(sub, dict) else sub for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            value = [_lean(sub, output=output) if isinstance(sub, dict) else sub for sub in value]
+        elif key in _SUBSCHEMAS and isinstance(value, dict):
+            value = _lean(value, output=output)
+        out[key] = value
+    return out
 
 
 def _can_sample(ctx: Context) -> bool:

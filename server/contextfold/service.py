@@ -253,7 +253,7 @@ class ContextService:
         settings: dict[str, Any] | None = None,
         system: Any = None,
         owner: str = "",
-    ) -> Status:
+    ) -> Brief:
         """Create a session, or reopen one by id (changing its model, title or settings if given)."""
         if settings:
             check_session_overrides(settings)
@@ -282,7 +282,7 @@ class ContextService:
             if session != tx.session:
                 await tx.save_session(session)
                 session = tx.session
-        return await self._status(session)
+        return Brief.of(await self._status(session))
 
     async def _recount(self, tx: SessionTransaction, session: Session, settings: Settings) -> Session:
         """Count every stored message again for a new model: the tokenizer may have changed."""
