@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import json
 import sys
-import tempfile
 from collections.abc import Callable, Coroutine, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +18,10 @@ from . import __version__
 from .config import Settings, SettingsError, load_settings
 from .auth import TOKENS_ENV, TenantTokens, TokenFileError, add_token
 from .formats.importers import TranscriptError
-from .results import ImportResult, Status
+from .results import Status
 from .service import USER_ERRORS, ContextService
 from .store.schema import SchemaTooNewError
 
-BUNDLED_TRANSCRIPT = "mini-swe-agent__psf__requests-1142.jsonl.gz"
 EXIT_USAGE = 2
 
 
@@ -182,55 +178,12 @@ async def _cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    """Import the bundled real transcript into a throwaway data home and show what it costs."""
-    packaged = resources.files("contextfold._data").joinpath(BUNDLED_TRANSCRIPT)
-    with tempfile.TemporaryDirectory(prefix="contextfold-demo-") as tmp:
-        transcript = Path(tmp) / BUNDLED_TRANSCRIPT.removesuffix(".gz")
-        transcript.write_bytes(gzip.decompress(packaged.read_bytes()))
-        home = Path(args.home) if args.home else Path(tmp) / "home"
-        demo_settings = settings.model_copy(update={"home": home, "database": None, "spill_dir": None})
-        async with await ContextService.open(demo_settings) as service:
-            print(f"Importing a real agent transcript: {transcript.name}")
-            print("(mini-swe-agent + gemini-3-pro-preview fixing psf/requests#1142; MIT, see NOTICE.md)\n")
-            result = await service.import_transcript(transcript, model=args.model)
-            status = await service.status(result.session_id)
-            print(
-                f"{result.messages:,} messages, {result.tool_calls:,} tool calls, "
-                f"{result.tool_results:,} tool results\n"
-            )
-            print(_status_lines(status))
-            await _demo_spilled(service, result)
-            pruned = await service.prune(result.session_id, keep_tool_uses=10)
-            print(f"\nprune (keep the last 10 tool uses): {pruned.reason}")
-            print(f"tokens in view now {pruned.status.tokens_in_view:,} ({pruned.status.state})")
-            compacted = await service.compact(result.session_id)
-            print(
-                f"\ncompact ({compacted.summarizer}): {compacted.tokens_before:,} → {compacted.tokens_after:,} tokens "
-                f"in view, {compacted.head_messages} messages summarized, state {compacted.status.state}"
-            )
-            for reason in compacted.fallbacks:
-                print(f"  (passed over {reason})")
-            summary = await service.summary_text(result.session_id)
-            print("\n" + "\n".join("    " + line[:110] for line in summary.splitlines()[:24]) + "\n    …")
+    from rich.console import Console
+
+    from .demo import run_demo
+
+    await run_demo(settings, model=args.model, console=Console())
     return 0
-
-
-async def _demo_spilled(service: ContextService, result: ImportResult) -> None:
-    """Show the biggest spilled output: what the model sees, and a slice and a search read back."""
-    if not result.spilled:
-        return
-    biggest = max(result.spilled, key=lambda s: s.bytes)
-    print(
-        f"\n{len(result.spilled)} oversized tool output(s) spilled at ingest. The largest, from call "
-        f"{biggest.call_id}, is {biggest.bytes:,} bytes in {biggest.lines:,} lines; the model sees a preview "
-        f"ending in a hint naming {biggest.output_id}."
-    )
-    tail = await service.read_output(biggest.output_id, offset=max(1, biggest.lines - 2), limit=3)
-    print(f"\nread_output(offset={max(1, biggest.lines - 2)}, limit=3):")
-    print("\n".join("    " + line[:100] for line in tail.text.splitlines()))
-    found = await service.read_output(biggest.output_id, pattern=r"Traceback|Error", max_matches=3)
-    print(f"read_output(pattern='Traceback|Error'): {found.matches} match(es)")
-    print("\n".join("    " + line[:100] for line in found.text.splitlines()))
 
 
 def _build_parser() -> argparse.ArgumentParser:
