@@ -28,6 +28,8 @@ from .server import build_server
 
 BUNDLED_TRANSCRIPT = "mini-swe-agent__psf__requests-1142.jsonl.gz"
 SESSION = "demo"
+DEMO_WINDOW = 48_000
+"""A window small enough that this transcript goes through every state up to overflow."""
 
 
 def _turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -60,13 +62,18 @@ async def run_demo(settings: Settings, *, model: str, console: Console) -> None:
         console.print(
             Panel.fit(
                 "A real agent transcript: mini-swe-agent with gemini-3-pro-preview fixing psf/requests#1142\n"
-                f"(MIT; see NOTICE.md), replayed turn by turn through contextfold's MCP server as {model}.",
+                f"(MIT; see NOTICE.md), replayed turn by turn through contextfold's MCP server as {model}\n"
+                f"with a {DEMO_WINDOW:,}-token window, so it runs into overflow.",
                 title="contextfold demo",
             )
         )
         async with Client(server) as client:
             system = "\n\n".join(p["text"] for p in transcript.system) or None
-            await _call(client, "session_open", {"session_id": SESSION, "model": model, "system": system})
+            await _call(
+                client,
+                "session_open",
+                {"session_id": SESSION, "model": model, "system": system, "settings": {"context_window": DEMO_WINDOW}},
+            )
             await _replay(client, _turns(transcript.messages), console)
             await _show_spill(client, console)
             await _show_prune_and_compact(client, console)
