@@ -143,6 +143,14 @@ def test_catalog_prefix_lookup():
     assert not unknown.known and unknown.id == "llama-3-70b"
 
 
+def test_every_catalogue_model_leaves_room_for_the_conversation():
+    from contextfold.catalog import budget, known_models
+
+    for info in known_models():
+        if info.output:  # embeddings have no reply to reserve for
+            assert budget(info).usable >= info.context // 4, info.id
+
+
 def _png(width: int, height: int) -> bytes:
     import struct
 

@@ -59,7 +59,9 @@ _MODELS: tuple[ModelInfo, ...] = (
     _m("o1", "openai", "o200k_base", 200_000, 100_000),
     _m("gpt-4-turbo", "openai", "cl100k_base", 128_000, 4_096),
     _m("gpt-4-32k", "openai", "cl100k_base", 32_768, 8_192),
-    _m("gpt-4", "openai", "cl100k_base", 8_192, 8_192),
+    # GPT-4's 8,192 output tokens share its 8,192-token window; reserving all of it would leave
+    # nothing for the conversation, so half is kept for the reply.
+    _m("gpt-4", "openai", "cl100k_base", 8_192, 4_096),
     _m("gpt-3.5-turbo", "openai", "cl100k_base", 16_385, 4_096),
     _m("text-embedding-3", "openai", "cl100k_base", 8_191, 0),
     _m("text-embedding-ada-002", "openai", "cl100k_base", 8_191, 0),
