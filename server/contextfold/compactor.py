@@ -262,7 +262,7 @@ class Compactor:
         """Leave the newest user message's attachments out of the view, with a note (marks only)."""
         async with self._store.write(session_id, owner) as tx:
             session = tx.session
-            messages = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            messages = await view.visible(tx.messages, session.view)
             newest = next((m for m in reversed(messages) if m.starts_turn), None)
             if newest is None:
                 return 0
@@ -283,7 +283,7 @@ class Compactor:
         threshold = max(RECOVERY_CAP_CHARS // 4, int(usable * OVERSIZED_SHARE))
         async with self._store.write(session_id, owner) as tx:
             session = tx.session
-            messages = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            messages = await view.visible(tx.messages, session.view)
             marks: list[PartMark] = []
             for message in messages:
                 for index, part in enumerate(message.parts):

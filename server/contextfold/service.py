@@ -290,7 +290,7 @@ class ContextService:
         recounted = [count_message(m, counter) for m in await tx.messages(hidden=True)]
         await tx.replace_counts(recounted)
         system = sum(p.tokens for p in count_system(session.system, counter))
-        visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+        visible = await view.visible(tx.messages, session.view)
         by_id = {m.id: m for m in recounted}
         return session.model_copy(
             update={
@@ -591,7 +591,7 @@ class ContextService:
             session = tx.session
             settings = self._session_settings(session)
             counter = self._counter(session.model, settings)
-            visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            visible = await view.visible(tx.messages, session.view)
             options = PruneOptions(
                 protect=settings.prune_protect,
                 minimum=settings.prune_minimum,
@@ -808,7 +808,7 @@ class ContextService:
         async with self.store.write(session_id, owner) as tx:
             session = tx.session
             settings = self._session_settings(session)
-            visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            visible = await view.visible(tx.messages, session.view)
             # On hard, make the request fit; otherwise get back under the soft threshold.
             ratio = 1.0 if status.state in ("hard", "overflow") else settings.soft_ratio
             plan = plan_regions(
@@ -853,7 +853,7 @@ class ContextService:
             session = tx.session
             settings = self._session_settings(session)
             usable = self._budget(session, settings).usable
-            visible = view.in_view(await tx.messages(view.load_from(session.view)), session.view)
+            visible = await view.visible(tx.messages, session.view)
             system_tokens = sum(p.tokens for p in session.system)
             target = max(int(usable * settings.soft_ratio) - system_tokens, 0)
             defaults = provider_defaults(catalog.lookup(session.model).provider, session.model)

@@ -7,7 +7,7 @@ else stays stored and is hidden. Works on anything with a `seq`: full messages o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
 from ..domain import ViewAnchor
@@ -50,3 +50,8 @@ def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
         elif message.seq > anchor.summary_seq:
             after.append(message)
     return head + tail + after
+
+
+async def visible(load: Callable[[int], Awaitable[Sequence[T]]], anchor: ViewAnchor | None) -> list[T]:
+    """Load only what the view can show (`load(after_seq)`, e.g. a transaction's `messages`) and order it."""
+    return in_view(await load(load_from(anchor)), anchor)
