@@ -58,7 +58,9 @@ class Settings(BaseModel):
     min_share_chars: int = Field(2_000, ge=1)
     truncate_direction: Literal["head", "tail", "head_tail", "auto"] = "auto"
     spill_retention_days: float = Field(7.0, gt=0)
-    spill_quota_bytes: int = Field(2 * 1024**3, ge=0, description="0 = no quota.")
+    spill_quota_bytes: int = Field(
+        2 * 1024**3, ge=0, description="Spill store size; past 90 % the oldest outputs are evicted. 0 = no quota."
+    )
 
     # -- prune and tail ----------------------------------------------------------------------------
     prune_protect: int = Field(40_000, ge=0)
@@ -72,6 +74,12 @@ class Settings(BaseModel):
     max_message_bytes: int = Field(16 * 1024**2, ge=1, description="Largest single message accepted.")
     max_batch_messages: int = Field(2_000, ge=1)
     max_batch_bytes: int = Field(64 * 1024**2, ge=1)
+    max_request_bytes: int = Field(
+        96 * 1024**2, ge=1, description="Largest HTTP request body; bigger ones get 413 before they are parsed."
+    )
+    max_database_bytes: int = Field(
+        10 * 1024**3, ge=0, description="Database size past which appends are refused. 0 = no limit."
+    )
 
     # -- summarizers -------------------------------------------------------------------------------
     summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = "auto"

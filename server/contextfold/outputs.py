@@ -3,7 +3,9 @@
 A client only ever holds an opaque id such as `out_01J…`. The id resolves through the store to a
 record (session, owner, content digest); only then does the content-addressed file layer see a
 digest, which it validates again. Retention and quota are enforced by `gc`; an expired output is
-refused at read time even before gc has run.
+refused at read time even before gc has run. Writers call `make_room` first, so a store near its
+quota evicts its oldest outputs instead of refusing new ones; only an output that cannot fit even
+then is refused.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from .domain import new_id
+from .errors import LimitExceeded
 from .results import GcResult, OutputRead
 from .spill import GrepResult, LineSlice, SpilledFile, SpillFiles
 from .store import NotFoundError, OutputRecord, SessionStore, SessionTransaction
@@ -20,6 +23,11 @@ from .store import NotFoundError, OutputRecord, SessionStore, SessionTransaction
 FILE_GRACE_SECONDS = 300
 """A file no record points to is deleted only once it is this old: a transaction that wrote it
 (or wrote the same content again, which refreshes the file's mtime) may still commit."""
+
+EVICT_AT = 0.9
+EVICT_TO = 0.8
+"""Past EVICT_AT of the quota, gc evicts the oldest outputs down to EVICT_TO of it: the gap is
+the room new spills get before the next eviction, so writers near the quota are not refused."""
 
 READ_LIMIT_LINES = 200
 READ_LIMIT_CHARS = 20_000
@@ -45,6 +53,19 @@ class Outputs:
         self.retention_seconds = retention_days * 86_400
         self.retention_days = retention_days
         self.quota_bytes = quota_bytes
+        self._used: int | None = None  # bytes of spill files, summed lazily, kept up to date by this process
+
+    async def used_bytes(self) -> int:
+        if self._used is None:
+            self._used = await asyncio.to_thread(self.files.total_bytes)
+        return self._used
+
+    async def make_room(self, incoming: int) -> None:
+        """Before a write of up to `incoming` bytes (outside its transaction): evict if it would pass the threshold."""
+        if not self.quota_bytes or incoming > self.quota_bytes:
+            return  # nothing to enforce, or evicting everything would still not make room: evict nothing
+        if await self.used_bytes() + incoming > EVICT_AT * self.quota_bytes:
+            await self.gc(reserve=incoming)
 
     async def add(
         self,
@@ -57,7 +78,19 @@ class Outputs:
     ) -> NewOutput:
         """Write `text` to disk and record it in the caller's transaction."""
         # File I/O off the event loop: a spilled output can be hundreds of megabytes.
+        before = await self.used_bytes()
         spilled = await asyncio.to_thread(self.files.write, text)
+        if spilled.created:
+            self._used = before + spilled.bytes
+            if self.quota_bytes and self._used > self.quota_bytes:
+                await asyncio.to_thread(self.files.delete, spilled.digest)
+                self._used = before
+                raise LimitExceeded(
+                    "spill",
+                    f"a {spilled.bytes:,}-byte output does not fit: the spill store holds {before:,} of its "
+                    f"{self.quota_bytes:,} bytes (spill_quota_bytes). Run `contextfold gc` to evict the "
+                    "oldest outputs, delete old sessions, or raise spill_quota_bytes",
+                )
         record = OutputRecord(
             id=new_id("out"),
             session_id=tx.session.id,
@@ -131,10 +164,14 @@ class Outputs:
         doomed = digests - referenced
         for digest in doomed:
             await asyncio.to_thread(self.files.delete, digest)
+        self._used = None
         return len(doomed)
 
-    async def gc(self, *, dry_run: bool = False, now: float | None = None) -> GcResult:
-        """Drop expired records, evict oldest-first over the quota, then delete unreferenced files."""
+    async def gc(self, *, dry_run: bool = False, now: float | None = None, reserve: int = 0) -> GcResult:
+        """Drop expired records, evict oldest-first near the quota, then delete unreferenced files.
+
+        `reserve` is room wanted for a write about to happen; it counts as used.
+        """
         now = time.time() if now is None else now
         records = await self.store.outputs()
         expired = [r for r in records if now - r.created_at > self.retention_seconds]
@@ -145,17 +182,25 @@ class Outputs:
             return sum(sizes[d].bytes for d in {r.digest for r in rs} if d in sizes)
 
         evicted: list[OutputRecord] = []
-        if self.quota_bytes:
-            while live and used(live) > self.quota_bytes:
+        if self.quota_bytes and used(live) + reserve > EVICT_AT * self.quota_bytes:
+            while live and used(live) + reserve > EVICT_TO * self.quota_bytes:
                 evicted.append(live.pop(0))  # oldest first
         removed = expired + evicted
         keep = {r.digest for r in live}
-        doomed = [f for f in sizes.values() if f.digest not in keep and now - f.mtime > FILE_GRACE_SECONDS]
+        # Files of the records removed here go at once (eviction must free space now); any other
+        # unreferenced file waits out the grace period, since a transaction may still commit it.
+        released = {r.digest for r in removed}
+        doomed = [
+            f
+            for f in sizes.values()
+            if f.digest not in keep and (f.digest in released or now - f.mtime > FILE_GRACE_SECONDS)
+        ]
         if not dry_run:
             if removed:
                 await self.store.delete_outputs([r.id for r in removed])
             for f in doomed:
                 await asyncio.to_thread(self.files.delete, f.digest)
+            self._used = None
         return GcResult(
             dry_run=dry_run,
             outputs_removed=len(removed),

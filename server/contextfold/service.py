@@ -188,7 +188,8 @@ class ContextService:
         except FormatError as exc:
             raise InvalidInput(exc.path, exc.problem) from exc
 
-    def _check_limits(self, messages: Any, settings: Settings) -> None:
+    def _check_limits(self, messages: Any, settings: Settings) -> int:
+        """Refuse a batch over the hard caps; return its size in bytes."""
         if not isinstance(messages, list):
             raise InvalidInput("messages", f"expected a list of messages, got {type(messages).__name__}")
         if len(messages) > settings.max_batch_messages:
@@ -212,6 +213,7 @@ class ContextService:
                 "messages",
                 f"{total:,} bytes exceed max_batch_bytes ({settings.max_batch_bytes:,}); append in smaller batches",
             )
+        return total
 
     # -- tokens ----------------------------------------------------------------------------------
 
@@ -354,14 +356,15 @@ class ContextService:
         owner: str = "",
     ) -> AppendResult:
         """Add messages (and tool results for earlier calls) to a session in one transaction."""
-        self._check_limits(messages, self.settings)
+        size = self._check_limits(messages, self.settings)
         batch = self._parse(messages, format)
-        return await self._append(session_id, batch, usage=usage, system=system, owner=owner)
+        return await self._append(session_id, batch, size, usage=usage, system=system, owner=owner)
 
     async def _append(
         self,
         session_id: str,
         batch: ParsedBatch,
+        size: int,
         *,
         usage: Any = None,
         system: Any = None,
@@ -373,6 +376,7 @@ class ContextService:
         except FormatError as exc:
             raise InvalidInput(exc.path, exc.problem) from exc
         prompts = _system_prompts(system) if system is not None else batch.system
+        await self._make_room(size)
         async with self.store.write(session_id, owner, create=create) as tx:
             session = tx.session
             settings = self._session_settings(session)
@@ -413,6 +417,17 @@ class ContextService:
             system_updated=prompts is not None,
             status=Brief.of(await self._status(tx.session)),
         )
+
+    async def _make_room(self, incoming: int) -> None:
+        """Before a write of up to `incoming` bytes: refuse past the database quota, evict old spills."""
+        limit = self.settings.max_database_bytes
+        if limit and (size := await self.store.size_bytes()) >= limit:
+            raise LimitExceeded(
+                "database",
+                f"the database holds {size:,} bytes, at its max_database_bytes limit ({limit:,}); "
+                "delete sessions you no longer need (session_delete) or raise max_database_bytes",
+            )
+        await self.outputs.make_room(incoming)
 
     @staticmethod
     def _with_usage(messages: list[Message], reported: Usage) -> list[Message]:
@@ -969,6 +984,7 @@ class ContextService:
             raise LimitExceeded(
                 "text", f"{size:,} bytes exceed max_message_bytes ({self.settings.max_message_bytes:,})"
             )
+        await self._make_room(size)
         async with self.store.write(session_id, owner) as tx:
             settings = self._session_settings(tx.session)
             new = await self.outputs.add(tx, text, owner=owner, tool=tool, call_id=call_id)
@@ -1059,7 +1075,8 @@ class ContextService:
             metadata={"imported_from": Path(path).name, "source_format": transcript.source_format},
         )
         system = [{"role": p["role"], "text": p["text"]} for p in transcript.system] or None
-        result = await self._append(session_id, batch, system=system, owner=owner, create=create)
+        size = Path(path).stat().st_size  # an upper bound on what the import may spill
+        result = await self._append(session_id, batch, size, system=system, owner=owner, create=create)
         calls = [p for m in batch.messages for p in m.tool_parts]
         return ImportResult(
             session_id=session_id,

@@ -317,6 +317,15 @@ class SQLiteStore:
         row = await self._fetchone("PRAGMA integrity_check")
         return str(row[0]) if row else "no answer"
 
+    async def size_bytes(self) -> int:
+        """Bytes the database's live pages take (free pages, which SQLite reuses, not counted)."""
+        async with self._lock:
+            pages = [
+                (await (await self._conn.execute(f"PRAGMA {name}")).fetchone())[0]
+                for name in ("page_count", "freelist_count", "page_size")
+            ]
+        return (pages[0] - pages[1]) * pages[2]
+
 
 class _SQLiteTransaction:
     def __init__(self, db: aiosqlite.Connection, session: Session, next_seq: int) -> None:
