@@ -16,6 +16,7 @@ from typing import Any
 
 from . import __version__
 from .config import Settings, SettingsError, load_settings
+from .errors import brief
 from .auth import TOKENS_ENV, TenantTokens, TokenFileError, add_token
 from .formats.importers import TranscriptError
 from .results import Status
@@ -263,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(coroutine)
         return int(run(args, settings))
     except (*USER_ERRORS, TranscriptError, SettingsError, SchemaTooNewError, TokenFileError, OSError) as exc:
-        print(f"contextfold: error: {exc}", file=sys.stderr)
+        print(f"contextfold: error: {brief(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

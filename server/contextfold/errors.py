@@ -3,6 +3,23 @@
 from __future__ import annotations
 
 
+MAX_MESSAGE_CHARS = 2_000
+"""Error text lands in a model's context (or a terminal): one that echoes a huge input is cut."""
+
+
+def brief(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`message`, its middle elided when longer than `limit`.
+
+    Messages name the field first and say what was expected last; an echoed value sits between,
+    so both ends are kept.
+    """
+    if len(message) <= limit:
+        return message
+    head = limit * 2 // 3
+    tail = limit - head
+    return f"{message[:head]} … [{len(message) - head - tail:,} characters omitted] … {message[-tail:]}"
+
+
 class ContextfoldError(Exception):
     """An error the caller can act on; the message says what was wrong and what to do."""
 

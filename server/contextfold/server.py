@@ -15,14 +15,22 @@ from typing import Annotated, Any, Literal
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, Resolve, Sample
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import CreateMessageResult, SamplingMessage, TextContent, Tool, ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.types import (
+    CallToolResult,
+    CreateMessageResult,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
+from pydantic import Field, ValidationError
 
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
 
-from . import __version__
+from . import __version__, safejson
 from .auth import SCOPE, TenantTokens
 from .config import Settings, load_settings
 from .compaction.prompt import anchored_summary_prompt
@@ -42,6 +50,7 @@ from .results import (
     TokenCount,
 )
 from .results import Context as RenderedContext
+from .errors import MAX_MESSAGE_CHARS, LimitExceeded, brief
 from .service import USER_ERRORS, ContextService
 
 log = logging.getLogger(__name__)
@@ -404,7 +413,30 @@ class _CompactSchemas(MCPServer):
     in inputs, the `null` branch and `null` default of optional parameters (leaving one out means
     the same); in outputs, defaults and model docstrings (a result always carries every field).
     Validation is unchanged: it runs on the pydantic models, not on these listings.
+
+    Every tool call also passes `call_tool` first, where arguments are made safe (`safejson`) and
+    a validation failure becomes `field: problem` pairs instead of pydantic's report.
     """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            arguments = safejson.clean(arguments, "")
+        except LimitExceeded as exc:
+            raise ToolError(f"Error executing tool {name}: {exc}") from exc
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                # Keep the ValidationError as the cause: the SDK then logs only the field names.
+                raise ToolError(f"Error executing tool {name}: {_invalid_arguments(cause)}") from cause
+            if len(str(exc)) > MAX_MESSAGE_CHARS:  # it echoes a huge argument
+                raise ToolError(brief(str(exc))) from cause
+            raise
 
     async def list_tools(self) -> list[Tool]:
         return [
@@ -449,6 +481,27 @@ def _lean(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
             value = _lean(value, output=output)
         out[key] = value
     return out
+
+
+_MAX_PROBLEMS = 5
+
+
+def _invalid_arguments(error: ValidationError) -> str:
+    """pydantic's errors as `field: problem` pairs, without its URLs or echoes of the input."""
+    problems = [
+        f"{_location(e['loc']) or 'arguments'}: {e['msg']}"
+        for e in error.errors(include_url=False, include_input=False, include_context=False)
+    ]
+    if len(problems) > _MAX_PROBLEMS:
+        problems = [*problems[:_MAX_PROBLEMS], f"and {len(problems) - _MAX_PROBLEMS} more"]
+    return "invalid arguments: " + "; ".join(problems)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
 
 
 def _can_sample(ctx: Context) -> bool:

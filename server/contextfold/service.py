@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from . import catalog, formats
+from . import catalog, formats, safejson
 from .config import Settings, SettingsError, check_session_overrides, load_settings
 from .domain import (
     CompactionRecord,
@@ -183,6 +183,7 @@ class ContextService:
 
     @staticmethod
     def _parse(messages: Any, format: FormatArg) -> ParsedBatch:
+        messages = safejson.clean(messages, "messages")
         try:
             return formats.parse(messages, format)
         except FormatError as exc:
@@ -200,6 +201,7 @@ class ContextService:
             )
         total = 0
         for i, message in enumerate(messages):
+            safejson.check(message, f"messages[{i}]")  # too deep to measure is refused here
             size = _json_size(message)
             if size > settings.max_message_bytes:
                 raise LimitExceeded(
@@ -372,10 +374,10 @@ class ContextService:
         create: Session | None = None,
     ) -> AppendResult:
         try:
-            reported = parse_usage(usage) if usage is not None else None
+            reported = parse_usage(safejson.clean(usage, "usage")) if usage is not None else None
         except FormatError as exc:
             raise InvalidInput(exc.path, exc.problem) from exc
-        prompts = _system_prompts(system) if system is not None else batch.system
+        prompts = _system_prompts(safejson.clean(system, "system")) if system is not None else batch.system
         await self._make_room(size)
         async with self.store.write(session_id, owner, create=create) as tx:
             session = tx.session

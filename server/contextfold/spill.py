@@ -75,6 +75,17 @@ _GREP_WINDOW = 1 << 20
 _GREP_OVERLAP = 1 << 16
 """A match in a window-searched line may span a window boundary by up to this many bytes."""
 
+_GREP_SECONDS_PER_LINE = 10e-6
+_GREP_SECONDS_PER_CHAR = 0.1e-6
+"""Besides ``timeout`` per line, a whole search may spend ``timeout`` seconds in the regex engine
+plus this much per line and per character searched: several times what a plain pattern needs
+(~2 µs a line and 20 ms a MB here), so a big output can still be searched in one call, while a
+pattern that backtracks on every line stops early instead of running for minutes."""
+MAX_PATTERN_CHARS = 1_000
+_MAX_EXPANSION = 200_000
+"""The `regex` module compiles ``x{n}`` into n copies of ``x``: a pattern's length times the
+product of its minimum repeat counts must stay under this (``a{1000000000}`` would take ~270 GB)."""
+
 _STALE_TEMP_SECONDS = 24 * 3600
 """Temp files left by a crashed writer are removed when a store is opened after this long."""
 
@@ -348,9 +359,12 @@ class SpillFiles:
         yet. ``max_chars`` bounds the text of all returned lines as in `read_lines`: the search
         stops before a line that does not fit, except that the first match's line is cut to fit.
         ``timeout`` is the time the regex engine may spend on one line; a pattern that exceeds
-        it (catastrophic backtracking) raises `TimeoutError`. Lines over 1 MiB are searched in
-        overlapping 1 MiB windows: a match in them is found unless it is longer than 64 KiB,
-        and ``$``/``\\b``/lookaheads may rarely match at a window's edge.
+        it (catastrophic backtracking), or that is slow on every line (see
+        ``_GREP_SECONDS_PER_LINE``), raises `TimeoutError` naming the line to continue from.
+        Patterns over ``MAX_PATTERN_CHARS``, with huge repeat counts, or recursive ones are refused
+        with `ValueError`: they could exhaust memory before matching anything. Lines over 1 MiB
+        are searched in overlapping 1 MiB windows: a match in them is found unless it is longer
+        than 64 KiB, and ``$``/``\\b``/lookaheads may rarely match at a window's edge.
         """
         digest = _check_digest(digest)
         if context < 0:
@@ -772,10 +786,49 @@ _REGEX_SYNTAX = frozenset("\\.^$*+?{}[]|()")
 def _compile(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
     if not isinstance(pattern, str):
         raise ValueError(f"pattern must be a string, got {type(pattern).__name__}")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"the pattern is {len(pattern):,} characters; at most {MAX_PATTERN_CHARS:,} are accepted")
+    _check_cost(pattern)
     try:
         return regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
     except regex.error as e:
         raise ValueError(f"invalid regular expression {pattern!r}: {e}") from None
+    except (RecursionError, MemoryError, OverflowError):
+        raise ValueError(f"regular expression {pattern!r} is too complex to compile; simplify it") from None
+
+
+_QUANTIFIER = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+_RECURSION = re.compile(r"\(\?(?:R|[-+]?\d+|&\w+|P>\w+)\)")
+
+
+def _check_cost(pattern: str) -> None:
+    """Refuse what `regex` would expand into too large a program: big repeat counts (it copies
+    the repeated item that many times) and recursion such as ``(?R)`` (which grows until memory
+    runs out). Escapes and character classes are skipped; the estimate errs on the high side."""
+    product = 1
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # skip the class; a ] first in it is literal
+            i += 2 if pattern.startswith("[^", i) else 1
+            i += 1 if pattern.startswith("]", i) else 0
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif c == "(" and _RECURSION.match(pattern, i):
+            raise ValueError(f"recursive patterns and calls such as (?R) or (?1) are not supported: {pattern!r}")
+        elif c == "{" and (m := _QUANTIFIER.match(pattern, i)) and (m.group(1) or m.group(2)):
+            product *= max(int(m.group(1) or 0), 1)
+            if product * n > _MAX_EXPANSION:
+                raise ValueError(
+                    f"the repeat counts in {pattern!r} are too large to search with; "
+                    "use a smaller count (e.g. x{3,} instead of x{100000})"
+                )
+            i = m.end()
+            continue
+        i += 1
 
 
 def _literal(pattern: str, ignore_case: bool) -> bytes | None:
@@ -808,18 +861,35 @@ class _LineSearch:
         self._literal = _literal(pattern, ignore_case)
         self._timeout = timeout
         self._f = f  # unbuffered, so reading a window and seeking back is invisible to the reader
+        self._spent = 0.0  # seconds in the regex engine so far
+        self._allowed = timeout  # grows with the text searched (see _GREP_SECONDS_PER_LINE)
+        self._line = 0
 
     def _search(self, number: int, text: str, pos: int = 0) -> regex.Match[str] | None:
+        if number != self._line:
+            self._line = number
+            self._allowed += _GREP_SECONDS_PER_LINE
+        self._allowed += _GREP_SECONDS_PER_CHAR * (len(text) - pos)
+        started = time.monotonic()
         try:
             # concurrent=True releases the GIL while the engine runs, so a slow pattern in a
             # worker thread (asyncio.to_thread) does not freeze the server's event loop.
-            return self._compiled.search(text, pos, concurrent=True, timeout=self._timeout)
+            found = self._compiled.search(text, pos, concurrent=True, timeout=self._timeout)
         except TimeoutError:
             raise TimeoutError(
                 f"regular expression {self._pattern!r} took more than {self._timeout:g} s on "
                 f"line {number}; it probably backtracks catastrophically (nested quantifiers "
                 "such as (a+)+ or overlapping alternatives such as (a|aa)+): simplify it"
             ) from None
+        self._spent += time.monotonic() - started
+        if self._spent > self._allowed:
+            raise TimeoutError(
+                f"regular expression {self._pattern!r} is too slow on this output: {self._spent:.1f} s "
+                f"of matching by line {number}; it probably backtracks on every line (nested "
+                "quantifiers such as (\\w+\\s?)+ or overlapping alternatives such as (a|aa)+): "
+                f"simplify it, or search on from offset={number + 1}"
+            )
+        return found
 
     def matches(self, number: int, raw: _RawLine) -> bool:
         data, _, length = raw

@@ -385,7 +385,7 @@ def _outcome(part: ToolPart) -> _Outcome:
             data = json.loads(text)
             code = int(data.get("metadata", {}).get("exit_code"))
             return _Outcome(code == 0, code, str(data.get("output", "")))
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, RecursionError):  # any text may start like that
             pass
     tool_error = _TOOL_USE_ERROR.match(text.lstrip())
     if tool_error:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import safejson
 from ..domain import (
     CompactionPart,
     FilePart,
@@ -229,10 +230,14 @@ def _parse_tool_call(raw: Any, path: str) -> ToolPart:
 
 
 def _decode_arguments(arguments: str) -> Any:
-    """The arguments as JSON, or the raw string when the model emitted broken JSON (kept as is)."""
+    """The arguments as JSON, or the raw string when the model emitted broken JSON (kept as is).
+
+    JSON nested deeper than `safejson.MAX_DEPTH` is kept as the raw string too: decoded, it would
+    break the serializers downstream.
+    """
     try:
-        return json.loads(arguments)
-    except (ValueError, RecursionError):
+        return safejson.clean(json.loads(arguments), "arguments")
+    except (ValueError, RecursionError):  # safejson's LimitExceeded is a ValueError
         return arguments
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ... import safejson
+from ...errors import LimitExceeded
 from .. import WireFormat
 
 ImportFormat = Literal["claude-code", "codex", "normalized", "anthropic", "openai"]
@@ -109,7 +111,15 @@ def decode_json_object(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
         raise TranscriptError(path, line_no, "malformed JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise TranscriptError(path, line_no, f"expected a JSON object, got {type_name(value)}")
-    return value
+    return safe_json(path, line_no, value)
+
+
+def safe_json(path: Path, line_no: int | None, value: Any) -> Any:
+    """`value` with lone surrogates repaired, or a `TranscriptError` if it nests too deeply to store."""
+    try:
+        return safejson.clean(value, "")
+    except LimitExceeded as exc:
+        raise TranscriptError(path, line_no, str(exc)) from None
 
 
 def read_jsonl_with(path: Path, reader: RecordReader) -> ImportedTranscript:

@@ -23,6 +23,7 @@ from .base import (
     derive_title,
     iter_jsonl,
     iter_lines,
+    safe_json,
     type_name,
 )
 
@@ -81,11 +82,12 @@ def read_document(path: Path) -> Any:
         line = data.count(b"\n", 0, exc.start) + 1
         raise TranscriptError(path, line, f"invalid UTF-8 (byte 0x{data[exc.start]:02x})") from None
     try:
-        return json.loads(text)
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TranscriptError(path, exc.lineno, f"malformed JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
         raise TranscriptError(path, None, "malformed JSON: nested too deeply") from None
+    return safe_json(path, None, document)
 
 
 def split_body(path: Path, document: Any) -> tuple[list[dict[str, Any]], Any, str | None]:
