@@ -155,3 +155,24 @@ async def test_regions_strategy_on_long_corpus_sessions(service, path: Path):
     first = {(m.id, p.call_id): p.view_text for m in after for p in m.tool_parts if p.view_text}
     assert all(now[key] == text for key, text in first.items())
     assert again.tokens_after < again.tokens_before
+
+
+@needs_corpus
+@pytest.mark.parametrize("strategy", ["anchored", "middle"])
+async def test_pages_of_the_context_add_up_to_the_whole(service, strategy: str):
+    """Paged reads work the view out on light rows and load only the page: same messages as one read.
+
+    OpenAI format, because each page is rendered on its own, and the Anthropic renderer may add a
+    filler turn at a page boundary to keep roles alternating."""
+    result = await service.import_transcript(LONG[0], format="normalized", model="claude-sonnet-4-5")
+    sid = result.session_id
+    await service.compact(sid, strategy=strategy, summarizer="extractive")
+    whole = await service.get_context(sid, format="openai")
+    messages, tokens, cursor = [], 0, None
+    while True:
+        page = await service.get_context(sid, format="openai", limit=7, cursor=cursor)
+        messages += page.messages
+        tokens += page.tokens
+        if (cursor := page.next_cursor) is None:
+            break
+    assert messages == whole.messages and tokens == whole.tokens

@@ -18,6 +18,7 @@ from .config import Settings, SettingsError, check_session_overrides, load_setti
 from .domain import (
     CompactionRecord,
     Message,
+    MessageRow,
     Session,
     SystemPrompt,
     ToolPart,
@@ -468,6 +469,16 @@ class ContextService:
         messages = await self.store.load_messages(session.id, after_seq=view.load_from(session.view))
         return view.in_view(messages, session.view)
 
+    async def _load_page(self, session_id: str, rows: list[MessageRow]) -> list[Message]:
+        if not rows:
+            return []
+        first, last = min(r.seq for r in rows), max(r.seq for r in rows)
+        loaded = {
+            m.id: m
+            for m in await self.store.load_messages(session_id, after_seq=first - 1, limit=last - first + 1)
+        }
+        return [loaded[r.id] for r in rows if r.id in loaded]  # a compaction in between may hide some
+
     async def get_context(
         self,
         session_id: str,
@@ -485,8 +496,15 @@ class ContextService:
         start = _parse_cursor(cursor)
         if limit is not None and limit < 1:
             raise InvalidInput("limit", f"expected a positive number of messages, got {limit}")
-        visible = await self._view(session)
-        page = visible[start : None if limit is None else start + limit]
+        if limit is None:
+            visible: list[Any] = await self._view(session)
+            page = visible[start:]
+        else:
+            # A page loads only its own messages: the view is worked out on the light rows.
+            visible = view.in_view(
+                await self.store.rows(session.id, after_seq=view.load_from(session.view)), session.view
+            )
+            page = await self._load_page(session.id, visible[start : start + limit])
         system = session.system if start == 0 else []
         body = formats.render(system, page, format, RenderOptions(strip_media=strip_media))
         if cache_anchors:
