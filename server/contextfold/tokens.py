@@ -36,6 +36,8 @@ from .domain import (
     TextPart,
     ToolPart,
 )
+from .formats import RenderOptions
+from .formats._common import cap_output, media_placeholder
 
 Encoding = Literal["o200k_base", "cl100k_base"]
 Method = Literal["exact", "estimate"]
@@ -265,10 +267,6 @@ def count_message(message: Message, counter: TokenCounter) -> Message:
 def count_in_view(part: Part, counter: TokenCounter) -> int:
     """Tokens `part` costs as the view shows it: a pruned output as its placeholder, a cut output
     as its first characters, an omitted attachment as its note."""
-    # Imported here: the formats package imports this module's neighbours, not the other way round.
-    from .formats import RenderOptions
-    from .formats._common import cap_output, media_placeholder
-
     if isinstance(part, ToolPart):
         shown = part
         if part.view_text is not None:
