@@ -3,66 +3,22 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from _servers import client as _client
+from _servers import serve
 
 pytestmark = pytest.mark.anyio
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def _serve(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "contextfold", "serve", "--http", "--port", str(port), *args],
-        env={**os.environ, "CONTEXTFOLD_HOME": str(home), **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"server exited: {process.stderr.read().decode()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("server did not start listening")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _client(url: str, token: str | None = None, mode: str = "auto") -> Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)), mode=mode)
-
-
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_full_tool_set_over_http_in_both_eras(tmp_path: Path, mode: str):
-    with _serve(tmp_path) as url:
+    with serve(tmp_path) as server:
+        url = server.url
         async with _client(url, mode=mode) as client:
             assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             await client.call_tool("session_open", {"session_id": "h", "model": "gpt-4o"})
@@ -93,7 +49,8 @@ async def test_the_full_tool_set_over_http_in_both_eras(tmp_path: Path, mode: st
 
 
 async def test_a_wrong_host_header_is_refused(tmp_path: Path):
-    with _serve(tmp_path) as url:
+    with serve(tmp_path) as server:
+        url = server.url
         async with httpx2.AsyncClient() as http:
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
             headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -125,7 +82,8 @@ async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
     assert tokens["alice"] not in stored and "sha256:" in stored  # hashed at rest
     assert tokens_file.stat().st_mode & 0o777 == 0o600
 
-    with _serve(tmp_path, "--host", "0.0.0.0", "--tokens-file", str(tokens_file)) as url:
+    with serve(tmp_path, "--host", "0.0.0.0", "--tokens-file", str(tokens_file)) as server:
+        url = server.url
         async with httpx2.AsyncClient() as http:  # no token → 401
             response = await http.post(url, json={}, headers={"Content-Type": "application/json"})
             assert response.status_code == 401
