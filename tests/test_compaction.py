@@ -15,6 +15,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import user_instruction
+from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS
 from contextfold.compaction.template import FILES, GOAL, NEXT_STEPS, SECTIONS, missing_sections, parse_summary
 from contextfold.compactor import MAX_ATTEMPTS
 from contextfold.config import load_settings
@@ -179,6 +180,32 @@ async def test_a_second_compaction_updates_the_first(tmp_path: Path):
         assert status.compaction is not None and status.compaction.compactions == 2
         assert status.compaction.tokens_freed > 0
         assert [r.tokens_before for r in status.compaction.recent][0] > 0  # newest first, with details
+
+
+async def test_a_user_stating_many_rules_does_not_grow_the_summary_without_bound(tmp_path: Path):
+    """Pins re-add only the newest MAX_PINNED_CONSTRAINTS rules; before the cap every compaction
+    re-pinned every rule ever stated, until compaction freed nothing."""
+    settings = _settings(tmp_path, preserve_recent_tokens=0)
+    async with await ContextService.open(settings) as service:
+        await service.open_session("s", model="gpt-4o")
+        sizes = []
+        for round_ in range(12):
+            await service.append("s", [
+                message
+                for i in range(5)
+                for message in (
+                    {"role": "user", "content": f"You must keep module_{round_}_{i} backwards compatible."},
+                    {"role": "assistant", "content": f"Understood, step {round_}.{i}. " + "notes " * 200},
+                )
+            ])
+            result = await service.compact("s", summarizer="extractive")
+            assert result.compacted
+            sizes.append(len(parse_summary(await service.summary_text("s"))["Constraints & Preferences"]))
+        assert max(sizes) <= MAX_PINNED_CONSTRAINTS
+        rules = parse_summary(await service.summary_text("s"))["Constraints & Preferences"]
+        assert any("module_11_4" in r for r in rules)  # the newest rule is always kept
+        pinned = [p for c in await service.store.compactions("s", limit=1) for p in c.pinned]
+        assert any("not re-pinned (cap 30)" in p for p in pinned)
 
 
 async def test_anthropic_summarizer_through_the_real_sdk(tmp_path: Path, monkeypatch):

@@ -63,6 +63,7 @@ from .facts import (
     user_instruction,
     user_prose,
 )
+from .pins import newest_constraints
 from .template import (
     BLOCKED,
     CONSTRAINTS,
@@ -211,7 +212,7 @@ def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
 
 
 def _constraints(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
-    rules = (prior[CONSTRAINTS] if prior else []) + facts.constraints
+    rules, _older = newest_constraints((prior[CONSTRAINTS] if prior else []) + facts.constraints)
     for index, rule in enumerate(rules):
         draft.add(CONSTRAINTS, rule, _ESSENTIAL_TIER, index, verbatim=True)
 

@@ -6,7 +6,10 @@ present, in order) and checked against facts extracted from the head by code:
 
 - every file edited in the head is named, with its exact path string, in Relevant Files;
 - every explicit user constraint (from the head, and from the previous summary's Constraints)
-  appears in Constraints;
+  appears in Constraints, up to the newest `MAX_PINNED_CONSTRAINTS`: without a cap, a session
+  whose user states many rules grows its summary by each one on every compaction until
+  compaction frees nothing (older rules stay if the summarizer kept them; the report counts the
+  ones not re-pinned);
 - the latest unresolved error appears word for word in Blocked or Critical Context;
 - the latest user instruction appears in Goal or Next Steps.
 
@@ -24,7 +27,10 @@ from .facts import collapse, extract_facts, names_path
 from .template import BLOCKED, CONSTRAINTS, CRITICAL, FILES, GOAL, LATEST_REQUEST, NEXT_STEPS, parse_summary
 
 
-__all__ = ["PinReport", "names_path", "pin_facts"]
+__all__ = ["MAX_PINNED_CONSTRAINTS", "PinReport", "names_path", "newest_constraints", "pin_facts"]
+
+MAX_PINNED_CONSTRAINTS = 30
+"""Constraints guaranteed a place, newest first. Real sessions state a handful."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,9 @@ def pin_facts(text: str, head: Sequence[Message], *, previous: str | None = None
             summary.add(FILES, f"{touch.path} — {touch.why}")
             added.append(f"file: {touch.path}")
 
-    rules = (parse_summary(previous)[CONSTRAINTS] if previous else []) + facts.constraints
+    rules, older = newest_constraints((parse_summary(previous)[CONSTRAINTS] if previous else []) + facts.constraints)
+    if unpinned := [r for r in older if not _contains(summary[CONSTRAINTS], r)]:
+        added.append(f"constraints: {len(unpinned)} older ones not re-pinned (cap {MAX_PINNED_CONSTRAINTS})")
     for rule in rules:
         if not _contains(summary[CONSTRAINTS], rule) and summary.add(CONSTRAINTS, rule):
             added.append(f"constraint: {rule}")
@@ -64,6 +72,12 @@ def pin_facts(text: str, head: Sequence[Message], *, previous: str | None = None
         added.append(f"instruction: {latest}")
 
     return summary.render(), PinReport(added)
+
+
+def newest_constraints(rules: list[str]) -> tuple[list[str], list[str]]:
+    """(the newest `MAX_PINNED_CONSTRAINTS` of `rules`, the older rest), `rules` being oldest first."""
+    cut = max(0, len(rules) - MAX_PINNED_CONSTRAINTS)
+    return rules[cut:], rules[:cut]
 
 
 def _contains(bullets: list[str], text: str) -> bool:
