@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from mcp.shared.exceptions import MCPError
 from _servers import client as _client
 from _servers import serve
 
@@ -114,3 +115,26 @@ async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
         async with _client(url, tokens["alice"]) as alice:
             status = await alice.call_tool("status", {"session_id": "secret"})
             assert status.structured_content["message_count"] == 1  # untouched by bob
+
+
+async def test_a_request_body_over_the_cap_gets_413_and_writes_nothing(tmp_path: Path):
+    with serve(tmp_path, env={"CONTEXTFOLD_MAX_REQUEST_BYTES": "200000"}) as server:
+        async with _client(server.url) as client:
+            await client.call_tool("session_open", {"session_id": "b", "model": "gpt-4o"})
+            fits = {"session_id": "b", "messages": [{"role": "user", "content": "x" * 100_000}]}
+            assert not (await client.call_tool("append", fits)).is_error
+            too_big = {"session_id": "b", "messages": [{"role": "user", "content": "y" * 300_000}]}
+            with pytest.raises(MCPError, match=r"request body exceeds max_request_bytes \(200,000 bytes\)"):
+                await client.call_tool("append", too_big)
+        # The body is refused before it is read: a raw POST gets the status itself.
+        async with httpx2.AsyncClient() as http:
+            response = await http.post(
+                server.url,
+                content=b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"z" * 300_000 + b'"}}',
+                headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+            )
+            assert response.status_code == 413
+            assert "max_request_bytes" in response.json()["error"]["message"]
+        async with _client(server.url) as client:
+            status = await client.call_tool("status", {"session_id": "b"})
+            assert status.structured_content["message_count"] == 1

@@ -76,6 +76,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from .httpserve import serve_http
     from .server import build_server
 
     if not args.http:
@@ -90,14 +91,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         )
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
     server = build_server(settings, tokens=tokens or None, url=url)
-    # Loopback binds get the SDK's DNS-rebinding protection (Host and Origin checked) automatically.
-    # Oversized bodies are refused with 413 before they are read into memory or parsed.
-    server.run(
-        transport="streamable-http",
-        host=args.host,
-        port=args.port,
-        max_request_body_size=settings.max_request_bytes,
-    )
+    serve_http(server, host=args.host, port=args.port, max_request_bytes=settings.max_request_bytes)
     return 0
 
 

@@ -1,0 +1,68 @@
+"""`contextfold serve --http`: the SDK's streamable HTTP app on uvicorn, with one addition.
+
+The SDK refuses a body over `max_request_body_size` before reading it, which is what we want, but
+with a bare-text 413 that MCP clients can only report as "Server returned an error response". A
+413 carrying a JSON-RPC error is surfaced by clients as the error itself, so the response is
+rewritten to one that names the limit and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+
+INVALID_REQUEST = -32600
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+
+
+class _ExplainTooLarge:
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": INVALID_REQUEST,
+                    "message": f"request body exceeds max_request_bytes ({limit:,} bytes); "
+                    "send fewer messages per append, spill huge outputs, or raise the setting",
+                },
+            }
+        ).encode()
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def explain(message: Message) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                replaced = True
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())]
+                await send({"type": "http.response.start", "status": 413, "headers": headers})
+                await send({"type": "http.response.body", "body": self.body})
+            elif not replaced:  # the SDK's own plain-text body is dropped
+                await send(message)
+
+        await self.app(scope, receive, explain)
+
+
+def serve_http(server: MCPServer, *, host: str, port: int, max_request_bytes: int) -> None:
+    """Serve `server` over streamable HTTP until interrupted (loopback binds get DNS-rebinding checks)."""
+    import uvicorn
+
+    app = server.streamable_http_app(host=host, max_request_body_size=max_request_bytes)
+    config = uvicorn.Config(
+        _ExplainTooLarge(app, max_request_bytes),
+        host=host,
+        port=port,
+        log_level=server.settings.log_level.lower(),
+    )
+    anyio.run(uvicorn.Server(config).serve)
