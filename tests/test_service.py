@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -273,3 +275,16 @@ async def test_schema_is_migrated_and_reopens(tmp_path):
     async with await ContextService.open(settings) as svc:
         ctx = await svc.get_context("keep")
         assert ctx.messages == [{"role": "user", "content": "persist me"}]
+
+
+async def test_the_database_and_its_journal_files_are_owner_only(tmp_path: Path):
+    db = tmp_path / "home" / "contextfold.db"
+    db.parent.mkdir()
+    db.touch()
+    os.chmod(db, 0o644)  # an existing file is tightened too
+    async with await ContextService.open(load_settings({"home": db.parent}, environ={})) as svc:
+        await svc.open_session("s")
+        await svc.append("s", [{"role": "user", "content": "private"}])
+        files = [db, db.with_name("contextfold.db-wal"), db.with_name("contextfold.db-shm")]
+        assert all(f.exists() for f in files)
+        assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o600}

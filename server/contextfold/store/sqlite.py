@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -147,6 +148,10 @@ class SQLiteStore:
     async def open(cls, path: Path | str) -> SQLiteStore:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Sessions hold whole transcripts: owner-only, like the spill files. SQLite gives the
+            # -wal and -shm files the database file's mode, so this covers them too.
+            Path(path).touch(mode=0o600)
+            os.chmod(path, 0o600)
         conn = await aiosqlite.connect(str(path), isolation_level=None)
         try:
             conn.row_factory = aiosqlite.Row
