@@ -240,7 +240,7 @@ async def measure(opts: Options) -> None:
                         }
                     )
     report(
-        "bench_spill",
+        "spill",
         f"read_output: a {SLICE}-line slice of a spilled output vs reading the file yourself",
         latency_rows,
         opts,
@@ -257,7 +257,7 @@ async def measure(opts: Options) -> None:
         ],
     )
     report(
-        "bench_spill_memory",
+        "spill_memory",
         f"Peak memory of one {SLICE}-line read at 90 % of the output",
         memory_rows,
         opts,
@@ -267,7 +267,7 @@ async def measure(opts: Options) -> None:
         ],
     )
     report(
-        "bench_spill_write",
+        "spill_write",
         "Spilling a tool output: one append of the tool result, ingest truncates and spills it",
         write_rows,
         opts,
@@ -278,7 +278,7 @@ async def measure(opts: Options) -> None:
         ],
     )
     report(
-        "bench_spill_grep",
+        "spill_grep",
         "read_output(pattern=…) over the whole output vs re over its lines "
         f"(median of {min(opts.repeat, GREP_REPEAT)})",
         grep_rows,

@@ -300,7 +300,7 @@ async def measure(opts: Options) -> None:
                 )
 
     report(
-        "bench_store_append",
+        "store_append",
         f"Append throughput into SQLite: library vs MCP stdio (median of {runs})",
         append_rows,
         opts,
@@ -311,7 +311,7 @@ async def measure(opts: Options) -> None:
         packages=("mcp",),
     )
     report(
-        "bench_store_context",
+        "store_context",
         "Big sessions through the library: batched build, get_context and status",
         context_rows,
         opts,
@@ -322,7 +322,7 @@ async def measure(opts: Options) -> None:
         ],
     )
     report(
-        "bench_store_mcp",
+        "store_mcp",
         "MCP overhead: a tool call over stdio vs the same ContextService call in-process",
         trip_rows,
         opts,
