@@ -26,19 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from validators import SUMMARY_HEADINGS
+
 DIGEST = re.compile(r"[0-9a-f]{64}")
-SUMMARY_HEADINGS = (
-    "## Goal",
-    "## Constraints & Preferences",
-    "## Progress",
-    "### Done",
-    "### In Progress",
-    "### Blocked",
-    "## Key Decisions",
-    "## Next Steps",
-    "## Critical Context",
-    "## Relevant Files",
-)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from contextfold.config import Settings, load_settings
 from contextfold.formats.importers import IMPORT_FORMATS, TranscriptError, detect_import_format, load_transcript
 from contextfold.server import build_server
 from contextfold.service import USER_ERRORS, ContextService
+from test_importers import _cc
 from test_service import dump
 
 # -- budget -------------------------------------------------------------------------------------------
@@ -826,15 +827,6 @@ def test_a_plain_pattern_still_scans_a_big_output(server: Fuzzed) -> None:
 
 
 # -- importers --------------------------------------------------------------------------------------------------------
-
-
-def _cc(kind: str, content: Any, **fields: Any) -> dict[str, Any]:
-    """A Claude Code conversation record (as in test_importers.py)."""
-    message: dict[str, Any] = {"role": kind, "content": content}
-    for key in ("id", "model"):
-        if key in fields:
-            message[key] = fields.pop(key)
-    return {"type": kind, "uuid": "u", "sessionId": "s1", "isSidechain": False, "message": message, **fields}
 
 
 def _jsonl(records: list[Any]) -> bytes:

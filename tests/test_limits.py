@@ -52,8 +52,7 @@ def _spill_bytes(tmp_path: Path) -> int:
 
 async def test_the_spill_store_evicts_its_oldest_outputs_instead_of_refusing(tmp_path: Path):
     quota = 1_000_000
-    svc = await _open(tmp_path, spill_quota_bytes=quota)
-    try:
+    async with await _open(tmp_path, spill_quota_bytes=quota) as svc:
         await svc.open_session("s", model="gpt-4o")
         ids = []
         for n in range(12):  # 12 × 150 kB = 1.8 MB through a 1 MB store
@@ -67,13 +66,10 @@ async def test_the_spill_store_evicts_its_oldest_outputs_instead_of_refusing(tmp
             assert (await svc.read_output(output_id, offset=1, limit=1)).total_lines > 0
         with pytest.raises(NotFoundError, match="expired or been deleted"):
             await svc.read_output(ids[0], offset=1, limit=1)
-    finally:
-        await svc.close()
 
 
 async def test_an_output_larger_than_the_quota_is_refused_and_nothing_is_written(tmp_path: Path):
-    svc = await _open(tmp_path, spill_quota_bytes=100_000)
-    try:
+    async with await _open(tmp_path, spill_quota_bytes=100_000) as svc:
         await svc.open_session("s", model="gpt-4o")
         await _tool_result(svc, "s", 0, _noise(50_000, 0))
         before, files = dump(svc.settings.database_path), _spill_bytes(tmp_path)
@@ -82,25 +78,19 @@ async def test_an_output_larger_than_the_quota_is_refused_and_nothing_is_written
         assert dump(svc.settings.database_path) == before
         assert _spill_bytes(tmp_path) == files
         assert await svc.outputs.used_bytes() == files
-    finally:
-        await svc.close()
 
 
 async def test_a_spill_quota_of_zero_means_no_quota(tmp_path: Path):
-    svc = await _open(tmp_path, spill_quota_bytes=0)
-    try:
+    async with await _open(tmp_path, spill_quota_bytes=0) as svc:
         await svc.open_session("s", model="gpt-4o")
         for n in range(5):
             await _tool_result(svc, "s", n, _noise(100_000, n))
         assert (await svc.gc()).outputs_removed == 0
         assert _spill_bytes(tmp_path) >= 500_000
-    finally:
-        await svc.close()
 
 
 async def test_gc_evicts_only_past_90_percent_of_the_quota(tmp_path: Path):
-    svc = await _open(tmp_path, spill_quota_bytes=0)
-    try:
+    async with await _open(tmp_path, spill_quota_bytes=0) as svc:
         await svc.open_session("s", model="gpt-4o")
         for n in range(10):
             await _tool_result(svc, "s", n, _noise(100_000, n))
@@ -111,13 +101,10 @@ async def test_gc_evicts_only_past_90_percent_of_the_quota(tmp_path: Path):
         cleaned = await svc.gc()
         assert cleaned.outputs_removed == 2 and cleaned.files_removed == 2
         assert await svc.outputs.used_bytes() <= EVICT_TO * svc.outputs.quota_bytes
-    finally:
-        await svc.close()
 
 
 async def test_the_database_quota_refuses_appends_until_sessions_are_deleted(tmp_path: Path):
-    svc = await _open(tmp_path, max_database_bytes=400_000)
-    try:
+    async with await _open(tmp_path, max_database_bytes=400_000) as svc:
         await svc.open_session("old", model="gpt-4o")
         await svc.open_session("new", model="gpt-4o")
         text = _noise(900, 7)
@@ -134,5 +121,3 @@ async def test_the_database_quota_refuses_appends_until_sessions_are_deleted(tmp
         await svc.delete_session("old")
         await svc.append("new", [{"role": "user", "content": "hello again"}])
         assert (await svc.status("new")).message_count == 1
-    finally:
-        await svc.close()

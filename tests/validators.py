@@ -8,6 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
+SUMMARY_HEADINGS = (
+    "## Goal",
+    "## Constraints & Preferences",
+    "## Progress",
+    "### Done",
+    "### In Progress",
+    "### Blocked",
+    "## Key Decisions",
+    "## Next Steps",
+    "## Critical Context",
+    "## Relevant Files",
+)
+"""The anchored summary's headings in order (SPEC §10), written out here rather than taken from
+the code, so a test cannot pass by agreeing with a template that drifted."""
+
 _ANTHROPIC_BLOCKS = {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
 _ANTHROPIC_ASSISTANT_ONLY = {"tool_use", "thinking", "redacted_thinking"}
 _ANTHROPIC_USER_ONLY = {"tool_result", "image", "document"}
