@@ -18,8 +18,6 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import anthropic
-
 from ..domain import Usage
 from .base import SummarizerError, SummaryOutcome, SummaryRequest
 from .prompt import build_prompt
@@ -27,6 +25,8 @@ from .template import missing_sections
 from .transcript import render_transcript
 
 if TYPE_CHECKING:
+    import anthropic
+
     from ..config import Settings
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,14 @@ MAX_TOKENS_CEILING = 8_192
 MAX_TOKENS_FLOOR = 512
 """Even a tiny budget gets room for the headings and a few bullets; the engine checks the size."""
 _REASON_LIMIT = 300
+
+
+def _sdk() -> Any:
+    """The `anthropic` package, imported on first use: importing it takes about a second, which
+    every server start and CLI command would otherwise pay, key or no key."""
+    import anthropic
+
+    return anthropic
 
 # USD per million tokens as (input, output), from Anthropic's pricing page
 # (https://platform.claude.com/docs/en/about-claude/pricing), read on 2026-11-22. On every model
@@ -169,6 +177,7 @@ class AnthropicSummarizer:
             "anthropic summarizer: model=%s max_tokens=%d messages=%d transcript_chars=%d",
             self.model, max_tokens, len(request.head), len(transcript),
         )
+        anthropic = _sdk()
         try:
             async with anthropic.AsyncAnthropic(
                 api_key=self._api_key,
@@ -189,6 +198,7 @@ class AnthropicSummarizer:
     # -- reading the response ----------------------------------------------------------------------
 
     def _outcome(self, response: Any, max_tokens: int) -> SummaryOutcome:
+        anthropic = _sdk()
         if not isinstance(response, anthropic.types.Message) or not isinstance(response.content, list):
             # The SDK hands back plain text when the body was not JSON, and a lenient model when
             # the JSON was not a message.
@@ -225,6 +235,7 @@ class AnthropicSummarizer:
     # -- errors ------------------------------------------------------------------------------------
 
     def _describe(self, exc: Exception) -> str:
+        anthropic = _sdk()
         if isinstance(exc, anthropic.APITimeoutError):
             return f"request timed out after {self.timeout:g}s (max_retries={self.max_retries})"
         if isinstance(exc, anthropic.APIConnectionError):
