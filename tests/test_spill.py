@@ -760,3 +760,37 @@ def test_pages_reproduce_the_text(
         literal = [i + 1 for i, line in enumerate(want) if needle in line]
         found = store.grep(written.digest, pattern, max_matches=100)
         assert [m.line.number for m in found.matches] == literal
+
+
+# Patterns for the block skim: anchors, classes that cross newlines, empty matches, case, Unicode,
+# and the ones the skim must leave to the line-by-line search (lookarounds, \A, \Z, (?r)).
+SKIM_PATTERNS = [
+    "b", "^a", "a$", "^$", r"a\s+b", r"[^x]{3}", "x*", r"\bab\b", r"\Bb", "(?i)AB", "é+", r"b\r$",
+    r"\Aa", r"b\Z", "a(?=b)", "(?<!a)b", "(?r)ab", r"(?s)a.b", r"\d+", "ba|ab",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.text(alphabet="ab \txé\r1", max_size=12), min_size=1, max_size=40),
+    pattern=st.sampled_from(SKIM_PATTERNS),
+    skim_bytes=st.sampled_from([8, 64, 1 << 18]),
+    trailing_newline=st.booleans(),
+    invalid=st.booleans(),
+)
+def test_the_block_skim_finds_exactly_the_lines_a_line_by_line_search_finds(
+    store: SpillFiles, monkeypatch: pytest.MonkeyPatch, lines: list[str], pattern: str, skim_bytes: int,
+    trailing_newline: bool, invalid: bool,
+) -> None:
+    data = "\n".join(lines).encode() + (b"\n" if trailing_newline else b"")
+    if invalid:
+        data = data.replace(b"1", b"\xff")  # invalid UTF-8 decodes to U+FFFD in both searches
+    monkeypatch.setattr(spill, "_SKIM_BYTES", skim_bytes)  # small blocks: many block boundaries
+    digest = store.write(data).digest
+    texts = data.decode("utf-8", "replace").split("\n")
+    if texts[-1] == "":  # nothing after the last newline is no line (an empty file has none)
+        texts.pop()
+    compiled = regex.compile(pattern)
+    want = [i + 1 for i, line in enumerate(texts) if compiled.search(line)]
+    found = store.grep(digest, pattern, max_matches=1_000, max_chars=1_000_000)
+    assert [m.line.number for m in found.matches] == want

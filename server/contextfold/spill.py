@@ -81,6 +81,16 @@ _GREP_SECONDS_PER_CHAR = 0.1e-6
 plus this much per line and per character searched: several times what a plain pattern needs
 (~2 µs a line and 20 ms a MB here), so a big output can still be searched in one call, while a
 pattern that backtracks on every line stops early instead of running for minutes."""
+_SKIM_BYTES = 256 * 1024
+_SKIM_TIMEOUT = 0.5
+"""A regex is first searched across blocks of whole lines (up to this many bytes, in one engine
+call each), and only the lines where the block search finds something are searched on their own.
+A block search slower than ``_SKIM_TIMEOUT`` (a pattern that backtracks across lines) turns the
+skimming off for the rest of the search."""
+_LINE_BOUND = regex.compile(r"\\[AZzG]|\(\?<?[=!]|\(\?[a-zA-Z-]*r")
+r"""What could match in a line on its own but not inside a block: ``\A``, ``\Z``, ``\z`` and
+``\G`` anchor to the searched string, lookarounds may see the newline beside the line, and
+``(?r)`` searches backwards. Patterns holding any of these are searched line by line."""
 MAX_PATTERN_CHARS = 1_000
 _MAX_EXPANSION = 200_000
 """The `regex` module compiles ``x{n}`` into n copies of ``x``: a pattern's length times the
@@ -851,7 +861,8 @@ def _literal(pattern: str, ignore_case: bool) -> bytes | None:
 
 class _LineSearch:
     """Decides whether a line matches: a byte search for plain text, else the regex engine
-    with its timeout on every call."""
+    with its timeout on every call — after a skim of whole blocks of lines (`_Skim`), which
+    answers "no" for most lines of a big output in one engine call per block."""
 
     def __init__(
         self, compiled: regex.Pattern[str], pattern: str, ignore_case: bool, timeout: float, f: BinaryIO
@@ -864,6 +875,10 @@ class _LineSearch:
         self._spent = 0.0  # seconds in the regex engine so far
         self._allowed = timeout  # grows with the text searched (see _GREP_SECONDS_PER_LINE)
         self._line = 0
+        self._skim: _Skim | None = None
+        if self._literal is None and not _LINE_BOUND.search(pattern):
+            flags = regex.MULTILINE | (regex.IGNORECASE if ignore_case else 0)
+            self._skim = _Skim(regex.compile(pattern, flags), f)
 
     def _search(self, number: int, text: str, pos: int = 0) -> regex.Match[str] | None:
         if number != self._line:
@@ -892,12 +907,33 @@ class _LineSearch:
         return found
 
     def matches(self, number: int, raw: _RawLine) -> bool:
-        data, _, length = raw
+        data, start, length = raw
         if len(data) < length:
             return self._matches_windows(number, raw)
         if self._literal is not None:
             return self._literal in data
+        if self._skim is not None:
+            started = time.monotonic()
+            try:
+                candidate = self._skim.candidate(start, length)
+            except TimeoutError:
+                self._skim = None  # backtracks across lines: search each line on its own from here
+                candidate = True
+            if self._skim is not None and self._skim.searched:
+                self._charge(time.monotonic() - started, number, self._skim.searched)
+            if not candidate:
+                return False
         return self._search(number, data.decode("utf-8", "replace")) is not None
+
+    def _charge(self, seconds: float, number: int, chars: int) -> None:
+        """Count a skim's engine time against the search's budget (see `_search`)."""
+        self._spent += seconds
+        self._allowed += _GREP_SECONDS_PER_CHAR * chars
+        if self._spent > self._allowed:
+            raise TimeoutError(
+                f"regular expression {self._pattern!r} is too slow on this output: {self._spent:.1f} s "
+                f"of matching by line {number}: simplify it, or search on from offset={number + 1}"
+            )
 
     def _matches_windows(self, number: int, raw: _RawLine) -> bool:
         """Search a line too long to decode whole, window by window.
@@ -939,6 +975,83 @@ class _LineSearch:
                 return True
             core = lo + b if core_end < length else length
         return False
+
+
+class _Skim:
+    """Which lines could match, found by searching blocks of whole lines at once.
+
+    A block starts at a line and ends after a newline (or at the end of the file). The pattern,
+    compiled with MULTILINE so that ``^`` and ``$`` still mean a line's start and end, is
+    searched through the block from the line being asked about; the line where the first match
+    starts is the next candidate, and every line before it cannot match: a match within a line
+    is also a match in the block at the same place (`_LINE_BOUND` keeps out the patterns for
+    which that is not so). A candidate may still be a false alarm (a match that runs across a
+    newline), so candidates are searched on their own. Lines must be asked about in file order.
+    """
+
+    def __init__(self, compiled: regex.Pattern[str], f: BinaryIO) -> None:
+        self._compiled = compiled
+        self._f = f
+        self._raw = b""
+        self._text = ""
+        self._start = 0  # file offset of the block's first byte
+        self._end = 0  # file offset just past the block
+        self._hit: int | None = None  # file offset of the next candidate line; None: none in the block
+        self._hit_char = 0  # where that line starts in self._text
+        self.searched = 0  # characters searched by the last call (for the time budget)
+
+    def candidate(self, start: int, length: int) -> bool:
+        """Whether the line at file offset ``start`` (``length`` bytes) could match."""
+        self.searched = 0
+        past_hit = self._hit is not None and start > self._hit  # a line was skipped: start afresh
+        if (start >= self._end or past_hit) and not self._load(start):
+            return True  # a line longer than a block: it is searched on its own
+        if self._hit is None or start < self._hit:
+            return False
+        # This line is the candidate; the next search starts on the line after it.
+        newline = self._text.find("\n", self._hit_char)
+        if newline < 0:
+            self._hit = None
+        else:
+            self._find(newline + 1, start + length + 1)
+        return True
+
+    def _load(self, start: int) -> bool:
+        f = self._f
+        resume = f.tell()
+        try:
+            f.seek(start)
+            raw = f.read(_SKIM_BYTES)
+        finally:
+            f.seek(resume)
+        if len(raw) == _SKIM_BYTES:  # not the end of the file: stop after the last whole line
+            cut = raw.rfind(b"\n")
+            if cut < 0:
+                return False
+            raw = raw[: cut + 1]
+        # Lines decode alike on their own and inside the block: a character never spans a newline.
+        self._raw, self._text = raw, raw.decode("utf-8", "replace")
+        self._start, self._end = start, start + len(raw)
+        self._find(0, start)
+        return True
+
+    def _find(self, char: int, offset: int) -> None:
+        """Search from the line at ``char`` in the block (``offset`` in the file) for the next candidate."""
+        text = self._text
+        self.searched += len(text) - char
+        found = self._compiled.search(text, char, concurrent=True, timeout=_SKIM_TIMEOUT)
+        if found is None or found.start() >= len(text):
+            self._hit = None
+            return
+        line = text.rfind("\n", char, found.start()) + 1 or char
+        if line >= len(text):
+            self._hit = None
+            return
+        # Walk the raw bytes to the same line: replacement characters make char and byte counts differ.
+        pos = offset - self._start
+        for _ in range(text.count("\n", char, line)):
+            pos = self._raw.index(b"\n", pos) + 1
+        self._hit, self._hit_char = self._start + pos, line
 
 
 def _char_start(data: bytes, i: int) -> int:
