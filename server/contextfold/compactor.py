@@ -4,7 +4,9 @@ The summarizer may be a network call of many seconds, so it never runs inside a 
 transaction. The write re-reads the session and refuses if another compaction moved the view in
 between. The summarizer chain is anthropic → sampling → extractive (`auto`), each failure
 recorded; the extractive summarizer cannot fail, so a compaction always produces a summary — but
-one that frees nothing is reported as an error, never as success.
+one that frees nothing is reported as an error, never as success. On overflow, the compaction a
+request asks for becomes a recovery: the newest attachments shown as placeholders, up to
+`MAX_ATTEMPTS` compactions, and once, oversized tool outputs cut down in view.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .domain import CompactionRecord, FilePart, Message, Session, ToolPart
 from .formats._common import media_placeholder
 from .policy import view
 from .policy.turns import tail_budget
+from .results import Brief, CompactResult, Status
 from .store import ConflictError, PartMark, SessionStore
 from .tokens import TokenCounter, count_part
 
@@ -47,6 +50,25 @@ COOLDOWN_GROWTH = 1.10
 OVERSIZED_SHARE = 0.10
 """In overflow recovery, a tool output over this share of usable is cut down in view once."""
 RECOVERY_CAP_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class SessionAccess:
+    """The store, and what the service knows about a session: its settings, tokenizer, usable
+    budget and status. The service passes this in, so compaction never imports the service."""
+
+    store: SessionStore
+    settings_for: Callable[[Session], Settings]
+    counter_for: Callable[[Session, Settings], TokenCounter]
+    usable_for: Callable[[Session, Settings], int]
+    status_for: Callable[[Session], Awaitable[Status]]
+
+    def counter(self, session: Session) -> TokenCounter:
+        return self.counter_for(session, self.settings_for(session))
+
+    async def status(self, session_id: str, owner: str) -> Status:
+        """The session's status as it is now, read afresh."""
+        return await self.status_for(await self.store.get_session(session_id, owner))
 
 
 @dataclass(frozen=True)
@@ -91,20 +113,16 @@ class SampledSummarizer:
 
 
 class Compactor:
-    def __init__(self, store: SessionStore, settings_for: Callable[[Session], Settings],
-                 counter_for: Callable[[Session, Settings], TokenCounter],
-                 usable_for: Callable[[Session, Settings], int]) -> None:
-        self._store = store
-        self._settings_for = settings_for
-        self._counter_for = counter_for
-        self._usable_for = usable_for
+    def __init__(self, access: SessionAccess) -> None:
+        self._access = access
+        self._store = access.store
 
     # -- planning --------------------------------------------------------------------------------
 
     async def prepare(self, session_id: str, owner: str) -> Prepared:
         session = await self._store.get_session(session_id, owner)
-        settings = self._settings_for(session)
-        usable = self._usable_for(session, settings)
+        settings = self._access.settings_for(session)
+        usable = self._access.usable_for(session, settings)
         messages = await self._store.load_messages(session.id, after_seq=view.load_from(session.view))
         visible = view.in_view(messages, session.view)
         plan = plan_compaction(
@@ -114,7 +132,7 @@ class Compactor:
             usable=usable,
         )
         last_seq = max((m.seq for m in messages), default=0)
-        return Prepared(session, settings, self._counter_for(session, settings), plan, usable, last_seq)
+        return Prepared(session, settings, self._access.counter_for(session, settings), plan, usable, last_seq)
 
     @staticmethod
     def sampling_prompt(prepared: Prepared, instructions: str | None) -> tuple[str, str, int]:
@@ -258,6 +276,92 @@ class Compactor:
 
     # -- overflow recovery -----------------------------------------------------------------------
 
+    async def compact_with_recovery(
+        self,
+        session: Session,
+        *,
+        owner: str,
+        summarizers: Sequence[object],
+        instructions: str | None,
+        dry_run: bool,
+        auto: bool,
+        progress: Progress | None,
+    ) -> CompactResult:
+        """One anchored compaction as a request asks for it; on overflow, recover (SPEC §10)."""
+        session_id = session.id
+        status = await self._access.status_for(session)
+        overflow = status.state == "overflow"
+        # Recovering from an overflow is an automatic compaction: the model gets a continue message.
+        auto = auto or overflow
+        media_omitted = 0
+        if overflow and not dry_run:
+            # Attachments in the newest message can be what broke the window: show them as
+            # placeholders with a note, then compact the history before them as usual.
+            media_omitted = await self.omit_newest_media(session_id, owner, self._access.counter(session))
+            if media_omitted:
+                status = await self._access.status(session_id, owner)
+        attempts = 0
+        outputs_cut = 0
+        cut_done = False
+        while True:
+            attempts += 1
+            try:
+                record, summary = await self.compact(
+                    session_id,
+                    owner=owner,
+                    summarizers=summarizers,
+                    instructions=instructions,
+                    auto=auto,
+                    overflow=overflow,
+                    dry_run=dry_run,
+                    progress=progress,
+                    tokens_before=status.tokens_in_view,
+                    check_cooldown=auto and attempts == 1,
+                )
+            except (NothingToCompact, CompactionFailed) as exc:
+                if overflow and not dry_run and not cut_done:
+                    # Nothing left to summarize: cut oversized outputs in view once, then retry.
+                    cut_done = True
+                    outputs_cut = await self.cut_oversized(
+                        session_id, owner, status.usable, self._access.counter(session)
+                    )
+                    if outputs_cut:
+                        before = status.tokens_in_view
+                        status = await self._access.status(session_id, owner)
+                        if status.state != "overflow":
+                            return _cut_only(before, attempts, outputs_cut, status, str(exc))
+                        attempts = 0
+                        continue
+                raise CompactionFailed(
+                    f"{exc} ({status.tokens_in_view:,} tokens in view, {status.usable:,} usable)"
+                ) from exc
+            status = await self._access.status(session_id, owner)
+            if dry_run or status.state != "overflow" or not overflow:
+                break
+            if attempts >= MAX_ATTEMPTS:
+                raise CompactionFailed(
+                    f"still over the limit after {attempts} compactions: {status.tokens_in_view:,} tokens in view, "
+                    f"{status.usable:,} usable; the kept tail alone is too large — lower preserve_recent_tokens "
+                    "or prune tool outputs"
+                )
+        return CompactResult(
+            compacted=not dry_run,
+            dry_run=dry_run,
+            summarizer=record.summarizer,
+            fallbacks=record.fallbacks,
+            tokens_before=record.tokens_before,
+            tokens_after=record.tokens_after,
+            summary_tokens=record.summary_tokens,
+            head_messages=record.head_messages,
+            tail_start_id=record.tail_start_id,
+            pinned=record.pinned,
+            attempts=attempts,
+            outputs_cut=outputs_cut,
+            media_omitted=media_omitted,
+            summary=summary if dry_run else None,
+            status=Brief.of(status),
+        )
+
     async def omit_newest_media(self, session_id: str, owner: str, counter: TokenCounter) -> int:
         """Leave the newest user message's attachments out of the view, with a note (marks only)."""
         async with self._store.write(session_id, owner) as tx:
@@ -303,6 +407,19 @@ class Compactor:
         return len(marks)
 
 
+def _cut_only(before: int, attempts: int, cut: int, status: Status, why: str) -> CompactResult:
+    """Overflow recovery that succeeded by cutting oversized outputs, with no summary written."""
+    return CompactResult(
+        compacted=False,
+        fallbacks=[f"no summary: {why}"],
+        tokens_before=before,
+        tokens_after=status.tokens_in_view,
+        attempts=attempts,
+        outputs_cut=cut,
+        status=Brief.of(status),
+    )
+
+
 __all__ = [
     "MAX_ATTEMPTS",
     "Compactor",
@@ -310,4 +427,5 @@ __all__ = [
     "Prepared",
     "Sampled",
     "SampledSummarizer",
+    "SessionAccess",
 ]

@@ -16,7 +16,6 @@ from typing import Any, Literal
 from . import catalog, formats, safejson
 from .config import Settings, SettingsError, check_session_overrides, load_settings
 from .domain import (
-    CompactionRecord,
     Message,
     MessageRow,
     Session,
@@ -33,8 +32,6 @@ from .policy import view
 from .policy.overflow import assess, calibrated_tokens
 from .policy.cache import cache_health, place_cache_anchors
 from .policy.prune import PruneOptions, plan_prune, remaining_counter
-from .policy.regions import plan_regions
-from .policy.removal import plan_hybrid, plan_middle, plan_oldest, provider_defaults
 from .policy.truncate import share_cap_chars, truncate, with_hint
 from .policy.turns import select_tail, tail_budget
 from .results import (
@@ -65,12 +62,13 @@ from .compaction.extractive import ExtractiveSummarizer
 from .compaction.pins import pin_facts
 from .compaction.prompt import build_prompt
 from .compaction.transcript import render_transcript
-from .compactor import MAX_ATTEMPTS, Compactor, Progress, Sampled, SampledSummarizer, SummarizerChoice
+from .compactor import Compactor, Progress, Sampled, SampledSummarizer, SessionAccess, SummarizerChoice
 from .errors import CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
 from .ingest import Ingest
 from .outputs import Outputs
 from .spill import SpillFiles
 from .store import ConflictError, NotFoundError, PartMark, SessionStore, SessionTransaction, SQLiteStore
+from .strategies import REMOVAL_STRATEGIES, Strategies
 from .tokens import (
     TOOL_OVERHEAD,
     TokenCounter,
@@ -83,9 +81,6 @@ from .tokens import (
 FormatArg = Literal["anthropic", "openai", "auto"]
 
 TITLE_CHARS = 80
-
-
-REMOVAL_STRATEGIES = ("middle", "oldest", "hybrid")
 
 
 class _Unavailable:
@@ -142,12 +137,15 @@ class ContextService:
         self.outputs = Outputs(
             store, files, retention_days=settings.spill_retention_days, quota_bytes=settings.spill_quota_bytes
         )
-        self.compactor = Compactor(
+        access = SessionAccess(
             store,
             settings_for=self._session_settings,
             counter_for=lambda session, settings: self._counter(session.model, settings),
             usable_for=lambda session, settings: self._budget(session, settings).usable,
+            status_for=self._status,
         )
+        self.compactor = Compactor(access)
+        self.strategies = Strategies(access)
 
     @classmethod
     async def open(cls, settings: Settings | None = None) -> ContextService:
@@ -751,9 +749,9 @@ class ContextService:
     ) -> CompactResult:
         """Summarize older history into the anchored summary; on overflow, recover (SPEC §10)."""
         if strategy in REMOVAL_STRATEGIES:
-            return await self._remove(session_id, strategy, dry_run=dry_run, owner=owner)
+            return await self.strategies.remove(session_id, strategy, dry_run=dry_run, owner=owner)
         if strategy == "regions":
-            return await self._regions(session_id, dry_run=dry_run, owner=owner)
+            return await self.strategies.regions(session_id, dry_run=dry_run, owner=owner)
         if strategy != "anchored":
             raise InvalidInput(
                 "strategy",
@@ -762,172 +760,14 @@ class ContextService:
         session = await self.store.get_session(session_id, owner)
         settings = self._session_settings(session)
         chain = self._summarizers(summarizer or settings.summarizer, settings, sampled)
-        status = await self._status(session)
-        overflow = status.state == "overflow"
-        # Recovering from an overflow is an automatic compaction: the model gets a continue message.
-        auto = auto or overflow
-        media_omitted = 0
-        if overflow and not dry_run:
-            # Attachments in the newest message can be what broke the window: show them as
-            # placeholders with a note, then compact the history before them as usual.
-            media_omitted = await self.compactor.omit_newest_media(
-                session_id, owner, self._counter(session.model, settings)
-            )
-            if media_omitted:
-                status = await self.status(session_id, owner=owner)
-        attempts = 0
-        outputs_cut = 0
-        cut_done = False
-        while True:
-            attempts += 1
-            try:
-                record, summary = await self.compactor.compact(
-                    session_id,
-                    owner=owner,
-                    summarizers=chain,
-                    instructions=instructions,
-                    auto=auto,
-                    overflow=overflow,
-                    dry_run=dry_run,
-                    progress=progress,
-                    tokens_before=status.tokens_in_view,
-                    check_cooldown=auto and attempts == 1,
-                )
-            except (NothingToCompact, CompactionFailed) as exc:
-                if overflow and not dry_run and not cut_done:
-                    # Nothing left to summarize: cut oversized outputs in view once, then retry.
-                    cut_done = True
-                    outputs_cut = await self.compactor.cut_oversized(
-                        session_id, owner, status.usable, self._counter(session.model, settings)
-                    )
-                    if outputs_cut:
-                        before = status.tokens_in_view
-                        status = await self.status(session_id, owner=owner)
-                        if status.state != "overflow":
-                            return _cut_only(before, attempts, outputs_cut, status, str(exc))
-                        attempts = 0
-                        continue
-                raise CompactionFailed(
-                    f"{exc} ({status.tokens_in_view:,} tokens in view, {status.usable:,} usable)"
-                ) from exc
-            status = await self.status(session_id, owner=owner)
-            if dry_run or status.state != "overflow" or not overflow:
-                break
-            if attempts >= MAX_ATTEMPTS:
-                raise CompactionFailed(
-                    f"still over the limit after {attempts} compactions: {status.tokens_in_view:,} tokens in view, "
-                    f"{status.usable:,} usable; the kept tail alone is too large — lower preserve_recent_tokens "
-                    "or prune tool outputs"
-                )
-        return CompactResult(
-            compacted=not dry_run,
+        return await self.compactor.compact_with_recovery(
+            session,
+            owner=owner,
+            summarizers=chain,
+            instructions=instructions,
             dry_run=dry_run,
-            summarizer=record.summarizer,
-            fallbacks=record.fallbacks,
-            tokens_before=record.tokens_before,
-            tokens_after=record.tokens_after,
-            summary_tokens=record.summary_tokens,
-            head_messages=record.head_messages,
-            tail_start_id=record.tail_start_id,
-            pinned=record.pinned,
-            attempts=attempts,
-            outputs_cut=outputs_cut,
-            media_omitted=media_omitted,
-            summary=summary if dry_run else None,
-            status=Brief.of(status),
-        )
-
-    async def _regions(self, session_id: str, *, dry_run: bool, owner: str) -> CompactResult:
-        """Claude Code–style: replace the largest runs of tool calls with short digests (no LLM)."""
-        status = await self.status(session_id, owner=owner)
-        async with self.store.write(session_id, owner) as tx:
-            session = tx.session
-            settings = self._session_settings(session)
-            visible = await view.visible(tx.messages, session.view)
-            # On hard, make the request fit; otherwise get back under the soft threshold.
-            ratio = 1.0 if status.state in ("hard", "overflow") else settings.soft_ratio
-            plan = plan_regions(
-                visible,
-                total_tokens=session.tokens_in_view,
-                target_tokens=int(status.usable * ratio) - 1,
-                counter=self._counter(session.model, settings),
-                now=time.time(),
-            )
-            if plan.marks and not dry_run:
-                await tx.mark_parts([PartMark(m.message_id, m.index, m.part, m.freed) for m in plan.marks])
-                await tx.add_compaction(
-                    CompactionRecord(
-                        strategy="regions",
-                        summarizer="digest",
-                        tokens_before=plan.tokens_before,
-                        tokens_after=plan.tokens_after,
-                        head_messages=len({m.message_id for m in plan.marks}),
-                        head_tokens=plan.tokens_before - plan.tokens_after,
-                        summary_tokens=0,
-                        notes=[plan.reason],
-                    )
-                )
-                await tx.save_session(session.model_copy(update={"tokens_in_view": plan.tokens_after}))
-        if not plan.marks:
-            raise CompactionFailed(f"regions: nothing to compact — {plan.reason}")
-        return CompactResult(
-            compacted=not dry_run,
-            dry_run=dry_run,
-            strategy="regions",
-            summarizer="digest",
-            tokens_before=plan.tokens_before,
-            tokens_after=plan.tokens_after,
-            head_messages=len({m.message_id for m in plan.marks}),
-            reason=plan.reason,
-            status=Brief.of(await self.status(session_id, owner=owner)),
-        )
-
-    async def _remove(self, session_id: str, strategy: str, *, dry_run: bool, owner: str) -> CompactResult:
-        """Cipher-style removal: take low-priority messages out of the view until the target (no LLM)."""
-        async with self.store.write(session_id, owner) as tx:
-            session = tx.session
-            settings = self._session_settings(session)
-            usable = self._budget(session, settings).usable
-            visible = await view.visible(tx.messages, session.view)
-            system_tokens = sum(p.tokens for p in session.system)
-            target = max(int(usable * settings.soft_ratio) - system_tokens, 0)
-            defaults = provider_defaults(catalog.lookup(session.model).provider, session.model)
-            options = {"target_tokens": target, "preserve_start": defaults.preserve_start, "preserve_end": defaults.preserve_end}
-            if strategy == "hybrid":
-                choice = plan_hybrid(visible, **options)
-                scores = ", ".join(f"{name} {score:.4f}" for name, score in sorted(choice.scores.items()))
-                plan, reason = choice.plan, f"chose {choice.plan.strategy} ({scores}): {choice.why}; {choice.plan.reason}"
-            else:
-                plan = (plan_middle if strategy == "middle" else plan_oldest)(visible, **options)
-                reason = plan.reason
-            before = session.tokens_in_view
-            after = before - plan.tokens_freed
-            if plan.removed_ids and not dry_run:
-                await tx.hide_messages(plan.removed_ids)
-                await tx.add_compaction(
-                    CompactionRecord(
-                        strategy=plan.strategy if strategy != "hybrid" else f"hybrid:{plan.strategy}",
-                        summarizer="none",
-                        tokens_before=before,
-                        tokens_after=after,
-                        head_messages=len(plan.removed_ids),
-                        head_tokens=plan.tokens_freed,
-                        summary_tokens=0,
-                        notes=[reason],
-                    )
-                )
-                await tx.save_session(session.model_copy(update={"tokens_in_view": after}))
-        if not plan.removed_ids:
-            raise CompactionFailed(f"{strategy}: nothing removable — {reason}")
-        return CompactResult(
-            compacted=not dry_run,
-            dry_run=dry_run,
-            strategy=strategy,
-            tokens_before=before,
-            tokens_after=after,
-            head_messages=len(plan.removed_ids),
-            reason=reason,
-            status=Brief.of(await self.status(session_id, owner=owner)),
+            auto=auto,
+            progress=progress,
         )
 
     async def summarize(
@@ -1107,19 +947,6 @@ class ContextService:
             spilled=result.spilled,
             status=result.status,
         )
-
-
-def _cut_only(before: int, attempts: int, cut: int, status: Status, why: str) -> CompactResult:
-    """Overflow recovery that succeeded by cutting oversized outputs, with no summary written."""
-    return CompactResult(
-        compacted=False,
-        fallbacks=[f"no summary: {why}"],
-        tokens_before=before,
-        tokens_after=status.tokens_in_view,
-        attempts=attempts,
-        outputs_cut=cut,
-        status=Brief.of(status),
-    )
 
 
 def _cleared(part: ToolPart, when: float, clear_inputs: bool) -> ToolPart:
