@@ -285,8 +285,9 @@ async def measure(opts: Options) -> None:
         opts,
         notes=[
             "Patterns: " + "; ".join(f"{kind} {pattern!r}" for kind, pattern in GREP_PATTERNS) + ". contextfold "
-            "matches a plain-text pattern as bytes, without decoding lines, and a regex line by line with the "
-            "regex module (with a per-line timeout against catastrophic backtracking).",
+            "matches a plain-text pattern as bytes, without decoding lines; a regex is skimmed over blocks of "
+            "whole lines with the regex module, and only candidate lines are searched on their own (every "
+            "engine call has a timeout against catastrophic backtracking).",
             "re over lines: for n, line in enumerate(open(path), 1): if rx.search(line) (stdlib re, streaming).",
         ],
     )
