@@ -288,3 +288,11 @@ async def test_the_database_and_its_journal_files_are_owner_only(tmp_path: Path)
         files = [db, db.with_name("contextfold.db-wal"), db.with_name("contextfold.db-shm")]
         assert all(f.exists() for f in files)
         assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o600}
+
+
+async def test_library_callers_get_lone_surrogates_repaired_too(service):
+    """The MCP layer cleans tool arguments; a direct caller must not be able to crash SQLite either."""
+    opened = await service.open_session("s\ud800", model="gpt-4o", title="half an emoji \ud83d")
+    assert opened.session_id == "s\ufffd"
+    session = await service.store.get_session("s\ufffd")
+    assert session.title == "half an emoji \ufffd"

@@ -258,6 +258,10 @@ class ContextService:
         owner: str = "",
     ) -> Brief:
         """Create a session, or reopen one by id (changing its model, title or settings if given)."""
+        # Library callers get what the MCP layer gives tool calls: no lone surrogates reach SQLite.
+        session_id, model, title, settings, system = safejson.clean(
+            [session_id, model, title, settings, system], "session_open"
+        )
         if settings:
             check_session_overrides(settings)
             self.settings.for_session(settings)  # validate values now, not at first use
