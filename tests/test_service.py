@@ -138,6 +138,8 @@ async def test_reported_usage_calibrates_tokens_in_view(service):
         await service.append("u", [{"role": "user", "content": "x"}], usage={"input_tokens": 1})
     with pytest.raises(InvalidInput, match=r"usage\.input_tokens"):
         await service.append("u", [{"role": "assistant", "content": "x"}], usage={"input_tokens": -1})
+    with pytest.raises(InvalidInput, match=r"usage\.output_tokens: 10,000,000,000 tokens is not a plausible"):
+        await service.append("u", [{"role": "assistant", "content": "x"}], usage={"output_tokens": 10**10})
 
 
 async def test_status_states_follow_the_ratios(service):

@@ -14,11 +14,18 @@ from ..domain import Usage
 from . import FormatError
 
 
+MAX_REPORTED = 1_000_000_000
+"""No request reads or writes a billion tokens (the largest windows hold a few million); a count
+beyond it is a bug in the caller, and would skew every status calibrated from it."""
+
+
 def _count(value: Any, path: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise FormatError(path, f"expected a non-negative integer, got {value!r}")
+    if value > MAX_REPORTED:
+        raise FormatError(path, f"{value:,} tokens is not a plausible count for one request (at most {MAX_REPORTED:,})")
     return value
 
 
