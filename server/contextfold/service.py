@@ -180,9 +180,15 @@ class ContextService:
             input_limit=settings.input_limit,
         )
 
+    def _batch(self, messages: Any, format: FormatArg, *, limits: bool = True) -> tuple[ParsedBatch, int]:
+        """Messages from a caller, made safe (`safejson`), checked against the hard caps and parsed;
+        with their size in bytes (0 when `limits` is off)."""
+        messages = safejson.clean(messages, "messages")  # before measuring: json cannot measure too deep a value
+        size = self._check_limits(messages, self.settings) if limits else 0
+        return self._parse(messages, format), size
+
     @staticmethod
     def _parse(messages: Any, format: FormatArg) -> ParsedBatch:
-        messages = safejson.clean(messages, "messages")
         try:
             return formats.parse(messages, format)
         except FormatError as exc:
@@ -200,7 +206,6 @@ class ContextService:
             )
         total = 0
         for i, message in enumerate(messages):
-            safejson.check(message, f"messages[{i}]")  # too deep to measure is refused here
             size = _json_size(message)
             if size > settings.max_message_bytes:
                 raise LimitExceeded(
@@ -233,7 +238,7 @@ class ContextService:
         if text is not None:
             tokens = counter.count(text)
         else:
-            batch = self._parse(messages, format)
+            batch, _ = self._batch(messages, format, limits=False)
             tokens = sum(count_message(m, counter).tokens for m in batch.messages)
             tokens += sum(p.tokens for p in count_system(batch.system or [], counter))
             tokens += sum(TOOL_OVERHEAD + counter.count(r.output) for r in batch.results)
@@ -361,8 +366,7 @@ class ContextService:
         owner: str = "",
     ) -> AppendResult:
         """Add messages (and tool results for earlier calls) to a session in one transaction."""
-        size = self._check_limits(messages, self.settings)
-        batch = self._parse(messages, format)
+        batch, size = self._batch(messages, format)
         return await self._append(session_id, batch, size, usage=usage, system=system, owner=owner)
 
     async def _append(
@@ -814,8 +818,7 @@ class ContextService:
     def _summarize_input(
         self, messages: Any, previous_summary: str | None, format: FormatArg, model: str | None
     ) -> tuple[list[Message], TokenCounter, int]:
-        self._check_limits(messages, self.settings)
-        batch = self._parse(messages, format)
+        batch, _ = self._batch(messages, format)
         model = model or self.settings.default_model
         counter = self._counter(model, self.settings)
         head = [count_message(m, counter) for m in batch.messages]
