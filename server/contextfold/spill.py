@@ -884,7 +884,6 @@ class _LineSearch:
         if number != self._line:
             self._line = number
             self._allowed += _GREP_SECONDS_PER_LINE
-        self._allowed += _GREP_SECONDS_PER_CHAR * (len(text) - pos)
         started = time.monotonic()
         try:
             # concurrent=True releases the GIL while the engine runs, so a slow pattern in a
@@ -896,14 +895,7 @@ class _LineSearch:
                 f"line {number}; it probably backtracks catastrophically (nested quantifiers "
                 "such as (a+)+ or overlapping alternatives such as (a|aa)+): simplify it"
             ) from None
-        self._spent += time.monotonic() - started
-        if self._spent > self._allowed:
-            raise TimeoutError(
-                f"regular expression {self._pattern!r} is too slow on this output: {self._spent:.1f} s "
-                f"of matching by line {number}; it probably backtracks on every line (nested "
-                "quantifiers such as (\\w+\\s?)+ or overlapping alternatives such as (a|aa)+): "
-                f"simplify it, or search on from offset={number + 1}"
-            )
+        self._charge(time.monotonic() - started, number, len(text) - pos)
         return found
 
     def matches(self, number: int, raw: _RawLine) -> bool:
@@ -926,13 +918,15 @@ class _LineSearch:
         return self._search(number, data.decode("utf-8", "replace")) is not None
 
     def _charge(self, seconds: float, number: int, chars: int) -> None:
-        """Count a skim's engine time against the search's budget (see `_search`)."""
+        """Count engine time against the whole search's budget, which grows with the text searched."""
         self._spent += seconds
         self._allowed += _GREP_SECONDS_PER_CHAR * chars
         if self._spent > self._allowed:
             raise TimeoutError(
                 f"regular expression {self._pattern!r} is too slow on this output: {self._spent:.1f} s "
-                f"of matching by line {number}: simplify it, or search on from offset={number + 1}"
+                f"of matching by line {number}; it probably backtracks on every line (nested "
+                "quantifiers such as (\\w+\\s?)+ or overlapping alternatives such as (a|aa)+): "
+                f"simplify it, or search on from offset={number + 1}"
             )
 
     def _matches_windows(self, number: int, raw: _RawLine) -> bool:
