@@ -324,12 +324,11 @@ class SQLiteStore:
 
     async def size_bytes(self) -> int:
         """Bytes the database's live pages take (free pages, which SQLite reuses, not counted)."""
-        async with self._lock:
-            pages = [
-                (await (await self._conn.execute(f"PRAGMA {name}")).fetchone())[0]
-                for name in ("page_count", "freelist_count", "page_size")
-            ]
-        return (pages[0] - pages[1]) * pages[2]
+        row = await self._fetchone(
+            "SELECT (p.page_count - f.freelist_count) * s.page_size "
+            "FROM pragma_page_count() AS p, pragma_freelist_count() AS f, pragma_page_size() AS s"
+        )
+        return int(row[0]) if row else 0
 
 
 class _SQLiteTransaction:
