@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -108,13 +110,30 @@ async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
             ]:
                 result = await bob.call_tool(name, args)
                 assert result.is_error and "no " in result.content[0].text, name
+                # Another tenant's id reads exactly like an id nobody uses.
+                unused = await bob.call_tool(name, _renamed(args, "secret", "unused", output_id, "out_unused"))
+                assert result.content[0].text == _renamed(unused.content[0].text, "out_unused", output_id,
+                                                          "unused", "secret"), name
             with pytest.raises(Exception):
                 await bob.read_resource(f"contextfold://outputs/{output_id}")
+            # Session ids are per tenant: bob's "secret" is a new session of his own, and opening
+            # it answers as for any unused id (it does not reveal that alice has one).
             opened = await bob.call_tool("session_open", {"session_id": "secret"})
-            assert opened.is_error  # cannot take over the id either
+            assert not opened.is_error and opened.structured_content["tokens_in_view"] == 0
+            await bob.call_tool("append", {"session_id": "secret", "messages": [{"role": "user", "content": "b"}]})
         async with _client(url, tokens["alice"]) as alice:
             status = await alice.call_tool("status", {"session_id": "secret"})
             assert status.structured_content["message_count"] == 1  # untouched by bob
+            context = await alice.call_tool("get_context", {"session_id": "secret"})
+            assert "hunter2" in str(context.structured_content) and "'b'" not in str(context.structured_content)
+
+
+def _renamed(value: Any, *pairs: str) -> Any:
+    """`value` with each (old, new) pair of strings swapped, through JSON."""
+    text = json.dumps(value) if not isinstance(value, str) else value
+    for old, new in zip(pairs[::2], pairs[1::2]):
+        text = text.replace(old, new)
+    return text if isinstance(value, str) else json.loads(text)
 
 
 async def test_a_request_body_over_the_cap_gets_413_and_writes_nothing(tmp_path: Path):

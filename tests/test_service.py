@@ -261,9 +261,13 @@ async def test_owners_do_not_see_each_other(service):
     await service.open_session("mine", owner="alice")
     with pytest.raises(NotFoundError):
         await service.status("mine", owner="bob")
-    with pytest.raises(ConflictError):
-        await service.open_session("mine", owner="bob")
     assert [s.id for s in (await service.list_sessions(owner="bob")).sessions] == []
+    # Session ids are per tenant (issue 12): bob gets a session of his own called "mine",
+    # exactly as if alice's did not exist, and neither sees the other's messages.
+    await service.open_session("mine", owner="bob")
+    await service.append("mine", [{"role": "user", "content": "bob's words"}], owner="bob")
+    assert (await service.status("mine", owner="alice")).message_count == 0
+    assert (await service.status("mine", owner="bob")).message_count == 1
 
 
 async def test_schema_is_migrated_and_reopens(tmp_path):

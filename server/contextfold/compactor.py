@@ -123,7 +123,9 @@ class Compactor:
         session = await self._store.get_session(session_id, owner)
         settings = self._access.settings_for(session)
         usable = self._access.usable_for(session, settings)
-        messages = await self._store.load_messages(session.id, after_seq=view.load_from(session.view))
+        messages = await self._store.load_messages(
+            session.id, owner=session.owner, after_seq=view.load_from(session.view)
+        )
         visible = view.in_view(messages, session.view)
         plan = plan_compaction(
             visible,

@@ -252,6 +252,9 @@ class SystemPrompt(_Model):
 
 class Session(_Model):
     id: str
+    owner: str = Field("", exclude=True)
+    """The tenant that owns the session ('' locally); set by the store, never shown to clients.
+    Session ids are per owner: two tenants may each have a session called "x"."""
     title: str | None = None
     model: str = "default"
     settings: dict[str, Any] = Field(default_factory=dict)

@@ -472,16 +472,20 @@ class ContextService:
 
     async def _view(self, session: Session) -> list[Message]:
         """The messages the model sees now, in the order it sees them."""
-        messages = await self.store.load_messages(session.id, after_seq=view.load_from(session.view))
+        messages = await self.store.load_messages(
+            session.id, owner=session.owner, after_seq=view.load_from(session.view)
+        )
         return view.in_view(messages, session.view)
 
-    async def _load_page(self, session_id: str, rows: list[MessageRow]) -> list[Message]:
+    async def _load_page(self, session: Session, rows: list[MessageRow]) -> list[Message]:
         if not rows:
             return []
         first, last = min(r.seq for r in rows), max(r.seq for r in rows)
         loaded = {
             m.id: m
-            for m in await self.store.load_messages(session_id, after_seq=first - 1, limit=last - first + 1)
+            for m in await self.store.load_messages(
+                session.id, owner=session.owner, after_seq=first - 1, limit=last - first + 1
+            )
         }
         return [loaded[r.id] for r in rows if r.id in loaded]  # a compaction in between may hide some
 
@@ -508,9 +512,10 @@ class ContextService:
         else:
             # A page loads only its own messages: the view is worked out on the light rows.
             visible = view.in_view(
-                await self.store.rows(session.id, after_seq=view.load_from(session.view)), session.view
+                await self.store.rows(session.id, owner=session.owner, after_seq=view.load_from(session.view)),
+                session.view,
             )
-            page = await self._load_page(session.id, visible[start : start + limit])
+            page = await self._load_page(session, visible[start : start + limit])
         system = session.system if start == 0 else []
         body = formats.render(system, page, format, RenderOptions(strip_media=strip_media))
         if cache_anchors:
@@ -548,7 +553,11 @@ class ContextService:
         in_view = calibrated_tokens(session.tokens_in_view, reported)
         verdict = assess(in_view, budget, soft_ratio=settings.soft_ratio, hard_ratio=settings.hard_ratio)
         counter = self._counter(session.model, settings)
-        health = cache_health(await self.store.recent_usages(session.id)) if session.last_usage else None
+        health = (
+            cache_health(await self.store.recent_usages(session.id, owner=session.owner))
+            if session.last_usage
+            else None
+        )
         return Status(
             session_id=session.id,
             model=session.model,
@@ -574,7 +583,7 @@ class ContextService:
         sessions = (await self.store.list_sessions(owner, limit=10_000)).sessions
         compactions = freed = prunes = pruned = 0
         for session in sessions:
-            count, tokens = await self.store.compaction_totals(session.id)
+            count, tokens = await self.store.compaction_totals(session.id, owner=owner)
             compactions, freed = compactions + count, freed + tokens
             info = session.metadata.get("prunes", {})
             prunes += int(info.get("count", 0))
@@ -590,11 +599,11 @@ class ContextService:
         }
 
     async def _compaction_metrics(self, session: Session) -> CompactionMetrics | None:
-        count, freed = await self.store.compaction_totals(session.id)
+        count, freed = await self.store.compaction_totals(session.id, owner=session.owner)
         prunes = session.metadata.get("prunes", {})
         if not count and not prunes:
             return None
-        recent = await self.store.compactions(session.id, limit=10)
+        recent = await self.store.compactions(session.id, owner=session.owner, limit=10)
         return CompactionMetrics(
             compactions=count,
             tokens_freed=freed,
@@ -687,7 +696,8 @@ class ContextService:
         """Which recent messages fit the tail budget (read-only; compaction summarizes the rest)."""
         session = await self.store.get_session(session_id, owner)
         settings = self._session_settings(session)
-        rows = view.in_view(await self.store.rows(session.id, after_seq=view.load_from(session.view)), session.view)
+        stored = await self.store.rows(session.id, owner=session.owner, after_seq=view.load_from(session.view))
+        rows = view.in_view(stored, session.view)
         if budget is None:
             budget = tail_budget(self._budget(session, settings).usable, settings.preserve_recent_tokens)
         if budget < 0:
@@ -831,7 +841,9 @@ class ContextService:
         session = await self.store.get_session(session_id, owner)
         if session.view is None:
             raise NotFoundError("summary", session_id, "the session has not been compacted yet")
-        messages = await self.store.load_messages(session.id, after_seq=session.view.summary_seq - 1, limit=1)
+        messages = await self.store.load_messages(
+            session.id, owner=session.owner, after_seq=session.view.summary_seq - 1, limit=1
+        )
         return messages[0].text
 
     # -- spilled outputs -------------------------------------------------------------------------

@@ -130,10 +130,16 @@ class SessionStore(Protocol):
         ...
 
     async def load_messages(
-        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, hidden: bool = False
+        self,
+        session_id: str,
+        *,
+        owner: str = "",
+        after_seq: int = 0,
+        limit: int | None = None,
+        hidden: bool = False,
     ) -> list[Message]: ...
 
-    async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]: ...
+    async def rows(self, session_id: str, *, owner: str = "", after_seq: int = 0) -> list[MessageRow]: ...
 
     async def get_output(self, output_id: str, owner: str = "") -> OutputRecord: ...
 
@@ -145,15 +151,17 @@ class SessionStore(Protocol):
 
     async def delete_outputs(self, output_ids: Sequence[str]) -> None: ...
 
-    async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
+    async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""
         ...
 
-    async def compactions(self, session_id: str | None = None, *, limit: int = 10) -> list[CompactionRecord]:
+    async def compactions(
+        self, session_id: str | None = None, *, owner: str = "", limit: int = 10
+    ) -> list[CompactionRecord]:
         """The latest compactions, newest first: of one session, or of all."""
         ...
 
-    async def compaction_totals(self, session_id: str | None = None) -> tuple[int, int]:
+    async def compaction_totals(self, session_id: str | None = None, *, owner: str = "") -> tuple[int, int]:
         """(how many compactions, tokens freed in all), for one session or all."""
         ...
 

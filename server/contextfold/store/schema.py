@@ -99,6 +99,141 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE messages ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
     """,
+    # 5: session ids are per tenant: sessions keyed by (owner, id), and every child row carries
+    # its owner, so two tenants may each own a session "x" and neither can learn the other's ids.
+    # SQLite cannot change a primary key in place: build the new tables, copy, drop the old ones
+    # children first (so no cascade fires), then rename. Renaming rewrites the references of the
+    # new children to the final names. Also: why each spilled output left (read_output says
+    # "evicted" or "expired" instead of guessing), and an index for the latest usage reports.
+    """
+    CREATE TABLE sessions_v5 (
+        owner TEXT NOT NULL,
+        id TEXT NOT NULL,
+        title TEXT,
+        model TEXT NOT NULL,
+        settings TEXT NOT NULL DEFAULT '{}',
+        system TEXT NOT NULL DEFAULT '[]',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        next_seq INTEGER NOT NULL DEFAULT 1,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        tokens_stored INTEGER NOT NULL DEFAULT 0,
+        tokens_in_view INTEGER NOT NULL DEFAULT 0,
+        last_usage TEXT,
+        last_usage_message_id TEXT,
+        usage_baseline INTEGER NOT NULL DEFAULT 0,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        view TEXT,
+        PRIMARY KEY (owner, id)
+    );
+    INSERT INTO sessions_v5 (owner, id, title, model, settings, system, created_at, updated_at, next_seq,
+        message_count, tokens_stored, tokens_in_view, last_usage, last_usage_message_id, usage_baseline,
+        metadata, view)
+    SELECT owner, id, title, model, settings, system, created_at, updated_at, next_seq, message_count,
+        tokens_stored, tokens_in_view, last_usage, last_usage_message_id, usage_baseline, metadata, view
+    FROM sessions;
+
+    CREATE TABLE messages_v5 (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        name TEXT,
+        parent_id TEXT,
+        summary INTEGER NOT NULL DEFAULT 0,
+        finish_reason TEXT,
+        error TEXT,
+        usage TEXT,
+        created_at REAL NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        tokens INTEGER NOT NULL DEFAULT 0,
+        turn_start INTEGER NOT NULL DEFAULT 0,
+        view_tokens INTEGER,
+        hidden INTEGER NOT NULL DEFAULT 0,
+        FOREIGN KEY (owner, session_id) REFERENCES sessions_v5 (owner, id) ON DELETE CASCADE,
+        UNIQUE (owner, session_id, seq)
+    );
+    INSERT INTO messages_v5 (id, owner, session_id, seq, role, name, parent_id, summary, finish_reason, error,
+        usage, created_at, metadata, tokens, turn_start, view_tokens, hidden)
+    SELECT m.id, s.owner, m.session_id, m.seq, m.role, m.name, m.parent_id, m.summary, m.finish_reason,
+        m.error, m.usage, m.created_at, m.metadata, m.tokens, m.turn_start, m.view_tokens, m.hidden
+    FROM messages m JOIN sessions s ON s.id = m.session_id;
+
+    CREATE TABLE parts_v5 (
+        message_id TEXT NOT NULL REFERENCES messages_v5 (id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        owner TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        call_id TEXT,
+        state TEXT,
+        data TEXT NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (message_id, idx)
+    );
+    INSERT INTO parts_v5 (message_id, idx, owner, session_id, type, call_id, state, data, tokens)
+    SELECT p.message_id, p.idx, m.owner, p.session_id, p.type, p.call_id, p.state, p.data, p.tokens
+    FROM parts p JOIN messages_v5 m ON m.id = p.message_id;
+
+    CREATE TABLE outputs_v5 (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        lines INTEGER NOT NULL,
+        tool TEXT,
+        call_id TEXT,
+        created_at REAL NOT NULL,
+        last_read_at REAL,
+        FOREIGN KEY (owner, session_id) REFERENCES sessions_v5 (owner, id) ON DELETE CASCADE
+    );
+    INSERT INTO outputs_v5 (id, session_id, owner, digest, bytes, lines, tool, call_id, created_at, last_read_at)
+    SELECT o.id, o.session_id, s.owner, o.digest, o.bytes, o.lines, o.tool, o.call_id, o.created_at,
+        o.last_read_at
+    FROM outputs o JOIN sessions s ON s.id = o.session_id;
+
+    CREATE TABLE compactions_v5 (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        data TEXT NOT NULL,
+        FOREIGN KEY (owner, session_id) REFERENCES sessions_v5 (owner, id) ON DELETE CASCADE
+    );
+    INSERT INTO compactions_v5 (id, owner, session_id, created_at, data)
+    SELECT c.id, s.owner, c.session_id, c.created_at, c.data
+    FROM compactions c JOIN sessions s ON s.id = c.session_id;
+
+    DROP TABLE parts;
+    DROP TABLE compactions;
+    DROP TABLE outputs;
+    DROP TABLE messages;
+    DROP TABLE sessions;
+    ALTER TABLE sessions_v5 RENAME TO sessions;
+    ALTER TABLE messages_v5 RENAME TO messages;
+    ALTER TABLE parts_v5 RENAME TO parts;
+    ALTER TABLE outputs_v5 RENAME TO outputs;
+    ALTER TABLE compactions_v5 RENAME TO compactions;
+
+    CREATE INDEX sessions_by_owner ON sessions (owner, updated_at DESC, id DESC);
+    CREATE INDEX messages_turns ON messages (owner, session_id, turn_start, seq);
+    CREATE INDEX messages_with_usage ON messages (owner, session_id, seq) WHERE usage IS NOT NULL;
+    CREATE INDEX parts_by_call ON parts (owner, session_id, call_id) WHERE call_id IS NOT NULL;
+    CREATE INDEX outputs_by_digest ON outputs (digest);
+    CREATE INDEX outputs_by_created ON outputs (created_at);
+    CREATE INDEX outputs_by_session ON outputs (owner, session_id);
+    CREATE INDEX compactions_by_session ON compactions (owner, session_id, created_at);
+
+    CREATE TABLE output_tombstones (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        reason TEXT NOT NULL CHECK (reason IN ('expired', 'evicted')),
+        removed_at REAL NOT NULL
+    );
+    CREATE INDEX output_tombstones_by_time ON output_tombstones (removed_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -109,27 +244,43 @@ class SchemaTooNewError(RuntimeError):
 
 
 async def migrate(conn: aiosqlite.Connection) -> int:
-    """Bring the database to `SCHEMA_VERSION`; returns the version it started at."""
-    async with conn.execute("PRAGMA user_version") as cur:
-        row = await cur.fetchone()
-    start = int(row[0]) if row else 0
-    if start > SCHEMA_VERSION:
-        raise SchemaTooNewError(
-            f"the database is at schema version {start}, newer than this contextfold ({SCHEMA_VERSION}); "
-            "upgrade contextfold"
-        )
+    """Bring the database to `SCHEMA_VERSION`; returns the version it started at.
+
+    Several processes may open one database at the same moment (every agent window starts its
+    own server). Each step therefore takes the write lock first and reads `user_version` again
+    inside that transaction: a step another process applied meanwhile is skipped, never re-run.
+    """
+    start = await _version(conn)
+    _check_not_newer(start)
     for version in range(start, SCHEMA_VERSION):
         # executescript would COMMIT on its own; run the statements inside our transaction instead.
         await conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _statements(MIGRATIONS[version]):
-                await conn.execute(statement)
-            await conn.execute(f"PRAGMA user_version = {version + 1}")
+            current = await _version(conn)
+            _check_not_newer(current)
+            if current <= version:
+                for statement in _statements(MIGRATIONS[version]):
+                    await conn.execute(statement)
+                await conn.execute(f"PRAGMA user_version = {version + 1}")
         except BaseException:
             await conn.execute("ROLLBACK")
             raise
         await conn.execute("COMMIT")
     return start
+
+
+async def _version(conn: aiosqlite.Connection) -> int:
+    async with conn.execute("PRAGMA user_version") as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _check_not_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"the database is at schema version {version}, newer than this contextfold ({SCHEMA_VERSION}); "
+            "upgrade contextfold"
+        )
 
 
 def _statements(script: str) -> list[str]:

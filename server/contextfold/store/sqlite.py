@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -46,7 +47,7 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
         raise ValueError(f"cursor {cursor!r} is not one this server issued; pass next_cursor as returned") from exc
 
 
-_SESSION_FIELDS = tuple(Session.model_fields)
+_SESSION_FIELDS = tuple(f for f in Session.model_fields if f != "owner")
 """Session fields map one to one onto columns of `sessions`; these are stored as JSON text."""
 _JSON_FIELDS = frozenset({"settings", "system", "last_usage", "view", "metadata"})
 _SESSION_COLUMNS = ", ".join(_SESSION_FIELDS)
@@ -54,7 +55,7 @@ _INSERT_SESSION = (
     f"INSERT INTO sessions (owner, {_SESSION_COLUMNS}) VALUES (?, {', '.join('?' * len(_SESSION_FIELDS))})"
 )
 _UPDATABLE = tuple(f for f in _SESSION_FIELDS if f not in ("id", "created_at"))
-_UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in _UPDATABLE)} WHERE id = ?"
+_UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in _UPDATABLE)} WHERE owner = ? AND id = ?"
 
 
 def _session_columns(session: Session) -> dict[str, Any]:
@@ -63,9 +64,8 @@ def _session_columns(session: Session) -> dict[str, Any]:
 
 
 def _session_from_row(row: aiosqlite.Row) -> Session:
-    return Session.model_validate(
-        {f: json.loads(row[f]) if f in _JSON_FIELDS and row[f] is not None else row[f] for f in _SESSION_FIELDS}
-    )
+    data = {f: json.loads(row[f]) if f in _JSON_FIELDS and row[f] is not None else row[f] for f in _SESSION_FIELDS}
+    return Session.model_validate({**data, "owner": row["owner"]})
 
 
 def _part_json(part: Part) -> str:
@@ -82,14 +82,21 @@ def _load_part(data: str, tokens: int) -> Part:
 
 
 async def _load_messages(
-    db: aiosqlite.Connection, session_id: str, after_seq: int, limit: int | None, *, hidden: bool = False
+    db: aiosqlite.Connection,
+    owner: str,
+    session_id: str,
+    after_seq: int,
+    limit: int | None,
+    *,
+    hidden: bool = False,
 ) -> list[Message]:
     # Messages a removal strategy took out of the view are read only when asked for (full history).
     visible = "" if hidden else " AND hidden = 0"
     async with db.execute(
         "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
-        f"metadata, tokens, view_tokens FROM messages WHERE session_id = ? AND seq > ?{visible} ORDER BY seq LIMIT ?",
-        (session_id, after_seq, -1 if limit is None else limit),
+        "metadata, tokens, view_tokens FROM messages WHERE owner = ? AND session_id = ? AND seq > ?"
+        f"{visible} ORDER BY seq LIMIT ?",
+        (owner, session_id, after_seq, -1 if limit is None else limit),
     ) as cur:
         message_rows = list(await cur.fetchall())
     if not message_rows:
@@ -97,8 +104,8 @@ async def _load_messages(
     parts: dict[str, list[Part]] = {}
     async with db.execute(
         "SELECT p.message_id, p.data, p.tokens FROM parts p JOIN messages m ON m.id = p.message_id "
-        "WHERE m.session_id = ? AND m.seq BETWEEN ? AND ? ORDER BY m.seq, p.idx",
-        (session_id, message_rows[0]["seq"], message_rows[-1]["seq"]),
+        "WHERE m.owner = ? AND m.session_id = ? AND m.seq BETWEEN ? AND ? ORDER BY m.seq, p.idx",
+        (owner, session_id, message_rows[0]["seq"], message_rows[-1]["seq"]),
     ) as cur:
         async for row in cur:
             parts.setdefault(row["message_id"], []).append(_load_part(row["data"], row["tokens"]))
@@ -124,13 +131,41 @@ async def _load_messages(
     ]
 
 
-async def _rows(db: aiosqlite.Connection, session_id: str, after_seq: int) -> list[MessageRow]:
+async def _rows(db: aiosqlite.Connection, owner: str, session_id: str, after_seq: int) -> list[MessageRow]:
     async with db.execute(
         "SELECT id, seq, role, COALESCE(view_tokens, tokens) AS tokens, turn_start, summary FROM messages "
-        "WHERE session_id = ? AND seq > ? AND hidden = 0 ORDER BY seq",
-        (session_id, after_seq),
+        "WHERE owner = ? AND session_id = ? AND seq > ? AND hidden = 0 ORDER BY seq",
+        (owner, session_id, after_seq),
     ) as cur:
         return [MessageRow(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5])) for r in await cur.fetchall()]
+
+
+async def _enable_wal(conn: aiosqlite.Connection) -> None:
+    """Switch to WAL, waiting out other processes that open the same new database right now.
+
+    The switch needs a moment of exclusive access; when another process holds the database (it is
+    creating the schema, say), SQLite answers "database is locked" at once rather than calling the
+    busy handler. Once any process has switched, the mode is stored in the file and this is a no-op.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            async with conn.execute("PRAGMA journal_mode = WAL") as cur:
+                row = await cur.fetchone()
+            if row is not None and str(row[0]).lower() == "wal":
+                return
+            # Another mode came back: a connection elsewhere holds the database in rollback mode.
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+        if time.monotonic() > deadline:
+            raise sqlite3.OperationalError(
+                f"database is locked: could not switch it to WAL within {BUSY_TIMEOUT_MS / 1000:g} s; "
+                "another process holds it"
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def _output_from_row(row: aiosqlite.Row) -> OutputRecord:
@@ -156,7 +191,7 @@ class SQLiteStore:
         try:
             conn.row_factory = aiosqlite.Row
             await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            await conn.execute("PRAGMA journal_mode = WAL")
+            await _enable_wal(conn)
             await conn.execute("PRAGMA synchronous = NORMAL")
             await conn.execute("PRAGMA foreign_keys = ON")
             await migrate(conn)
@@ -195,9 +230,9 @@ class SQLiteStore:
 
     async def create_session(self, session: Session, owner: str = "") -> Session:
         now = time.time()
-        session = session.model_copy(update={"created_at": now, "updated_at": now})
+        session = session.model_copy(update={"owner": owner, "created_at": now, "updated_at": now})
         async with self._transaction() as db:
-            async with db.execute("SELECT owner FROM sessions WHERE id = ?", (session.id,)) as cur:
+            async with db.execute("SELECT 1 FROM sessions WHERE owner = ? AND id = ?", (owner, session.id)) as cur:
                 if await cur.fetchone() is not None:
                     raise ConflictError(f"a session with id {session.id!r} already exists")
             await db.execute(_INSERT_SESSION, (owner, *_session_columns(session).values()))
@@ -205,7 +240,7 @@ class SQLiteStore:
 
     async def get_session(self, session_id: str, owner: str = "") -> Session:
         row = await self._fetchone(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ? AND owner = ?", (session_id, owner)
+            f"SELECT owner, {_SESSION_COLUMNS} FROM sessions WHERE owner = ? AND id = ?", (owner, session_id)
         )
         if row is None:
             raise NotFoundError("session", session_id, "list sessions with session_list or open one with session_open")
@@ -219,7 +254,7 @@ class SQLiteStore:
             where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
             params += [updated_at, updated_at, last_id]
         rows = await self._fetchall(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {where} "
+            f"SELECT owner, {_SESSION_COLUMNS} FROM sessions WHERE {where} "
             "ORDER BY updated_at DESC, id DESC LIMIT ?",
             (*params, limit + 1),
         )
@@ -230,7 +265,7 @@ class SQLiteStore:
 
     async def delete_session(self, session_id: str, owner: str = "") -> None:
         async with self._transaction() as db:
-            cur = await db.execute("DELETE FROM sessions WHERE id = ? AND owner = ?", (session_id, owner))
+            cur = await db.execute("DELETE FROM sessions WHERE owner = ? AND id = ?", (owner, session_id))
             if cur.rowcount == 0:
                 raise NotFoundError("session", session_id)
 
@@ -240,38 +275,40 @@ class SQLiteStore:
     async def write(
         self, session_id: str, owner: str = "", *, create: Session | None = None
     ) -> AsyncIterator[_SQLiteTransaction]:
+        # Session ids are per tenant: another tenant's "x" is simply not this tenant's "x".
         async with self._transaction() as db:
-            row = await self._session_row(db, session_id)
-            if row is not None and row["owner"] != owner:
-                # Another tenant's session reads exactly like a missing one.
-                row = None
-                if create is not None:
-                    raise ConflictError(f"a session with id {session_id!r} already exists")
+            row = await self._session_row(db, owner, session_id)
             if row is None and create is not None:
                 now = time.time()
                 create = create.model_copy(update={"id": session_id, "created_at": now, "updated_at": now})
                 await db.execute(_INSERT_SESSION, (owner, *_session_columns(create).values()))
-                row = await self._session_row(db, session_id)
+                row = await self._session_row(db, owner, session_id)
             if row is None:
                 raise NotFoundError("session", session_id, "open it first with session_open")
-            yield _SQLiteTransaction(db, _session_from_row(row), row["next_seq"])
+            yield _SQLiteTransaction(db, owner, _session_from_row(row), row["next_seq"])
 
     @staticmethod
-    async def _session_row(db: aiosqlite.Connection, session_id: str) -> aiosqlite.Row | None:
+    async def _session_row(db: aiosqlite.Connection, owner: str, session_id: str) -> aiosqlite.Row | None:
         async with db.execute(
-            f"SELECT {_SESSION_COLUMNS}, owner, next_seq FROM sessions WHERE id = ?", (session_id,)
+            f"SELECT owner, {_SESSION_COLUMNS}, next_seq FROM sessions WHERE owner = ? AND id = ?", (owner, session_id)
         ) as cur:
             return await cur.fetchone()
 
     async def load_messages(
-        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, hidden: bool = False
+        self,
+        session_id: str,
+        *,
+        owner: str = "",
+        after_seq: int = 0,
+        limit: int | None = None,
+        hidden: bool = False,
     ) -> list[Message]:
         async with self._lock:
-            return await _load_messages(self._conn, session_id, after_seq, limit, hidden=hidden)
+            return await _load_messages(self._conn, owner, session_id, after_seq, limit, hidden=hidden)
 
-    async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]:
+    async def rows(self, session_id: str, *, owner: str = "", after_seq: int = 0) -> list[MessageRow]:
         async with self._lock:
-            return await _rows(self._conn, session_id, after_seq)
+            return await _rows(self._conn, owner, session_id, after_seq)
 
     # -- spilled outputs ---------------------------------------------------------------------
 
@@ -292,25 +329,28 @@ class SQLiteStore:
         async with self._transaction() as db:
             await db.executemany("DELETE FROM outputs WHERE id = ?", [(i,) for i in output_ids])
 
-    async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
+    async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""
         rows = await self._fetchall(
-            "SELECT usage FROM messages WHERE session_id = ? AND usage IS NOT NULL ORDER BY seq DESC LIMIT ?",
-            (session_id, limit),
+            "SELECT usage FROM messages WHERE owner = ? AND session_id = ? AND usage IS NOT NULL "
+            "ORDER BY seq DESC LIMIT ?",
+            (owner, session_id, limit),
         )
         return [Usage.model_validate_json(r["usage"]) for r in reversed(rows)]
 
     # -- compaction history ------------------------------------------------------------------
 
-    async def compactions(self, session_id: str | None = None, *, limit: int = 10) -> list[CompactionRecord]:
-        where, params = ("WHERE session_id = ?", [session_id]) if session_id else ("", [])
+    async def compactions(
+        self, session_id: str | None = None, *, owner: str = "", limit: int = 10
+    ) -> list[CompactionRecord]:
+        where, params = ("WHERE owner = ? AND session_id = ?", [owner, session_id]) if session_id else ("", [])
         rows = await self._fetchall(
             f"SELECT data FROM compactions {where} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit)
         )
         return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
 
-    async def compaction_totals(self, session_id: str | None = None) -> tuple[int, int]:
-        where, params = ("WHERE session_id = ?", [session_id]) if session_id else ("", [])
+    async def compaction_totals(self, session_id: str | None = None, *, owner: str = "") -> tuple[int, int]:
+        where, params = ("WHERE owner = ? AND session_id = ?", [owner, session_id]) if session_id else ("", [])
         row = await self._fetchone(
             "SELECT COUNT(*), COALESCE(SUM(json_extract(data, '$.tokens_before') - "
             f"json_extract(data, '$.tokens_after')), 0) FROM compactions {where}",
@@ -332,13 +372,14 @@ class SQLiteStore:
 
 
 class _SQLiteTransaction:
-    def __init__(self, db: aiosqlite.Connection, session: Session, next_seq: int) -> None:
+    def __init__(self, db: aiosqlite.Connection, owner: str, session: Session, next_seq: int) -> None:
         self._db = db
+        self._owner = owner
         self.session = session
         self._next_seq = next_seq
 
     async def messages(self, after_seq: int = 0, *, hidden: bool = False) -> list[Message]:
-        return await _load_messages(self._db, self.session.id, after_seq, None, hidden=hidden)
+        return await _load_messages(self._db, self._owner, self.session.id, after_seq, None, hidden=hidden)
 
     async def hide_messages(self, message_ids: Sequence[str]) -> None:
         await self._db.executemany("UPDATE messages SET hidden = 1 WHERE id = ?", [(i,) for i in message_ids])
@@ -355,9 +396,9 @@ class _SQLiteTransaction:
             async with self._db.execute(
                 f"SELECT p.message_id, p.idx, p.call_id, p.data, p.tokens FROM parts p "
                 f"JOIN messages m ON m.id = p.message_id "
-                f"WHERE p.session_id = ? AND p.call_id IN ({marks}) AND p.state IN ('pending', 'running') "
-                f"ORDER BY m.seq, p.idx",
-                (self.session.id, *chunk),
+                f"WHERE p.owner = ? AND p.session_id = ? AND p.call_id IN ({marks}) "
+                "AND p.state IN ('pending', 'running') ORDER BY m.seq, p.idx",
+                (self._owner, self.session.id, *chunk),
             ) as cur:
                 async for row in cur:
                     # Later rows win: a reused call id answers its most recent call.
@@ -397,6 +438,7 @@ class _SQLiteTransaction:
             message_rows.append(
                 (
                     message.id,
+                    self._owner,
                     self.session.id,
                     seq,
                     message.role,
@@ -419,6 +461,7 @@ class _SQLiteTransaction:
                     (
                         message.id,
                         index,
+                        self._owner,
                         self.session.id,
                         part.type,
                         part.call_id if is_tool else None,
@@ -429,17 +472,19 @@ class _SQLiteTransaction:
                 )
             stored.append(message)
         await self._db.executemany(
-            "INSERT INTO messages (id, session_id, seq, role, name, parent_id, summary, finish_reason, "
+            "INSERT INTO messages (id, owner, session_id, seq, role, name, parent_id, summary, finish_reason, "
             "error, usage, created_at, metadata, tokens, view_tokens, turn_start) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             message_rows,
         )
         await self._db.executemany(
-            "INSERT INTO parts (message_id, idx, session_id, type, call_id, state, data, tokens) "
-            "VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO parts (message_id, idx, owner, session_id, type, call_id, state, data, tokens) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
             part_rows,
         )
-        await self._db.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (self._next_seq, self.session.id))
+        await self._db.execute(
+            "UPDATE sessions SET next_seq = ? WHERE owner = ? AND id = ?", (self._next_seq, self._owner, self.session.id)
+        )
         return stored
 
     async def mark_parts(self, marks: Sequence[PartMark]) -> None:
@@ -453,7 +498,7 @@ class _SQLiteTransaction:
         )
 
     async def rows(self, after_seq: int = 0) -> list[MessageRow]:
-        return await _rows(self._db, self.session.id, after_seq)
+        return await _rows(self._db, self._owner, self.session.id, after_seq)
 
     async def add_output(self, record: OutputRecord) -> None:
         await self._db.execute(
@@ -478,8 +523,8 @@ class _SQLiteTransaction:
             update={"id": record.id or new_id("cmp"), "session_id": self.session.id, "created_at": time.time()}
         )
         await self._db.execute(
-            "INSERT INTO compactions (id, session_id, created_at, data) VALUES (?,?,?,?)",
-            (record.id, record.session_id, record.created_at, record.model_dump_json()),
+            "INSERT INTO compactions (id, owner, session_id, created_at, data) VALUES (?,?,?,?,?)",
+            (record.id, self._owner, record.session_id, record.created_at, record.model_dump_json()),
         )
         return record
 
@@ -497,5 +542,5 @@ class _SQLiteTransaction:
     async def save_session(self, session: Session) -> None:
         session = session.model_copy(update={"updated_at": time.time()})
         columns = _session_columns(session)
-        await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in _UPDATABLE), session.id))
+        await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in _UPDATABLE), self._owner, session.id))
         self.session = session
