@@ -65,18 +65,22 @@ def _version_behind(path: Path) -> None:
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
-        conn.execute(
-            "INSERT INTO sessions (id, owner, model, created_at, updated_at, next_seq, message_count) "
-            "VALUES ('old', '', 'gpt-4o', 1, 1, 2, 1)"
-        )
-        conn.execute(
-            "INSERT INTO messages (id, session_id, seq, role, created_at, tokens) "
-            "VALUES ('msg_old', 'old', 1, 'user', 1, 7)"
-        )
-        conn.execute(
-            "INSERT INTO parts (message_id, idx, session_id, type, data) "
-            """VALUES ('msg_old', 0, 'old', 'text', '{"type":"text","text":"kept across the upgrade"}')"""
-        )
+        _insert(conn, "sessions", id="old", owner="", model="gpt-4o", created_at=1, updated_at=1, next_seq=2,
+                message_count=1)
+        _insert(conn, "messages", id="msg_old", owner="", session_id="old", seq=1, role="user", created_at=1,
+                tokens=7)
+        _insert(conn, "parts", message_id="msg_old", idx=0, owner="", session_id="old", type="text",
+                data='{"type":"text","text":"kept across the upgrade"}')
+
+
+def _insert(conn: sqlite3.Connection, table: str, **values: object) -> None:
+    """Insert the values whose columns the table has at this schema version."""
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    names = [name for name in values if name in columns]
+    conn.execute(
+        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+        [values[name] for name in names],
+    )
 
 
 @pytest.mark.parametrize("behind", [False, True], ids=["fresh-home", "one-version-behind"])

@@ -6,11 +6,13 @@ import hashlib
 import json
 import os
 import random
+import re
 import stat
 import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from unittest import mock
 
@@ -21,7 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold import spill
+from contextfold.config import load_settings
+from contextfold.outputs import OutputDamaged
+from contextfold.service import ContextService
 from contextfold.spill import Line, SpillFiles
+from contextfold.store import NotFoundError
 
 CORPUS_FILE = "normalized/mini-swe-agent__psf__requests-1142.jsonl"
 
@@ -496,7 +502,7 @@ def test_index_stride_doubles_when_entries_run_out(store: SpillFiles) -> None:
     with mock.patch.object(spill, "_INDEX_STRIDE", 3), mock.patch.object(spill, "_INDEX_MAX_ENTRIES", 8):
         written = store.write_stream(text[i : i + 101].encode() for i in range(0, len(text), 101))
     header = (store.root / f"{written.digest}.idx").read_bytes()[: spill._INDEX_HEADER.size]
-    _, stride, size, total, count, _ = spill._INDEX_HEADER.unpack(header)
+    _, _, stride, size, total, count, _ = spill._INDEX_HEADER.unpack(header)
     # 3 → 6 → … → 192: the smallest stride whose entries (one per started stride) fit in 8.
     assert (stride, size, total) == (3 * 2**6, len(text), 1_000)
     assert count == -(-1_000 // stride) == 6
@@ -794,3 +800,173 @@ def test_the_block_skim_finds_exactly_the_lines_a_line_by_line_search_finds(
     want = [i + 1 for i, line in enumerate(texts) if compiled.search(line)]
     found = store.grep(digest, pattern, max_matches=1_000, max_chars=1_000_000)
     assert [m.line.number for m in found.matches] == want
+
+
+# -- damage done behind the store's back -----------------------------------------------------------
+
+
+def _later(path: Path) -> None:
+    """Give a file an mtime a second on, as an editor saving after the store wrote it would."""
+    ns = path.stat().st_mtime_ns + 1_000_000_000
+    os.utime(path, ns=(ns, ns))
+
+
+def _stamp(store: SpillFiles, digest: str) -> int:
+    """The mtime a file's index records as verified."""
+    return spill._INDEX_HEADER.unpack_from((store.root / f"{digest}.idx").read_bytes())[1]
+
+
+def _reads(store: SpillFiles, digest: str) -> list:  # type: ignore[type-arg]
+    return [
+        lambda: store.read_lines(digest, 1, 10),
+        lambda: store.read_lines(digest, 2_990),
+        lambda: store.grep(digest, "line 2999 "),
+        lambda: store.read_text(digest),
+    ]
+
+
+@pytest.mark.parametrize("index", ["kept", "lost"])
+def test_a_truncated_file_is_damaged_not_a_shorter_output(store: SpillFiles, index: str) -> None:
+    text = numbered(3_000)
+    digest = store.write(text).digest
+    with open(store.root / digest, "r+b") as f:
+        f.truncate(len(text) // 2)
+    if index == "lost":
+        (store.root / f"{digest}.idx").unlink()
+    for read in _reads(store, digest):
+        with pytest.raises(spill.DamagedContent, match=rf"{digest} is damaged: its [\d,]+ bytes no longer hash"):
+            read()
+
+
+@pytest.mark.parametrize("index", ["kept", "lost"])
+def test_an_edited_file_is_damaged_even_at_its_old_size(store: SpillFiles, index: str) -> None:
+    text = numbered(3_000)
+    digest = store.write(text).digest
+    path = store.root / digest
+    path.write_bytes(text.replace("line 2999 ", "line 2998 ").encode())
+    _later(path)
+    if index == "lost":
+        (store.root / f"{digest}.idx").unlink()
+    for read in _reads(store, digest):
+        with pytest.raises(spill.DamagedContent, match="changed outside contextfold"):
+            read()
+
+
+def test_a_touched_file_is_rehashed_once_then_trusted(store: SpillFiles) -> None:
+    text = numbered(3_000)
+    digest = store.write(text).digest
+    path, idx = store.root / digest, store.root / f"{digest}.idx"
+    assert _stamp(store, digest) == path.stat().st_mtime_ns
+    _later(path)
+    assert [line.text for line in store.read_lines(digest, 2_001, 2).lines] == ["line 2001 " + "x" * (2001 % 37),
+                                                                                 "line 2002 " + "x" * (2002 % 37)]
+    assert _stamp(store, digest) == path.stat().st_mtime_ns  # rehashed, found equal, restamped
+    restamped = idx.stat().st_ino
+    assert store.grep(digest, "line 2999 ").matches
+    assert idx.stat().st_ino == restamped  # served from the index: no second rehash
+
+
+def test_writing_the_content_again_repairs_a_damaged_file(store: SpillFiles) -> None:
+    text = numbered(500)
+    digest = store.write(text).digest
+    path = store.root / digest
+    path.write_bytes(path.read_bytes()[:100])
+    again = store.write(text)
+    assert (again.digest, again.created) == (digest, True)  # stored anew over the damaged copy
+    assert path.read_bytes() == text.encode()
+    assert read_all(store, digest)[-1].text.startswith("line 500 ")
+    assert store.write(text).created is False  # intact now: deduplicated as usual
+
+
+async def _service(home: Path, **overrides: object) -> ContextService:
+    return await ContextService.open(load_settings({"home": home, **overrides}, environ={}))
+
+
+@pytest.mark.anyio
+async def test_read_output_says_an_output_is_damaged(tmp_path: Path) -> None:
+    text = numbered(300)
+    async with await _service(tmp_path) as svc:
+        await svc.open_session("s", model="gpt-4o")
+        out = (await svc.spill("s", text)).output_id
+        path = svc.settings.spill_path / (await svc.store.get_output(out)).digest
+        reads = [
+            lambda: svc.read_output(out),
+            lambda: svc.read_output(out, offset=250),
+            lambda: svc.read_output(out, pattern="line 299 "),
+            lambda: svc.output_text(out),
+        ]
+        size = path.stat().st_size
+        with open(path, "r+b") as f:
+            f.truncate(size - 1_000)
+        for read in reads:
+            with pytest.raises(OutputDamaged) as caught:
+                await read()
+            assert str(caught.value) == (
+                f"output {out} is damaged: its spilled file holds {size - 1_000:,} bytes, not the {size:,} "
+                "stored (cut short outside contextfold); rerun the tool to see it again"
+            )
+        path.write_bytes(text.replace("line 299 ", "line 298 ").encode())
+        _later(path)
+        for read in reads:
+            with pytest.raises(OutputDamaged, match=rf"^output {out} is damaged: its spilled file was changed "
+                               r"outside contextfold \(its bytes no longer match the sha256 they were stored "
+                               r"under\); rerun the tool to see it again$"):
+                await read()
+        # Spilling the same content again stores it anew: both outputs read whole.
+        again = (await svc.spill("s", text)).output_id
+        for output_id in (out, again):
+            assert (await svc.output_text(output_id)) == text
+            assert (await svc.read_output(output_id, pattern="line 299 ")).matches == 1
+
+
+def _minute(message: str, word: str) -> float:
+    found = re.search(rf"{word} at (\d{{4}}-\d\d-\d\d \d\d:\d\d) UTC", message)
+    assert found, message
+    return datetime.strptime(found[1], "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.anyio
+async def test_a_removed_output_says_whether_it_expired_or_was_evicted_and_when(tmp_path: Path) -> None:
+    async with await _service(tmp_path, spill_quota_bytes=40_000) as svc:
+        await svc.open_session("s", model="gpt-4o", owner="alice")
+        spill_one = lambda n: svc.spill("s", numbered(200) + f"#{n}\n" + "y" * 7_000, owner="alice")  # noqa: E731
+        old = (await spill_one(0)).output_id
+        await svc.store._conn.execute(  # type: ignore[attr-defined]
+            "UPDATE outputs SET created_at = created_at - 8 * 86400 WHERE id = ?", (old,)
+        )
+        # Past its retention it reads as expired at once, before gc; gc then leaves a tombstone.
+        before = time.time()
+        with pytest.raises(NotFoundError, match=r"expired at .* UTC \(outputs are kept 7 days"):
+            await svc.read_output(old, owner="alice")
+        assert (await svc.gc()).outputs_removed == 1
+        with pytest.raises(NotFoundError) as caught:
+            await svc.read_output(old, owner="alice")
+        assert re.fullmatch(
+            rf"output {old} expired at .* UTC \(outputs are kept 7 days, spill_retention_days\); "
+            "rerun the tool to see it again",
+            str(caught.value),
+        )
+        assert before - 60 <= _minute(str(caught.value), "expired") <= time.time()
+
+        first = (await spill_one(1)).output_id
+        for n in range(2, 7):  # 6 × 11 kB through a 40 kB store: the oldest go
+            await spill_one(n)
+        with pytest.raises(NotFoundError) as caught:
+            await svc.read_output(first, owner="alice")
+        assert re.fullmatch(
+            rf"output {first} was evicted at .* UTC to keep the spill store under spill_quota_bytes "
+            r"\(39.1 KiB\); rerun the tool to see it again, or raise spill_quota_bytes to keep more",
+            str(caught.value),
+        )
+        assert before - 60 <= _minute(str(caught.value), "evicted") <= time.time()
+        # Another tenant learns nothing: the id reads as one nobody used.
+        with pytest.raises(NotFoundError) as caught:
+            await svc.read_output(first, owner="mallory")
+        assert "evicted" not in str(caught.value) and first in str(caught.value)
+
+        # Tombstones are forgotten after four retention periods; then the read is the plain one.
+        await svc.outputs.gc(now=time.time() + 4 * 7 * 86_400 + 60)
+        for output_id in (old, first):
+            assert await svc.store.output_tombstone(output_id, "alice") is None
+            with pytest.raises(NotFoundError, match="it may have expired or been deleted"):
+                await svc.read_output(output_id, owner="alice")

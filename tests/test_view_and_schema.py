@@ -77,3 +77,29 @@ async def test_a_newer_database_is_refused(tmp_path: Path):
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(RuntimeError, match="upgrade contextfold"):
         await ContextService.open(load_settings({"home": tmp_path}, environ={}))
+
+
+async def test_the_spill_store_size_follows_every_insert_and_delete(tmp_path: Path):
+    """The database keeps the spill store's size (migration 6): one content counts once, from its
+    first output row to its last, through gc, shared contents and cascading session deletes."""
+    settings = load_settings({"home": tmp_path, "max_lines": 5}, environ={})
+
+    def recomputed() -> int:
+        with sqlite3.connect(settings.database_path) as conn:
+            return conn.execute(
+                "SELECT COALESCE(SUM(bytes), 0) FROM (SELECT MAX(bytes) AS bytes FROM outputs GROUP BY digest)"
+            ).fetchone()[0]
+
+    async with await ContextService.open(settings) as service:
+        sizes = []
+        for session, texts in {"a": ["one\n" * 50, "two\n" * 60], "b": ["one\n" * 50, "three\n" * 70]}.items():
+            await service.open_session(session, model="gpt-4o")
+            for text in texts:
+                await service.spill(session, text)
+                sizes.append(await service.store.spill_bytes())
+        assert sizes == [200, 440, 440, 860]  # "one" is stored once although two sessions spilled it
+        assert await service.store.spill_bytes() == recomputed()
+        await service.delete_session("a")  # its outputs go by cascade; "one" is still b's
+        assert await service.store.spill_bytes() == recomputed() == 200 + 420
+        await service.delete_session("b")
+        assert await service.store.spill_bytes() == recomputed() == 0

@@ -44,6 +44,7 @@ from typing import BinaryIO
 import regex
 
 __all__ = [
+    "DamagedContent",
     "GrepResult",
     "Line",
     "LineSlice",
@@ -60,8 +61,11 @@ _INDEX_STRIDE = 1_000
 _INDEX_MAX_ENTRIES = 1 << 16
 """Past this many entries the stride doubles (every other entry is dropped), so an index never
 exceeds ~512 KiB however many lines a file has and can always be loaded whole."""
-_INDEX_MAGIC = b"CFSPIDX1"
-_INDEX_HEADER = struct.Struct("<8sQQQQI")  # magic, stride, data size, total lines, entries, crc32
+_INDEX_MAGIC = b"CFSPIDX2"
+_INDEX_HEADER = struct.Struct("<8sQQQQQI")  # magic, mtime_ns, stride, data size, total lines, entries, crc32
+"""``mtime_ns`` is the content file's mtime when its bytes were last known to hash to its digest
+(written, or rehashed since): a read trusts the file while its size and mtime still match, and
+rehashes it once when only the mtime moved (a touched file is fine, an edited one is damaged)."""
 _INDEX_MAX_FILE = _INDEX_HEADER.size + 8 * (_INDEX_MAX_ENTRIES + 1)
 
 _BLOCK = 1 << 16
@@ -164,6 +168,16 @@ class GrepResult:
     truncated: bool
 
 
+class DamagedContent(Exception):
+    """A stored file no longer holds the content its digest names (cut short or edited outside
+    contextfold). Content files never change once written, so this is never a race."""
+
+    def __init__(self, digest: str, problem: str) -> None:
+        super().__init__(f"spilled content {digest} is damaged: {problem}")
+        self.digest = digest
+        self.problem = problem
+
+
 # -- the store -------------------------------------------------------------------------------------
 
 
@@ -174,15 +188,17 @@ class SpillFiles:
     writes are atomic renames of identical content, so the worst case is a duplicated write.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, read_only: bool = False) -> None:
         self.root = Path(root)
+        # Serialises "is it there already? then rename into place" so two threads writing the
+        # same content agree on which of them created it. Temp files are written outside it.
+        self._lock = threading.Lock()
+        if read_only:
+            return  # a home that cannot be written (contextfold.guard): reads only, nothing to prepare
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         # mkdir's mode is filtered by the umask and ignored for an existing directory; outputs
         # can hold secrets, so force it either way.
         os.chmod(self.root, 0o700)
-        # Serialises "is it there already? then rename into place" so two threads writing the
-        # same content agree on which of them created it. Temp files are written outside it.
-        self._lock = threading.Lock()
         self._remove_stale_temps()
 
     # -- writing -----------------------------------------------------------------------------------
@@ -191,7 +207,8 @@ class SpillFiles:
         """Store ``data`` (text is encoded as UTF-8, see `_encode`) and return its digest.
 
         Identical content is stored once: the second write returns ``created=False`` and only
-        refreshes the file's mtime, so age-based retention counts from the latest write.
+        refreshes the file's mtime, so age-based retention counts from the latest write. A stored
+        copy that is damaged (see `DamagedContent`) is replaced by this one.
         """
         if isinstance(data, str):
             data = _encode(data)
@@ -204,8 +221,9 @@ class SpillFiles:
         indexer.feed(data)
         index = indexer.finish()
         with self._lock:
-            if self._data_path(digest).exists():
-                return self._dedup(digest, len(data), index)
+            reused = self._reuse(digest, len(data), index)
+        if reused is not None:
+            return reused
 
         def _write_all(f: BinaryIO) -> None:
             f.write(data)
@@ -262,23 +280,45 @@ class SpillFiles:
         """Rename a finished temp file to its digest, unless another writer got there first."""
         try:
             with self._lock:
-                if self._data_path(digest).exists():
-                    _unlink(temp)
-                    return self._dedup(digest, size, index)
-                os.replace(temp, self._data_path(digest))
+                reused = self._reuse(digest, size, index)
+                if reused is None:
+                    mtime_ns = os.stat(temp).st_mtime_ns  # a rename keeps it
+                    os.replace(temp, self._data_path(digest))
         except BaseException:
             _unlink(temp)
             raise
+        if reused is not None:
+            _unlink(temp)
+            return reused
         _fsync_dir(self.root)  # make the new name itself survive a crash
-        self._write_index(digest, index)
+        self._write_index(digest, _stamped(index, mtime_ns))
         return SpilledFile(digest, size, _index_total_lines(index), created=True)
 
-    def _dedup(self, digest: str, size: int, index: bytes) -> SpilledFile:
-        # Caller holds the lock, so delete() cannot remove the file between the check and here.
-        os.utime(self._data_path(digest))
-        if not self._index_path(digest).exists():
-            self._write_index(digest, index)
+    def _reuse(self, digest: str, size: int, index: bytes) -> SpilledFile | None:
+        """The stored copy of this content with its mtime refreshed, or None when there is no
+        intact one (the caller then stores its own, over a damaged copy). Caller holds the lock,
+        so no thread of this process deletes the file meanwhile; another process may."""
+        path = self._data_path(digest)
+        try:
+            if not self._intact(digest, os.stat(path), size):
+                return None
+            os.utime(path)
+            mtime_ns = os.stat(path).st_mtime_ns
+        except FileNotFoundError:
+            return None
+        self._write_index(digest, _stamped(index, mtime_ns))
         return SpilledFile(digest, size, _index_total_lines(index), created=False)
+
+    def _intact(self, digest: str, st: os.stat_result, size: int) -> bool:
+        """Whether the stored file holds ``size`` bytes hashing to ``digest``: trusted while its
+        size and mtime are what its index recorded, else rehashed."""
+        if st.st_size != size:
+            return False
+        index = _load_index(self._index_path(digest))
+        if index is not None and index.size == size and index.mtime_ns == st.st_mtime_ns:
+            return True
+        with open(self._data_path(digest), "rb", buffering=0) as f:
+            return _sha256_of(f) == digest
 
     def _write_index(self, digest: str, index: bytes) -> None:
         """Write a sidecar index atomically, best effort.
@@ -306,6 +346,10 @@ class SpillFiles:
     def exists(self, digest: str) -> bool:
         """Whether content with this digest is stored."""
         return self._data_path(_check_digest(digest)).is_file()
+
+    def size(self, digest: str) -> int:
+        """Bytes of the stored content (one stat); `FileNotFoundError` if it is not stored."""
+        return os.stat(self._data_path(_check_digest(digest))).st_size
 
     def read_lines(
         self, digest: str, offset: int = 1, limit: int = 200, max_chars: int = 20_000
@@ -416,7 +460,12 @@ class SpillFiles:
                     f"spilled content {digest} is {size:,} bytes, over the {max_bytes:,}-byte limit "
                     "for reading it whole; read it by lines or grep instead"
                 )
-            return f.read().decode("utf-8", "replace")
+            data = f.read()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise DamagedContent(
+                digest, f"its {len(data):,} bytes no longer hash to that sha256 (changed outside contextfold)"
+            )
+        return data.decode("utf-8", "replace")
 
     # -- housekeeping ------------------------------------------------------------------------------
 
@@ -463,19 +512,30 @@ class SpillFiles:
             ) from None
 
     def _index(self, digest: str, f: BinaryIO, *, rebuild: bool = False) -> _Index:
-        """The file's line index: the sidecar if it is intact, else rebuilt by streaming."""
-        size = os.fstat(f.fileno()).st_size
+        """The file's line index: the sidecar while the file's size and mtime are what it recorded,
+        else rebuilt by streaming the file, which rehashes it too.
+
+        Raises `DamagedContent` when the bytes no longer hash to ``digest``. A file only touched
+        (same bytes, new mtime) is rehashed once and its index restamped.
+        """
+        st = os.fstat(f.fileno())
         if not rebuild:
-            index = _load_index(self._index_path(digest), size)
-            if index is not None:
+            index = _load_index(self._index_path(digest))
+            if index is not None and index.size == st.st_size and index.mtime_ns == st.st_mtime_ns:
                 return index
+        hasher = hashlib.sha256()
         indexer = _Indexer()
         f.seek(0)
         while block := f.read(_STREAM_BLOCK):
+            hasher.update(block)
             indexer.feed(block)
-        data = indexer.finish()
+        if hasher.hexdigest() != digest:
+            raise DamagedContent(
+                digest, f"its {indexer.size:,} bytes no longer hash to that sha256 (changed outside contextfold)"
+            )
+        data = _stamped(indexer.finish(), st.st_mtime_ns)
         self._write_index(digest, data)
-        index = _parse_index(data, indexer.size)
+        index = _parse_index(data)
         assert index is not None
         return index
 
@@ -587,6 +647,8 @@ class _Index:
     stride: int
     total_lines: int
     offsets: array  # offsets[k] = byte offset where line k * stride + 1 starts
+    size: int  # bytes of the content it describes
+    mtime_ns: int  # the content file's mtime when it last hashed to its digest (0: never checked)
 
 
 class _Indexer:
@@ -625,15 +687,31 @@ class _Indexer:
         return self.newlines + (self._last_byte != b"\n")
 
     def finish(self) -> bytes:
-        """The serialised index."""
+        """The serialised index, not stamped with a verified mtime yet (see `_stamped`)."""
         total = self.total_lines
         # An entry for the line after a trailing newline sits at the end of the file and names
         # no line; the same goes for line 1 of an empty file.
         offsets = self.offsets[: -(-total // self.stride)]
-        body = _le_bytes(offsets)
-        header = _INDEX_HEADER.pack(_INDEX_MAGIC, self.stride, self.size, total, len(offsets), 0)
-        crc = zlib.crc32(body, zlib.crc32(header[:-4]))
-        return _INDEX_HEADER.pack(_INDEX_MAGIC, self.stride, self.size, total, len(offsets), crc) + body
+        return _pack_index(0, self.stride, self.size, total, _le_bytes(offsets))
+
+
+def _pack_index(mtime_ns: int, stride: int, size: int, total: int, body: bytes) -> bytes:
+    fields = (_INDEX_MAGIC, mtime_ns, stride, size, total, len(body) // 8)
+    crc = zlib.crc32(body, zlib.crc32(_INDEX_HEADER.pack(*fields, 0)[:-4]))
+    return _INDEX_HEADER.pack(*fields, crc) + body
+
+
+def _stamped(data: bytes, mtime_ns: int) -> bytes:
+    """A serialised index recording that its content file, at ``mtime_ns``, hashed to its digest."""
+    _, _, stride, size, total, _, _ = _INDEX_HEADER.unpack_from(data)
+    return _pack_index(mtime_ns, stride, size, total, data[_INDEX_HEADER.size :])
+
+
+def _sha256_of(f: BinaryIO) -> str:
+    hasher = hashlib.sha256()
+    while block := f.read(_STREAM_BLOCK):
+        hasher.update(block)
+    return hasher.hexdigest()
 
 
 def _le_bytes(values: array) -> bytes:
@@ -644,11 +722,11 @@ def _le_bytes(values: array) -> bytes:
 
 
 def _index_total_lines(data: bytes) -> int:
-    return _INDEX_HEADER.unpack_from(data)[3]
+    return _INDEX_HEADER.unpack_from(data)[4]
 
 
-def _load_index(path: Path, size: int) -> _Index | None:
-    """The index at ``path`` if it is intact and describes ``size`` bytes, else None."""
+def _load_index(path: Path) -> _Index | None:
+    """The index at ``path`` if it is intact (the caller compares its size and mtime), else None."""
     try:
         with open(path, "rb", buffering=0) as f:
             # read(n) allocates n bytes up front, so size the read by the file, not the cap.
@@ -657,17 +735,16 @@ def _load_index(path: Path, size: int) -> _Index | None:
             data = f.read()
     except FileNotFoundError:
         return None
-    return _parse_index(data, size)
+    return _parse_index(data)
 
 
-def _parse_index(data: bytes, size: int) -> _Index | None:
+def _parse_index(data: bytes) -> _Index | None:
     if len(data) < _INDEX_HEADER.size or len(data) > _INDEX_MAX_FILE:
         return None
-    magic, stride, data_size, total, count, crc = _INDEX_HEADER.unpack_from(data)
+    magic, mtime_ns, stride, size, total, count, crc = _INDEX_HEADER.unpack_from(data)
     body = data[_INDEX_HEADER.size :]
     if (
         magic != _INDEX_MAGIC
-        or data_size != size
         or stride < 1
         or count != -(-total // stride)
         or len(body) != 8 * count
@@ -680,7 +757,7 @@ def _parse_index(data: bytes, size: int) -> _Index | None:
         offsets.byteswap()
     if count and (offsets[0] != 0 or offsets[-1] >= size):
         return None
-    return _Index(stride, total, offsets)
+    return _Index(stride, total, offsets, size, mtime_ns)
 
 
 def _nth_newline(buf: bytes, pos: int, k: int) -> int:

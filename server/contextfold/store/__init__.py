@@ -4,12 +4,14 @@ from .base import (
     ConflictError,
     NotFoundError,
     OutputRecord,
+    OutputTransaction,
     PartMark,
     SessionPage,
     SessionStore,
     SessionTransaction,
     StoredToolPart,
     StoreError,
+    Tombstone,
 )
 from .sqlite import SQLiteStore
 
@@ -17,6 +19,7 @@ __all__ = [
     "ConflictError",
     "NotFoundError",
     "OutputRecord",
+    "OutputTransaction",
     "PartMark",
     "SQLiteStore",
     "SessionPage",
@@ -24,4 +27,5 @@ __all__ = [
     "SessionTransaction",
     "StoreError",
     "StoredToolPart",
+    "Tombstone",
 ]

@@ -7,7 +7,7 @@ all of it lands, or none of it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -55,6 +55,46 @@ class OutputRecord:
 
 
 @dataclass(frozen=True)
+class Tombstone:
+    """Why and when an output left the store: `reason` is "expired" (past retention) or "evicted"
+    (to keep the spill store under its quota)."""
+
+    id: str
+    owner: str
+    reason: str
+    removed_at: float
+
+
+class OutputTransaction(Protocol):
+    """Spilled-output rows under the store's write lock, which every process on the store shares.
+
+    What is read here cannot change before commit, so a content file that no row references can
+    be deleted inside one without racing a writer: a writer that reuses the file inserts its row
+    and checks the file is there under the same lock.
+    """
+
+    async def spill_bytes(self) -> int:
+        """Bytes of the distinct contents output rows reference: what the spill quota counts."""
+        ...
+
+    async def referenced(self, digests: Collection[str]) -> set[str]:
+        """Those of `digests` that some output row references."""
+        ...
+
+    async def outputs(self) -> list[OutputRecord]:
+        """Every output but those this transaction added, oldest first (for retention and eviction)."""
+        ...
+
+    async def remove_outputs(self, output_ids: Sequence[str], reason: str, at: float) -> None:
+        """Delete output rows, leaving a tombstone saying why (`Tombstone.reason`) and when."""
+        ...
+
+    async def drop_tombstones(self, before: float) -> None:
+        """Forget outputs removed before `before` (the tombstone table stays bounded)."""
+        ...
+
+
+@dataclass(frozen=True)
 class PartMark:
     """A part re-marked in place (pruned, cut, omitted): `freed` tokens leave the view, none the store."""
 
@@ -70,7 +110,7 @@ class SessionPage:
     next_cursor: str | None
 
 
-class SessionTransaction(Protocol):
+class SessionTransaction(OutputTransaction, Protocol):
     session: Session
     """The session as stored when the transaction began; change it and call `save_session`."""
 
@@ -146,10 +186,20 @@ class SessionStore(Protocol):
     async def touch_output(self, output_id: str) -> None: ...
 
     async def outputs(self) -> list[OutputRecord]:
-        """Every output record, oldest first (for gc)."""
+        """Every output record, oldest first."""
         ...
 
-    async def delete_outputs(self, output_ids: Sequence[str]) -> None: ...
+    def spill_transaction(self) -> AbstractAsyncContextManager[OutputTransaction]:
+        """A write transaction over spilled outputs alone (gc, eviction, deleting files)."""
+        ...
+
+    async def spill_bytes(self) -> int:
+        """`OutputTransaction.spill_bytes` as of now, outside any transaction."""
+        ...
+
+    async def output_tombstone(self, output_id: str, owner: str = "") -> Tombstone | None:
+        """Why and when the output left, if it was expired or evicted (and not forgotten since)."""
+        ...
 
     async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""

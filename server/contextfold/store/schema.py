@@ -6,6 +6,8 @@ Append new migrations; never edit a released one.
 
 from __future__ import annotations
 
+import sqlite3
+
 import aiosqlite
 
 MIGRATIONS: tuple[str, ...] = (
@@ -234,6 +236,28 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX output_tombstones_by_time ON output_tombstones (removed_at);
     """,
+    # 6: the spill store's size kept by the database itself. Each content file is stored once, so
+    # a content's bytes count when its first output row arrives and stop counting when its last
+    # row goes (cascades from a deleted session included). Every process reads one row instead
+    # of summing the outputs table (52 ms at 100,000 outputs, twice per spill).
+    """
+    CREATE TABLE spill_usage (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        bytes INTEGER NOT NULL
+    );
+    INSERT INTO spill_usage (id, bytes)
+    SELECT 1, COALESCE(SUM(bytes), 0) FROM (SELECT MAX(bytes) AS bytes FROM outputs GROUP BY digest);
+    CREATE TRIGGER spill_usage_on_insert AFTER INSERT ON outputs
+    WHEN NOT EXISTS (SELECT 1 FROM outputs WHERE digest = NEW.digest AND id != NEW.id)
+    BEGIN
+        UPDATE spill_usage SET bytes = bytes + NEW.bytes WHERE id = 1;
+    END;
+    CREATE TRIGGER spill_usage_on_delete AFTER DELETE ON outputs
+    WHEN NOT EXISTS (SELECT 1 FROM outputs WHERE digest = OLD.digest)
+    BEGIN
+        UPDATE spill_usage SET bytes = bytes - OLD.bytes WHERE id = 1;
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -284,4 +308,15 @@ def _check_not_newer(version: int) -> None:
 
 
 def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
+    """The script's statements, one by one (a trigger's body keeps its own semicolons)."""
+    statements: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                statements.append(pending.strip().rstrip(";").strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        statements.append(pending.strip().rstrip(";").strip())
+    return statements

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import aiosqlite
 from pydantic import TypeAdapter
 
 from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
-from .base import ConflictError, NotFoundError, OutputRecord, PartMark, SessionPage, StoredToolPart
+from .base import ConflictError, NotFoundError, OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
 from .schema import migrate
 
 _PART = TypeAdapter(Part)
@@ -325,9 +325,20 @@ class SQLiteStore:
     async def outputs(self) -> list[OutputRecord]:
         return [_output_from_row(r) for r in await self._fetchall("SELECT * FROM outputs ORDER BY created_at, id")]
 
-    async def delete_outputs(self, output_ids: Sequence[str]) -> None:
+    @asynccontextmanager
+    async def spill_transaction(self) -> AsyncIterator[_SQLiteOutputTransaction]:
         async with self._transaction() as db:
-            await db.executemany("DELETE FROM outputs WHERE id = ?", [(i,) for i in output_ids])
+            yield _SQLiteOutputTransaction(db)
+
+    async def spill_bytes(self) -> int:
+        row = await self._fetchone(_SPILL_BYTES)
+        return int(row[0]) if row else 0
+
+    async def output_tombstone(self, output_id: str, owner: str = "") -> Tombstone | None:
+        row = await self._fetchone(
+            "SELECT id, owner, reason, removed_at FROM output_tombstones WHERE id = ? AND owner = ?", (output_id, owner)
+        )
+        return Tombstone(row[0], row[1], row[2], row[3]) if row else None
 
     async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""
@@ -371,7 +382,75 @@ class SQLiteStore:
         return int(row[0]) if row else 0
 
 
-class _SQLiteTransaction:
+_SPILL_BYTES = "SELECT bytes FROM spill_usage WHERE id = 1"
+"""Bytes of the distinct contents the output rows reference (each content file is stored once),
+kept up to date by triggers on `outputs` (schema migration 6)."""
+
+
+class _OutputStatements:
+    """`OutputTransaction` on the connection of an open write transaction (`self._db`)."""
+
+    _db: aiosqlite.Connection
+    _added: tuple[str, ...] = ()  # outputs this transaction inserted
+
+    async def add_output(self, record: OutputRecord) -> None:
+        await self._db.execute(
+            "INSERT INTO outputs (id, session_id, owner, digest, bytes, lines, tool, call_id, created_at, "
+            "last_read_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.id,
+                record.session_id,
+                record.owner,
+                record.digest,
+                record.bytes,
+                record.lines,
+                record.tool,
+                record.call_id,
+                record.created_at,
+                record.last_read_at,
+            ),
+        )
+        self._added = (*self._added, record.id)
+
+    async def spill_bytes(self) -> int:
+        async with self._db.execute(_SPILL_BYTES) as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def referenced(self, digests: Collection[str]) -> set[str]:
+        wanted = sorted(set(digests))
+        found: set[str] = set()
+        for start in range(0, len(wanted), 500):  # SQLite caps bound parameters per statement
+            chunk = wanted[start : start + 500]
+            async with self._db.execute(
+                f"SELECT DISTINCT digest FROM outputs WHERE digest IN ({','.join('?' * len(chunk))})", chunk
+            ) as cur:
+                found.update(row[0] for row in await cur.fetchall())
+        return found
+
+    async def outputs(self) -> list[OutputRecord]:
+        async with self._db.execute("SELECT * FROM outputs ORDER BY created_at, id") as cur:
+            rows = await cur.fetchall()
+        return [_output_from_row(r) for r in rows if r["id"] not in self._added]
+
+    async def remove_outputs(self, output_ids: Sequence[str], reason: str, at: float) -> None:
+        await self._db.executemany(
+            "INSERT OR REPLACE INTO output_tombstones (id, owner, reason, removed_at) "
+            "SELECT id, owner, ?, ? FROM outputs WHERE id = ?",
+            [(reason, at, i) for i in output_ids],
+        )
+        await self._db.executemany("DELETE FROM outputs WHERE id = ?", [(i,) for i in output_ids])
+
+    async def drop_tombstones(self, before: float) -> None:
+        await self._db.execute("DELETE FROM output_tombstones WHERE removed_at < ?", (before,))
+
+
+class _SQLiteOutputTransaction(_OutputStatements):
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+
+class _SQLiteTransaction(_OutputStatements):
     def __init__(self, db: aiosqlite.Connection, owner: str, session: Session, next_seq: int) -> None:
         self._db = db
         self._owner = owner
@@ -499,24 +578,6 @@ class _SQLiteTransaction:
 
     async def rows(self, after_seq: int = 0) -> list[MessageRow]:
         return await _rows(self._db, self._owner, self.session.id, after_seq)
-
-    async def add_output(self, record: OutputRecord) -> None:
-        await self._db.execute(
-            "INSERT INTO outputs (id, session_id, owner, digest, bytes, lines, tool, call_id, created_at, "
-            "last_read_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                record.id,
-                record.session_id,
-                record.owner,
-                record.digest,
-                record.bytes,
-                record.lines,
-                record.tool,
-                record.call_id,
-                record.created_at,
-                record.last_read_at,
-            ),
-        )
 
     async def add_compaction(self, record: CompactionRecord) -> CompactionRecord:
         record = record.model_copy(
