@@ -37,3 +37,22 @@ class LimitExceeded(InvalidInput):
 
 class CompactionFailed(ContextfoldError):
     """Compaction could not make the context fit, or would free nothing; the message has the numbers."""
+
+
+class StorageError(ContextfoldError):
+    """The data home could not do what was asked; the message names the path and the remedy.
+
+    Nothing of the failed call was stored (its transaction rolled back). See `contextfold.guard`.
+    """
+
+
+class StorageFull(StorageError):
+    """The disk (or the user's quota) holding the database or the spill files is full."""
+
+
+class ReadOnlyHome(StorageError):
+    """The data home cannot be written: reads work, writes are refused."""
+
+
+class StoreUnavailable(StorageError):
+    """The database cannot be used at all: written by a newer contextfold, damaged, or unreadable."""
