@@ -1,6 +1,7 @@
-"""`contextfold serve --http`: the SDK's streamable HTTP app on uvicorn, with one addition.
+"""`contextfold serve --http`: the SDK's streamable HTTP app on uvicorn, with two additions.
 
-The SDK refuses a body over `max_request_body_size` before reading it, which is what we want, but
+Open sessions are limited per tenant (`httplimits`), and idle ones close after
+`http_session_idle_seconds`. And the SDK refuses a body over `max_request_body_size` before reading it, which is what we want, but
 with a bare-text 413 that MCP clients can only report as "Server returned an error response". A
 413 carrying a JSON-RPC error is surfaced by clients as the error itself, so the response is
 rewritten to one that names the limit and what to do.
@@ -13,6 +14,9 @@ from typing import Any
 
 import anyio
 from mcp.server import MCPServer
+
+from .config import Settings
+from .httplimits import SessionLimits
 
 INVALID_REQUEST = -32600
 
@@ -54,13 +58,25 @@ class _ExplainTooLarge:
         await self.app(scope, receive, explain)
 
 
-def serve_http(server: MCPServer, *, host: str, port: int, max_request_bytes: int) -> None:
-    """Serve `server` over streamable HTTP until interrupted (loopback binds get DNS-rebinding checks)."""
+def serve_http(server: MCPServer, settings: Settings, *, host: str, port: int) -> None:
+    """Serve `server` over streamable HTTP until interrupted (loopback binds get DNS-rebinding checks).
+
+    Sessions are limited per tenant (`SessionLimits`) and closed after
+    `http_session_idle_seconds` without a request in flight or an open stream.
+    """
     import uvicorn
 
-    app = server.streamable_http_app(host=host, max_request_body_size=max_request_bytes)
+    app = server.streamable_http_app(
+        host=host,
+        max_request_body_size=settings.max_request_bytes,
+        session_idle_timeout=settings.http_session_idle_seconds,
+        max_sessions=None,  # SessionLimits refuses first, naming the setting
+    )
+    SessionLimits(
+        settings.http_sessions_per_tenant, settings.http_max_sessions, settings.http_session_idle_seconds
+    ).install(server.session_manager)
     config = uvicorn.Config(
-        _ExplainTooLarge(app, max_request_bytes),
+        _ExplainTooLarge(app, settings.max_request_bytes),
         host=host,
         port=port,
         log_level=server.settings.log_level.lower(),
