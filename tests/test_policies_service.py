@@ -266,10 +266,19 @@ async def test_select_tail_on_corpus_sessions(service, budget: int):
 
 
 async def test_status_recommends_pruning_then_compaction(service):
-    await service.open_session("w", model="gpt-4o", settings={"context_window": 20_000, "max_output": 4_000})
+    # Each turn leaves a tool output, and the prune rule is scaled to the small window, so a prune
+    # works once the session is `soft` (status advises prune only then: issue 12).
+    small = {"context_window": 20_000, "max_output": 4_000, "prune_protect": 1_000, "prune_minimum": 500}
+    await service.open_session("w", model="gpt-4o", settings=small)
     states = set()
     for i in range(100):
-        r = await service.append("w", [{"role": "user", "content": f"turn {i} " + "word " * 400}])
+        r = await service.append("w", [
+            {"role": "user", "content": f"turn {i} " + "word " * 200},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            ]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "line " * 200},
+        ])
         states.add((r.status.state, r.status.recommended_action.split(":")[0]))
         if r.status.state == "overflow":
             break

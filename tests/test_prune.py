@@ -201,8 +201,9 @@ def test_keep_tool_uses_counts_every_use_from_the_newest() -> None:
     plan = plan_prune(msgs, PruneOptions(keep_tool_uses=4), **NOTHING_STAYS)
     assert marked(plan) == [("m1", 0)]
     assert plan_prune(msgs, PruneOptions(keep_tool_uses=5), **NOTHING_STAYS).parts == []
-    # Kept uses still fill the protected window.
-    assert plan_prune(msgs, PruneOptions(keep_tool_uses=5), **NOTHING_STAYS).tokens_scanned == 100 * K
+    # With keep_tool_uses there is no protected window and no turn rule: the walk counts every
+    # use, the two 1-token ones in the recent turns included (issue 12).
+    assert plan_prune(msgs, PruneOptions(keep_tool_uses=5), **NOTHING_STAYS).tokens_scanned == 100 * K + 2
 
 
 def test_clear_at_least_replaces_the_minimum() -> None:

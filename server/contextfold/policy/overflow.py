@@ -1,7 +1,8 @@
 """Where a session stands against its model's usable budget (SPEC §5).
 
 `ok` → `soft` (prune now, compaction advised) → `hard` (compact now) → `overflow` (the next
-request would not fit). A window of 0 is unlimited and never overflows.
+request would not fit). A window of 0 is unlimited and never overflows. `soft` advises prune only
+when the prune that would run now frees enough (the service runs its plan); otherwise compaction.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ class Assessment:
     @property
     def recommended_action(self) -> str:
         return RECOMMENDATIONS[self.state]
+
+
+def prune_falls_short(freed: int, minimum: int, *, at_most: bool) -> str:
+    """The `soft` advice when the prune that would run now frees no more than `minimum` tokens.
+
+    Agent sessions often hold one or two user turns, and the last turns are never pruned, so a
+    prune can free almost nothing while the context is full: the next step that works is a
+    compaction. `at_most` says `freed` is an upper bound rather than the plan's own figure.
+    """
+    amount = f"at most {freed:,}" if at_most else f"only {freed:,}"
+    return (
+        f"compact: pruning would free {amount} tokens (not more than the {minimum:,} minimum); "
+        "summarize older history now"
+    )
 
 
 def assess(tokens: int, budget: Budget, *, soft_ratio: float = 0.70, hard_ratio: float = 0.90) -> Assessment:

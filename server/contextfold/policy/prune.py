@@ -7,14 +7,26 @@ walk stops at the latest compaction summary and at the first part already pruned
 older was handled by an earlier prune. Marking sets `compacted_at` (the caller does that); the
 call stays in view and its output renders as a placeholder.
 
-Anthropic's context-editing knobs are offered too: keep the newest N tool uses whatever their
-size, require a minimum amount freed (`clear_at_least`), never clear some tools, clear inputs too.
+Anthropic's context editing (`clear_tool_uses_20250919`) is the other mode, chosen by giving
+`keep_tool_uses` (Anthropic's `keep`): every tool result but the newest N tool uses is cleared,
+whatever the turns and sizes, so neither the last-turns rule nor the protected window applies.
+Every tool use counts toward N, protected and already-cleared ones included; protected and
+excluded tools are still never cleared; a part pruned earlier is passed over, not a wall. In both
+modes `clear_at_least` (Anthropic's) replaces the session's `minimum` ("at least" rather than
+"more than"), `exclude_tools` adds to the protected tools and `clear_inputs` clears the calls'
+inputs too (Anthropic's `clear_tool_inputs`). A region digest (`view_text`) is never cleared: it
+already stands in for its outputs.
 
 Counting: a part's stored `tokens` cover the whole call (wrapper, name, input, result). Only the
 result (and, with `clear_inputs`, the input) leaves the view, and the policy counts nothing
 itself, so the caller passes `remaining_tokens(part)`: what the cleared call still costs without
 its placeholder. `remaining_counter` builds the exact function from a `TokenCounter`; without one
-the remainder is a character estimate and the plan says so (`estimated`).
+the remainder is a character estimate and the plan says so (`estimated`). A part the view already
+shows cut (`view_cap`, overflow recovery) costs less than its stored count: `shown_counter` gives
+what it costs as shown, so a plan never claims to free tokens the view no longer holds.
+
+`prune_ceiling` bounds what the default rule can free from light message rows alone, so `status`
+can tell that pruning cannot help without loading any part.
 """
 
 from __future__ import annotations
@@ -23,11 +35,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..domain import Message, ToolPart
-from ..tokens import TOOL_OVERHEAD, TokenCounter, count_part, estimate_chars, tool_input_text
+from ..domain import Message, MessageRow, ToolPart
+from ..tokens import TOOL_OVERHEAD, TokenCounter, count_in_view, count_part, estimate_chars, tool_input_text
 
 RemainingTokens = Callable[[ToolPart], int]
 """Tokens a part still costs in view once cleared, the placeholder not included."""
+ShownTokens = Callable[[ToolPart], int]
+"""Tokens a part costs in view now (its stored count unless the view shows it cut)."""
 
 @dataclass(frozen=True)
 class PruneOptions:
@@ -40,7 +54,8 @@ class PruneOptions:
     protected_tools: frozenset[str] = frozenset({"skill"})
     """Tools whose output is never cleared and does not count toward `protect` (case-insensitive)."""
     keep_tool_uses: int | None = None
-    """Anthropic's `keep`: the newest N tool uses are never cleared, whatever their size."""
+    """Anthropic's `keep`: clear every tool result but the newest N tool uses, whatever the turns
+    and sizes (`keep_turns` and `protect` do not apply when this is given)."""
     clear_at_least: int | None = None
     """Anthropic's `clear_at_least`: apply only when at least this many tokens are freed (replaces `minimum`)."""
     exclude_tools: frozenset[str] = frozenset()
@@ -73,7 +88,7 @@ class PrunePlan:
     estimated: bool = False
     """Token figures rest on a character estimate of what stays (no `remaining_tokens` given)."""
     tokens_scanned: int = 0
-    """Clearable tokens of every part the walk counted, protected window included."""
+    """Clearable tokens of every part the walk counted, protected window (or kept uses) included."""
 
     @property
     def to_mark(self) -> list[PrunedPart]:
@@ -86,6 +101,7 @@ class _Walk:
     options: PruneOptions
     placeholder_tokens: int
     remaining: RemainingTokens
+    shown: ShownTokens
     skip_tools: frozenset[str]
     total: int = 0
     uses: int = 0
@@ -95,23 +111,26 @@ class _Walk:
     def visit(self, message: Message, index: int, part: ToolPart, recent: bool) -> bool:
         """Consider one tool part; False when the walk must stop here."""
         self.uses += 1  # every tool use counts toward `keep_tool_uses`, recent or not
+        keep = self.options.keep_tool_uses
         if recent:
             return True
         if part.compacted_at is not None:
+            if keep is not None:  # context editing clears every older result: already done here
+                return True
             # Checked before the tool filters: a mark is where the previous prune's walk ended,
             # whatever the tool (the filters may have changed since).
             self.stopped = "an output pruned earlier"
             return False
         if not part.is_finished:  # pending or running: there is no output to clear yet
             return True
-        if part.name.casefold() in self.skip_tools:
+        if part.view_text is not None or part.name.casefold() in self.skip_tools:
             return True
-        clearable = max(0, part.tokens - self.remaining(part))
+        clearable = max(0, self.shown(part) - self.remaining(part))
         self.total += clearable
-        if self.total <= self.options.protect:
-            return True
-        keep = self.options.keep_tool_uses
-        if keep is not None and self.uses <= keep:
+        if keep is not None:
+            if self.uses <= keep:
+                return True
+        elif self.total <= self.options.protect:
             return True
         freed = clearable - self.placeholder_tokens
         if freed > 0:  # a placeholder bigger than the output would grow the context
@@ -125,18 +144,21 @@ def plan_prune(
     *,
     placeholder_tokens: int,
     remaining_tokens: RemainingTokens | None = None,
+    shown_tokens: ShownTokens | None = None,
 ) -> PrunePlan:
     """Which tool outputs to clear, newest first, and whether clearing them is worth it.
 
     `messages` are the messages in view, oldest first, with stored counts. `placeholder_tokens` is
     what one placeholder costs (`[Old tool result content cleared]`); `remaining_tokens(part)` is
-    what the cleared call still costs without it (see the module notes).
+    what the cleared call still costs without it, `shown_tokens(part)` what it costs in view now
+    (default: its stored count; see the module notes).
     """
     skip = frozenset(t.casefold() for t in options.protected_tools | options.exclude_tools)
     walk = _Walk(
         options,
         max(0, placeholder_tokens),
         remaining_tokens or _estimated_remaining(options.clear_inputs),
+        shown_tokens or _stored_tokens,
         skip,
     )
     _run(walk, messages)
@@ -155,6 +177,8 @@ def plan_prune(
 
 def _run(walk: _Walk, messages: Sequence[Message]) -> None:
     turns_seen = 0
+    # Context editing (`keep_tool_uses`) protects by tool use, never by turn.
+    keep_turns = 0 if walk.options.keep_tool_uses is not None else walk.options.keep_turns
     for message in reversed(messages):
         if message.starts_turn:
             turns_seen += 1
@@ -165,7 +189,7 @@ def _run(walk: _Walk, messages: Sequence[Message]) -> None:
             return
         # The user message that opens the Nth-newest turn is counted before this test, so the
         # last `keep_turns` turns are exactly the messages skipped.
-        recent = turns_seen < walk.options.keep_turns
+        recent = turns_seen < keep_turns
         for index in range(len(message.parts) - 1, -1, -1):
             part = message.parts[index]
             if isinstance(part, ToolPart) and not walk.visit(message, index, part, recent):
@@ -176,6 +200,11 @@ def _verdict(walk: _Walk, freed: int) -> tuple[bool, str]:
     options = walk.options
     count = len(walk.marked)
     where = f"; the walk stopped at {walk.stopped}" if walk.stopped else ""
+    if count == 0 and options.keep_tool_uses is not None:
+        return False, (
+            f"nothing to prune: every tool output is among the newest {options.keep_tool_uses:,} tool uses "
+            "kept by keep_tool_uses, protected, already cleared, or no bigger than the placeholder"
+        )
     if count == 0:
         if walk.total <= options.protect:
             return False, (
@@ -196,7 +225,39 @@ def _verdict(walk: _Walk, freed: int) -> tuple[bool, str]:
     return False, f"{found}, not more than the minimum {options.minimum:,}: not worth a cache miss"
 
 
+def prune_ceiling(rows: Sequence[MessageRow], options: PruneOptions = PruneOptions()) -> int:
+    """An upper bound on what the default rule (no `keep_tool_uses`) can free, from rows alone.
+
+    `rows` are the rows in view, oldest first. The walk only clears outputs of messages older than
+    the last `keep_turns` turns and newer than the latest summary, and never more than such a
+    message costs in view; the protected window is left out of the bound, so it is loose but safe:
+    when it is no more than the minimum, no prune can apply.
+    """
+    turns_seen = ceiling = 0
+    for row in reversed(rows):
+        if row.turn_start:
+            turns_seen += 1
+        if row.summary:
+            break
+        if turns_seen >= options.keep_turns:
+            ceiling += row.tokens
+    return ceiling
+
+
 # -- what a cleared call still costs ---------------------------------------------------------------
+
+
+def _stored_tokens(part: ToolPart) -> int:
+    return part.tokens
+
+
+def shown_counter(counter: TokenCounter) -> ShownTokens:
+    """The exact `shown_tokens` for a model: counts only the parts the view shows cut."""
+
+    def shown(part: ToolPart) -> int:
+        return part.tokens if part.view_cap is None and not part.input_cleared else count_in_view(part, counter)
+
+    return shown
 
 
 def _cleared(part: ToolPart, clear_inputs: bool) -> ToolPart:
@@ -240,6 +301,9 @@ __all__ = [
     "PruneOptions",
     "PrunedPart",
     "RemainingTokens",
+    "ShownTokens",
     "plan_prune",
+    "prune_ceiling",
     "remaining_counter",
+    "shown_counter",
 ]
