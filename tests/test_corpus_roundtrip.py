@@ -14,6 +14,7 @@ import pytest
 from conftest import corpus_files, needs_corpus
 from validators import assert_anthropic_valid, assert_openai_valid
 
+from contextfold.compaction.engine import CONTINUE_TEXT
 from contextfold.config import load_settings
 from contextfold.formats import INTERRUPTED_RESULT
 from contextfold.formats.importers import load_transcript
@@ -158,8 +159,16 @@ async def test_claude_code_session_round_trips_in_anthropic_format(service, path
     body = {"messages": context.messages, **({"system": context.system} if context.system else {})}
     assert_anthropic_valid(body)
 
-    expected = [b for b in _anthropic_blocks(imported.messages) if not _dropped_on_render(b)]
+    # Claude Code's own compaction is replayed (issue 13): the view is its last summary and what
+    # followed it, after the marker (and a continue prompt when the model answered the summary).
+    start = imported.compactions[-1].summary_index + 1 if imported.compactions else 0
+    expected = [b for b in _anthropic_blocks(imported.messages[start:]) if not _dropped_on_render(b)]
     actual = _anthropic_blocks(context.messages)
+    if imported.compactions:
+        summary = ("assistant", ("text", imported.messages[start - 1]["content"]))
+        actual = actual[actual.index(summary) + 1 :]
+        if actual[0] == ("user", ("text", CONTINUE_TEXT)):
+            actual = actual[1:]
     assert _result_runs_sorted(actual) == _result_runs_sorted(expected)
 
 

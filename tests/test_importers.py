@@ -214,8 +214,12 @@ def _expected_detection(relative: str) -> str | None:
     if relative.startswith("raw/codex-codemie/"):
         return "codex"
     if relative.startswith("raw/mini-swe-agent/"):
-        return "openai"  # `messages: [{role, content}]`, plain chat messages
-    return None  # SWE-agent .traj, OpenHands event lists, the fixture README
+        return "mini-swe-agent"  # read with its bash actions as tool calls, not as plain chat
+    if relative.startswith("raw/swe-agent/"):
+        return "swe-agent"
+    if relative.startswith("raw/openhands/"):
+        return "openhands"
+    return None  # the fixture README
 
 
 @needs_corpus

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,19 @@ from ... import safejson
 from ...errors import LimitExceeded
 from .. import WireFormat
 
-ImportFormat = Literal["claude-code", "codex", "normalized", "anthropic", "openai"]
-IMPORT_FORMATS: tuple[ImportFormat, ...] = ("claude-code", "codex", "normalized", "anthropic", "openai")
+ImportFormat = Literal[
+    "claude-code", "codex", "normalized", "anthropic", "openai", "mini-swe-agent", "swe-agent", "openhands"
+]
+IMPORT_FORMATS: tuple[ImportFormat, ...] = (
+    "claude-code",
+    "codex",
+    "normalized",
+    "anthropic",
+    "openai",
+    "mini-swe-agent",
+    "swe-agent",
+    "openhands",
+)
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _TITLE_LIMIT = 80
@@ -32,6 +44,35 @@ _KIND_NAMES: dict[type, str] = {
     list: "array",
     dict: "object",
 }
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where an earlier import of the same file stopped: reading continues after it."""
+
+    offset: int = 0
+    """Bytes already imported (always the end of a line)."""
+    line: int = 0
+    """Lines already imported, so errors still name the file's real line numbers."""
+    pending_calls: frozenset[str] = frozenset()
+    """Tool calls imported without a result yet: their results may arrive now."""
+    tail_uuids: tuple[str, ...] = ()
+    """Claude Code: the last records imported, to tell a continuation from a rewind."""
+
+
+START = Resume()
+
+
+@dataclass(frozen=True)
+class ImportedCompaction:
+    """A compaction the agent itself made: history before `summary_index` was replaced by that summary."""
+
+    summary_index: int
+    """Index in `messages` of the agent's summary message."""
+    trigger: str | None = None
+    """"auto" or "manual", when the file says."""
+    pre_tokens: int | None = None
+    """The agent's own count of the context it compacted."""
 
 
 @dataclass
@@ -48,6 +89,19 @@ class ImportedTranscript:
     source_format: ImportFormat
     metadata: dict[str, Any] = field(default_factory=dict)
     """Source session id, cwd, compaction boundaries, counts of skipped records, …"""
+    compactions: list[ImportedCompaction] = field(default_factory=list)
+    """Compactions the agent made, in order; importing replays each as a compaction in the store."""
+    usage: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Token usage the provider reported, by index of the assistant message in `messages` (its own shape)."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Conversation records left out, by reason (a subagent's sidechain, an abandoned branch, …)."""
+    warnings: list[str] = field(default_factory=list)
+    """What was kept in a changed form, in words a person can act on."""
+    end_offset: int = 0
+    """Bytes of the file read (for line-based files: a later import continues here)."""
+    end_line: int = 0
+    tail_uuids: tuple[str, ...] = ()
+    """Claude Code: the last records read (see `Resume.tail_uuids`)."""
 
 
 class TranscriptError(ValueError):
@@ -71,27 +125,52 @@ class RecordReader(Protocol):
     def finish(self) -> ImportedTranscript: ...
 
 
+class LineReader:
+    """The non-blank lines of a file from a byte offset, streaming; a leading BOM is dropped.
+
+    `end` and `line` follow the reading: after a full pass they are the file's size in bytes and
+    lines as read, which is where a later import of the same (grown) file continues.
+    """
+
+    def __init__(self, path: Path, resume: Resume = START, stop: int | None = None) -> None:
+        self.path = path
+        self.end = resume.offset
+        self.line = resume.line
+        self.line_start = resume.offset
+        """Where the line last yielded starts."""
+        self._stop = stop
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        try:
+            handle = self.path.open("rb")
+        except OSError as exc:
+            raise TranscriptError(self.path, None, f"cannot open: {exc.strerror or exc}") from None
+        with handle:
+            handle.seek(self.end)
+            for raw in handle:
+                if self._stop is not None and self.end >= self._stop:
+                    break
+                self.line_start = self.end
+                self.line += 1
+                self.end += len(raw)
+                if self.line == 1 and raw.startswith(UTF8_BOM):
+                    raw = raw[len(UTF8_BOM) :]
+                if raw.strip():
+                    yield self.line, raw
+
+
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """Yield `(line number, raw bytes)` for each non-blank line, streaming; a leading BOM is dropped."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise TranscriptError(path, None, f"cannot open: {exc.strerror or exc}") from None
-    with handle:
-        for line_no, raw in enumerate(handle, 1):
-            if line_no == 1 and raw.startswith(UTF8_BOM):
-                raw = raw[len(UTF8_BOM) :]
-            if raw.strip():
-                yield line_no, raw
+    return iter(LineReader(path))
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield `(line number, object)` for each non-blank line.
+def iter_jsonl(path: Path, resume: Resume = START) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield `(line number, object)` for each non-blank line (from `resume.offset`).
 
     Bytes are decoded line by line so an invalid UTF-8 byte is reported on its own line instead of
     failing the whole file at open time.
     """
-    for line_no, raw in iter_lines(path):
+    for line_no, raw in LineReader(path, resume):
         yield line_no, decode_json_object(path, line_no, raw)
 
 
@@ -114,6 +193,22 @@ def decode_json_object(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
     return safe_json(path, line_no, value)
 
 
+def decode_line(lines: LineReader, line_no: int, raw: bytes) -> dict[str, Any] | None:
+    """A line of `lines` as a dict; None for a last line cut short (no newline and not JSON yet, as
+    in a file still being written), after which `lines` ends before that line."""
+    try:
+        return decode_json_object(lines.path, line_no, raw)
+    except TranscriptError:
+        if raw.endswith(b"\n"):
+            raise
+        lines.end, lines.line = lines.line_start, line_no - 1
+        return None
+
+
+def incomplete_line(line_no: int) -> str:
+    return f"line {line_no} is incomplete (no newline, not JSON yet): left for the next import to read"
+
+
 def safe_json(path: Path, line_no: int | None, value: Any) -> Any:
     """`value` with lone surrogates repaired, or a `TranscriptError` if it nests too deeply to store."""
     try:
@@ -122,9 +217,28 @@ def safe_json(path: Path, line_no: int | None, value: Any) -> Any:
         raise TranscriptError(path, line_no, str(exc)) from None
 
 
-def read_jsonl_with(path: Path, reader: RecordReader) -> ImportedTranscript:
-    """Feed every record of `path` to `reader` and return its result."""
-    for line_no, record in iter_jsonl(path):
+def read_jsonl_with(
+    path: Path,
+    reader: RecordReader,
+    resume: Resume = START,
+    skip: Mapping[int, str] | None = None,
+    stop: int | None = None,
+) -> ImportedTranscript:
+    """Feed every record of `path` (after `resume`, before `stop`) to `reader` and return its result.
+
+    Lines in `skip` (line number → reason) are left out unread and counted under their reason.
+    """
+    lines = LineReader(path, resume, stop)
+    left_out: Counter[str] = Counter()
+    cut_short: int | None = None
+    for line_no, raw in lines:
+        if skip and line_no in skip:
+            left_out[skip[line_no]] += 1
+            continue
+        record = decode_line(lines, line_no, raw)
+        if record is None:
+            cut_short = line_no
+            break
         try:
             reader.feed(record)
         except RecordError as exc:
@@ -134,8 +248,15 @@ def read_jsonl_with(path: Path, reader: RecordReader) -> ImportedTranscript:
             # still come out as a located, readable error rather than a traceback.
             raise TranscriptError(path, line_no, f"unexpected record shape ({type(exc).__name__}: {exc})") from exc
     result = reader.finish()
-    if not result.messages:
+    if not result.messages and not resume.offset:
         raise TranscriptError(path, None, "no conversation messages found")
+    for reason, count in left_out.items():
+        result.skipped[reason] = result.skipped.get(reason, 0) + count
+        skipped_records = result.metadata.setdefault("skipped_records", {})
+        skipped_records[reason] = skipped_records.get(reason, 0) + count
+    result.end_offset, result.end_line = lines.end, lines.line
+    if cut_short is not None:
+        result.warnings.append(incomplete_line(cut_short))
     return result
 
 

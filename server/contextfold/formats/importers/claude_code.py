@@ -10,11 +10,13 @@ they carry the Anthropic API message under `message`. What the reader does with 
 - `isMeta` user records (skill bodies, hook reminders, command caveats) were sent to the model,
   so they are kept; their indexes are listed in metadata.
 - `isCompactSummary` marks the summary Claude Code wrote at a compaction. The history before it is
-  kept too (mark, never delete); the summary's index is listed in metadata, and each
-  `compact_boundary` system record is recorded with its `compactMetadata`.
-- A file is one thread: a main session, or a subagent's file whose records are all
-  `isSidechain`. Records of the other kind (inline subagent records in older main files) belong
-  to another conversation and are skipped and counted.
+  kept too (mark, never delete); the summary's index is listed in metadata, each
+  `compact_boundary` system record is recorded with its `compactMetadata`, and the compaction is
+  listed in `ImportedTranscript.compactions`: the import replays it, the summary anchoring the view.
+- A file is a tree of records; `claude_code_thread` picks the conversation the model had (the path
+  from the newest record back, across compactions and parallel tool calls). Sidechain records
+  and abandoned branches are skipped and counted.
+- The usage each API response reported is kept by message, to calibrate the imported count.
 - `isApiErrorMessage` assistant records are errors Claude Code displayed, not model output; skipped.
 - Everything else (progress, file-history-snapshot, queue-operation, other system records) is not
   conversation and is counted under `skipped_records`.
@@ -24,11 +26,25 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, check, derive_title, optional, read_jsonl_with, require
+from .base import (
+    START,
+    ImportedCompaction,
+    ImportedTranscript,
+    LineReader,
+    Resume,
+    check,
+    decode_line,
+    derive_title,
+    incomplete_line,
+    optional,
+    read_jsonl_with,
+    require,
+)
+from .claude_code_thread import select_thread
 
 # Claude Code's own marker for messages it made up (errors, "no response requested").
 _SYNTHETIC_MODEL = "<synthetic>"
@@ -48,8 +64,35 @@ _SESSION_KEYS = {
 Block = dict[str, Any]
 
 
-def load_claude_code(path: Path) -> ImportedTranscript:
-    return read_jsonl_with(path, ClaudeCodeReader())
+def load_claude_code(path: Path, resume: Resume = START) -> ImportedTranscript:
+    # Two passes: the first reads the tree of records and picks the thread, the second converts it.
+    lines = LineReader(path, resume)
+    boundary: int | None = None  # where a compact_boundary with no conversation after it starts
+    cut_short: int | None = None  # a last line still being written
+
+    def records() -> Iterator[tuple[int, dict[str, Any]]]:
+        nonlocal boundary, cut_short
+        for line_no, raw in lines:
+            record = decode_line(lines, line_no, raw)
+            if record is None:
+                cut_short = line_no
+                return
+            if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
+                boundary = lines.line_start
+            elif record.get("type") in ("user", "assistant"):
+                boundary = None
+            yield line_no, record
+
+    thread = select_thread(records(), pending_calls=resume.pending_calls, previous_tail=resume.tail_uuids)
+    # A compaction's boundary is written just before its summary: one read alone is left for the
+    # next import, which then sees the two together. So is a last line cut short.
+    stop = boundary if boundary is not None else lines.end if cut_short is not None else None
+    result = read_jsonl_with(path, ClaudeCodeReader(), resume, skip=thread.skip, stop=stop)
+    if cut_short is not None:
+        result.warnings.append(incomplete_line(cut_short))
+    result.warnings.extend(thread.warnings)
+    result.tail_uuids = thread.tail_uuids
+    return result
 
 
 def looks_like_claude_code(record: dict[str, Any]) -> bool:
@@ -71,6 +114,8 @@ class ClaudeCodeReader:
         self._session: dict[str, Any] = {}
         self._compactions: list[dict[str, Any]] = []
         self._summary_indexes: list[int] = []
+        self._replayed: list[ImportedCompaction] = []
+        self._usage: dict[int, dict[str, Any]] = {}
         self._meta_indexes: list[int] = []
         self._skipped_records: Counter[str] = Counter()
         self._skipped_blocks: Counter[str] = Counter()
@@ -103,6 +148,9 @@ class ClaudeCodeReader:
             model=model,
             source_format="claude-code",
             metadata=self._metadata(),
+            compactions=self._replayed,
+            usage=self._usage,
+            skipped={k: v for k, v in self._skipped_records.items() if k in _CONVERSATION_SKIPS},
         )
 
     # -- records ---------------------------------------------------------------------------
@@ -111,21 +159,14 @@ class ClaudeCodeReader:
         if record.get("isApiErrorMessage"):
             self._skipped_records["api_error_message"] += 1
             return
-        if not self._in_thread(bool(record.get("isSidechain"))):
-            self._skipped_records["sidechain" if record.get("isSidechain") else "main_thread"] += 1
-            return
+        if self._thread_is_sidechain is None:
+            self._thread_is_sidechain = bool(record.get("isSidechain"))
         self._note_session(record)
         message = require(record, "message", dict, "record")
         if kind == "user":
             self._user(record, message)
         else:
             self._assistant(message)
-
-    def _in_thread(self, sidechain: bool) -> bool:
-        # The first conversation record decides whether this file is a main session or a subagent's.
-        if self._thread_is_sidechain is None:
-            self._thread_is_sidechain = sidechain
-        return sidechain == self._thread_is_sidechain
 
     def _user(self, record: dict[str, Any], message: dict[str, Any]) -> None:
         content = require(message, "content", (str, list), "message")
@@ -141,6 +182,7 @@ class ClaudeCodeReader:
         self.messages.append({"role": "user", "content": content})
         if record.get("isCompactSummary"):
             self._summary_indexes.append(index)
+            self._replayed.append(self._compaction_at(index))
         elif record.get("isMeta"):
             self._meta_indexes.append(index)
         elif self._first_prompt is None:
@@ -154,18 +196,37 @@ class ClaudeCodeReader:
             else self._blocks(content, "message.content")
         )
         message_id = optional(message, "id", str, "message")
+        model = optional(message, "model", str, "message")
         target = self._continued_message(message_id)
         if target is not None:
             target["content"].extend(blocks)
+            self._note_usage(self._open[0] if self._open else -1, message, model)
             return
         if not blocks:
             self._skipped_records["empty_message"] += 1
             return
         self.messages.append({"role": "assistant", "content": blocks})
         self._open = (len(self.messages) - 1, message_id) if message_id else None
-        model = optional(message, "model", str, "message")
+        self._note_usage(len(self.messages) - 1, message, model)
         if model and model != _SYNTHETIC_MODEL:
             self._models[model] += 1  # once per API response, not per line
+
+    def _note_usage(self, index: int, message: dict[str, Any], model: str | None) -> None:
+        # Every line of a split response repeats the response's usage; the last one stands.
+        usage = message.get("usage")
+        if index >= 0 and isinstance(usage, dict) and model != _SYNTHETIC_MODEL:
+            self._usage[index] = usage
+
+    def _compaction_at(self, summary_index: int) -> ImportedCompaction:
+        """The compaction whose summary is at `summary_index`, with its boundary's facts when it has one."""
+        boundary = next((c for c in reversed(self._compactions) if c["message_index"] == summary_index), {})
+        facts = boundary.get("compact_metadata") or {}
+        trigger, pre_tokens = facts.get("trigger"), facts.get("preTokens")
+        return ImportedCompaction(
+            summary_index=summary_index,
+            trigger=trigger if isinstance(trigger, str) else None,
+            pre_tokens=pre_tokens if isinstance(pre_tokens, int) and not isinstance(pre_tokens, bool) else None,
+        )
 
     def _continued_message(self, message_id: str | None) -> dict[str, Any] | None:
         """The assistant message this part belongs to, if only its tool results came in between."""
@@ -276,6 +337,7 @@ _BLOCK_CONVERTERS: dict[str, Callable[[ClaudeCodeReader, Block, str], Block]] = 
     "document": _media,
 }
 _RESULT_BLOCKS = frozenset({"text", "image", "document"})
+_CONVERSATION_SKIPS = frozenset({"api_error_message", "empty_message"})
 
 
 def _only_tool_results(blocks: list[Block]) -> bool:

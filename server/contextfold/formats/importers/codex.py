@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, RecordError, check, derive_title, optional, read_jsonl_with, require
+from .base import START, ImportedTranscript, RecordError, Resume, check, derive_title, optional, read_jsonl_with, require
 
 CODEX_RECORD_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
@@ -41,8 +41,8 @@ _SESSION_KEYS = {
 Part = dict[str, Any]
 
 
-def load_codex(path: Path) -> ImportedTranscript:
-    return read_jsonl_with(path, CodexReader())
+def load_codex(path: Path, resume: Resume = START) -> ImportedTranscript:
+    return read_jsonl_with(path, CodexReader(), resume)
 
 
 def looks_like_codex(record: dict[str, Any]) -> bool:

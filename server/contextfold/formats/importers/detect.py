@@ -9,23 +9,41 @@ from .. import detect_format
 from .base import ImportFormat, TranscriptError, iter_jsonl
 from .claude_code import looks_like_claude_code
 from .codex import looks_like_codex
+from .mini_swe_agent import looks_like_mini_swe_agent
 from .normalized import fits_normalized, is_normalized_only
+from .openhands import looks_like_openhands
+from .swe_agent import looks_like_swe_agent
 from .wire import file_layout, guess_wire_format, read_document, split_body
 
 # Enough to get past the bookkeeping records that open a session file, few enough to stay instant.
 _SNIFF_RECORDS = 50
-_KNOWN = (
-    "Claude Code session JSONL, Codex rollout JSONL, normalized JSONL, or Anthropic/OpenAI messages (JSON or JSONL)"
+_DOCUMENTS = (
+    "a list of Anthropic/OpenAI messages, a request body with 'messages', a mini-swe-agent .traj.json "
+    "(with 'trajectory_format'), a SWE-agent .traj (with 'history') or an OpenHands event list"
 )
+_KNOWN = f"Claude Code session JSONL, Codex rollout JSONL, normalized JSONL, Anthropic/OpenAI message lines, or {_DOCUMENTS}"
 
 
 def detect_import_format(path: Path) -> ImportFormat:
     """The format of a transcript file; `TranscriptError` when it is none of the known ones."""
     path = Path(path)
     if file_layout(path) == "document":
-        messages, system, _ = split_body(path, read_document(path))
-        return guess_wire_format(messages, system is not None)
+        return _document_format(path, read_document(path))
     return _jsonl_format(path)
+
+
+def _document_format(path: Path, document: Any) -> ImportFormat:
+    if looks_like_mini_swe_agent(document):
+        return "mini-swe-agent"
+    if looks_like_swe_agent(document):
+        return "swe-agent"
+    if looks_like_openhands(document):
+        return "openhands"
+    try:
+        messages, system, _ = split_body(path, document)
+    except TranscriptError as exc:
+        raise TranscriptError(path, exc.line, f"{exc.problem}; a JSON transcript must be {_DOCUMENTS}") from None
+    return guess_wire_format(messages, system is not None)
 
 
 def _jsonl_format(path: Path) -> ImportFormat:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, RecordError, check, derive_title, optional, read_jsonl_with, require
+from .base import START, ImportedTranscript, RecordError, Resume, check, derive_title, optional, read_jsonl_with, require
 
 NORMALIZED_ROLES = frozenset({"user", "assistant", "tool"})
 NORMALIZED_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
@@ -21,8 +21,8 @@ _INSTRUCTION_NAMES = frozenset({"system", "developer"})
 SUMMARY_NAME = "compact_summary"
 
 
-def load_normalized(path: Path) -> ImportedTranscript:
-    return read_jsonl_with(path, NormalizedReader())
+def load_normalized(path: Path, resume: Resume = START) -> ImportedTranscript:
+    return read_jsonl_with(path, NormalizedReader(), resume)
 
 
 def fits_normalized(record: dict[str, Any]) -> bool:

@@ -16,12 +16,14 @@ from typing import Any, Literal
 
 from .. import WireFormat, detect_format
 from .base import (
+    START,
     UTF8_BOM,
     ImportedTranscript,
+    LineReader,
+    Resume,
     TranscriptError,
     decode_json_object,
     derive_title,
-    iter_jsonl,
     iter_lines,
     safe_json,
     type_name,
@@ -30,14 +32,18 @@ from .base import (
 Layout = Literal["document", "jsonl"]
 
 
-def load_wire(path: Path, format: WireFormat | None = None) -> ImportedTranscript:
-    """Read a messages file; `format` None means guess it from the messages' shape."""
+def load_wire(path: Path, format: WireFormat | None = None, resume: Resume = START) -> ImportedTranscript:
+    """Read a messages file; `format` None means guess it from the messages' shape.
+
+    `resume` applies to JSONL only: a JSON document is always read whole.
+    """
     layout = file_layout(path)
+    lines = LineReader(path, resume)
     if layout == "document":
         messages, system, model = split_body(path, read_document(path))
     else:
-        messages, system, model = _message_lines(path), None, None
-    if not messages:
+        messages, system, model = _message_lines(path, lines), None, None
+    if not messages and not resume.offset:
         raise TranscriptError(path, None, "no conversation messages found")
     chosen = format or guess_wire_format(messages, system is not None)
     return ImportedTranscript(
@@ -48,6 +54,8 @@ def load_wire(path: Path, format: WireFormat | None = None) -> ImportedTranscrip
         model=model,
         source_format=chosen,
         metadata={"layout": layout},
+        end_offset=lines.end if layout == "jsonl" else 0,
+        end_line=lines.line if layout == "jsonl" else 0,
     )
 
 
@@ -65,7 +73,8 @@ def file_layout(path: Path) -> Layout:
     if stripped.startswith(b"[") or stripped == b"{":
         return "document"
     record = decode_json_object(path, line_no, raw)
-    return "document" if "messages" in record and "role" not in record else "jsonl"
+    # A one-line request body, or a one-line SWE-agent trajectory.
+    return "document" if ("messages" in record or "history" in record) and "role" not in record else "jsonl"
 
 
 def read_document(path: Path) -> Any:
@@ -112,9 +121,10 @@ def guess_wire_format(messages: Sequence[dict[str, Any]], has_top_level_system: 
     return "anthropic" if has_top_level_system else detect_format(messages)
 
 
-def _message_lines(path: Path) -> list[dict[str, Any]]:
+def _message_lines(path: Path, lines: LineReader) -> list[dict[str, Any]]:
     messages = []
-    for line_no, record in iter_jsonl(path):
+    for line_no, raw in lines:
+        record = decode_json_object(path, line_no, raw)
         if not isinstance(record.get("role"), str):
             raise TranscriptError(path, line_no, "expected a message object with a 'role'")
         messages.append(record)
