@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-Tokenizer = Literal["o200k_base", "cl100k_base", "claude", "gemini", "chars"]
+Tokenizer = Literal["o200k_base", "cl100k_base", "claude", "gemini", "unknown"]
 Provider = Literal["anthropic", "openai", "google", "unknown"]
 
 MAX_OUTPUT_CAP = 32_000
@@ -72,7 +72,8 @@ _MODELS: tuple[ModelInfo, ...] = (
     _m("gemini", "google", "gemini", 1_048_576, 8_192),
 )
 
-DEFAULT = ModelInfo("default", "unknown", "chars", 128_000, 32_000, known=False)
+DEFAULT = ModelInfo("default", "unknown", "unknown", 128_000, 32_000, known=False)
+"""Unknown models are counted as o200k × a safety factor (tokens.py), like Claude and Gemini."""
 
 # Longest prefix first, so `gpt-4o` wins over `gpt-4` and `claude-opus-4-1` over `claude-opus-4`.
 _BY_PREFIX = sorted(_MODELS, key=lambda m: len(m.id), reverse=True)

@@ -4,9 +4,13 @@ The summarizer may be a network call of many seconds, so it never runs inside a 
 transaction. The write re-reads the session and refuses if another compaction moved the view in
 between. The summarizer chain is anthropic → sampling → extractive (`auto`), each failure
 recorded; the extractive summarizer cannot fail, so a compaction always produces a summary — but
-one that frees nothing is reported as an error, never as success. On overflow, the compaction a
-request asks for becomes a recovery: the newest attachments shown as placeholders, up to
-`MAX_ATTEMPTS` compactions, and once, oversized tool outputs cut down in view.
+one that frees nothing (by our own count on both sides) is refused with the numbers, and nothing
+is written. When the caller named a summarizer and another one's summary was kept, the result
+says why. The newest request and the last answer always stay in view (compaction/thread.py);
+with nothing older to summarize, the kept tail's oversized outputs are cut down in view instead.
+On overflow, the compaction a request asks for becomes a recovery: the newest attachments shown
+as placeholders, up to `MAX_ATTEMPTS` compactions, and once, oversized tool outputs cut down in
+view.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from .compaction.engine import (
     accept,
     anchor_for,
     compaction_messages,
+    is_continue,
     plan_compaction,
 )
 from .compaction.prompt import build_prompt
@@ -34,10 +39,11 @@ from .errors import CompactionFailed
 from .domain import CompactionRecord, FilePart, Message, Session, ToolPart
 from .formats._common import media_placeholder
 from .policy import view
+from .policy.cut import CUT_CHARS, CUT_TOKENS, cut_in_view
 from .policy.turns import tail_budget
 from .results import Brief, CompactResult, Status
-from .store import ConflictError, PartMark, SessionStore
-from .tokens import TokenCounter, count_part
+from .store import ConflictError, PartMark, SessionStore, SessionTransaction
+from .tokens import TokenCounter
 
 SummarizerChoice = Literal["auto", "anthropic", "sampling", "extractive"]
 Progress = Callable[[float, str], Awaitable[None]]
@@ -48,8 +54,11 @@ COOLDOWN_SECONDS = 30.0
 COOLDOWN_GROWTH = 1.10
 """An automatic compaction within the cooldown is refused unless the view grew by 10 % since."""
 OVERSIZED_SHARE = 0.10
-"""In overflow recovery, a tool output over this share of usable is cut down in view once."""
-RECOVERY_CAP_CHARS = 2_000
+"""In overflow recovery, a tool output over this share of usable is cut down in view once…"""
+RECOVERY_CAP_TOKENS = CUT_TOKENS
+"""…to its first 500 tokens…"""
+RECOVERY_CAP_CHARS = CUT_CHARS
+"""…and never more than 2,000 characters."""
 
 
 @dataclass(frozen=True)
@@ -126,15 +135,10 @@ class Compactor:
         messages = await self._store.load_messages(
             session.id, owner=session.owner, after_seq=view.load_from(session.view)
         )
-        visible = view.in_view(messages, session.view)
-        plan = plan_compaction(
-            visible,
-            tail_budget=tail_budget(usable, settings.preserve_recent_tokens),
-            tail_turns=settings.tail_turns,
-            usable=usable,
-        )
+        counter = self._access.counter_for(session, settings)
+        plan = _plan(view.in_view(messages, session.view), settings, usable, counter)
         last_seq = max((m.seq for m in messages), default=0)
-        return Prepared(session, settings, self._access.counter_for(session, settings), plan, usable, last_seq)
+        return Prepared(session, settings, counter, plan, usable, last_seq)
 
     @staticmethod
     def sampling_prompt(prepared: Prepared, instructions: str | None) -> tuple[str, str, int]:
@@ -163,7 +167,10 @@ class Compactor:
         progress: Progress | None = None,
         tokens_before: int | None = None,
         check_cooldown: bool = False,
+        requested: str | None = None,
     ) -> tuple[CompactionRecord, str]:
+        """Summarize the head and write the compaction; `requested` is the summarizer the caller
+        named (a note says why when another one's summary was kept)."""
         progress = progress or _no_progress
         await progress(0.05, "selecting the tail")
         prepared = await self.prepare(session_id, owner)
@@ -192,11 +199,11 @@ class Compactor:
             chosen = (outcome, text, report.added, tokens)
             break
         if chosen is None:
-            raise CompactionFailed("every summarizer failed: " + "; ".join(fallbacks))
+            raise _failed("every summarizer failed: " + "; ".join(fallbacks), plan)
         outcome, text, pinned, summary_tokens = chosen
         new = compaction_messages(plan, text, counter, auto=auto, overflow=overflow)
         system_tokens = sum(p.tokens for p in session.system)
-        after = system_tokens + sum(m.tokens for m in new) + plan.tail_tokens
+        after = system_tokens + sum(m.in_view_tokens for m in new) + plan.tail_tokens
         record = CompactionRecord(
             summarizer=outcome.summarizer,
             fallbacks=fallbacks,
@@ -212,11 +219,19 @@ class Compactor:
             model=outcome.model,
             usage=outcome.usage,
             cost_usd=outcome.cost_usd,
+            notes=_not_used(requested, outcome.summarizer, fallbacks),
+            outputs_cut=len(plan.cuts),
         )
-        if after >= before:
-            raise CompactionFailed(
-                f"compaction would not free anything: {before:,} tokens in view before, {after:,} after "
-                f"(summary {summary_tokens:,}, tail {plan.tail_tokens:,})"
+        # Our own count on both sides: a provider's report (which also counts tool definitions)
+        # must not make a compaction that frees nothing look like one that does.
+        counted = min(before, session.tokens_in_view)
+        if after >= counted:
+            copy = f", the request again {new[2].in_view_tokens:,}" if plan.prompt is not None else ""
+            cuts = f", {len(plan.cuts)} output(s) cut" if plan.cuts else ""
+            raise _failed(
+                f"compaction would not free anything: {counted:,} tokens in view before, {after:,} after "
+                f"(summary {summary_tokens:,}, tail {plan.tail_tokens:,}{copy}{cuts}); nothing was changed",
+                plan,
             )
         if dry_run:
             await progress(1.0, "dry run: nothing written")
@@ -236,13 +251,30 @@ class Compactor:
                 raise ConflictError("the session was compacted by another request meanwhile; try again")
             # Messages appended while the summarizer ran stay in view, after the kept tail.
             arrived = await tx.rows(after_seq=prepared.last_seq)
+            written = sum(m.in_view_tokens for m in new)
+            if arrived and arrived[-1].role == "user":
+                new = [m for m in new if not is_continue(m)]  # the user's own message is the one to answer
+            cuts = await self._recut(tx, plan, prepared.counter) if plan.cuts else []
             stored = await tx.insert_messages(new)
+            if cuts:
+                await tx.mark_parts(cuts)
             anchor = anchor_for(stored, plan)
             if arrived and anchor.tail_start_seq is None:
                 anchor = anchor.model_copy(update={"tail_start_seq": arrived[0].seq})
-            after = record.tokens_after + sum(r.tokens for r in arrived)
+            after = (
+                record.tokens_after
+                - (written - sum(m.in_view_tokens for m in stored))
+                + sum(c.freed for c in plan.cuts)
+                - sum(c.freed for c in cuts)
+                + sum(r.tokens for r in arrived)
+            )
             record = record.model_copy(
-                update={"tokens_after": after, "marker_id": stored[0].id, "summary_id": stored[1].id}
+                update={
+                    "tokens_after": after,
+                    "marker_id": stored[0].id,
+                    "summary_id": stored[1].id,
+                    "outputs_cut": len(cuts),
+                }
             )
             record = await tx.add_compaction(record)
             metadata = {**session.metadata, "last_compaction": {"at": time.time(), "tokens_after": after}}
@@ -261,6 +293,19 @@ class Compactor:
             )
             await tx.save_session(session)
         return record
+
+    @staticmethod
+    async def _recut(tx: SessionTransaction, plan: Plan, counter: TokenCounter) -> list[PartMark]:
+        """The plan's cuts made again on the parts as they are now (a prune may have marked one)."""
+        first = plan.tail_start.seq if plan.tail_start else 0
+        current = {m.id: m for m in await tx.messages(first - 1)}
+        marks = []
+        for planned in plan.cuts:
+            message = current.get(planned.message_id)
+            part = message.parts[planned.index] if message and planned.index < len(message.parts) else None
+            if isinstance(part, ToolPart) and (cut := cut_in_view(part, counter)) is not None:
+                marks.append(PartMark(planned.message_id, planned.index, *cut))
+        return marks
 
     @staticmethod
     def _check_cooldown(session: Session) -> None:
@@ -288,8 +333,13 @@ class Compactor:
         dry_run: bool,
         auto: bool,
         progress: Progress | None,
+        requested: str | None = None,
     ) -> CompactResult:
-        """One anchored compaction as a request asks for it; on overflow, recover (SPEC §10)."""
+        """One anchored compaction as a request asks for it; on overflow, recover (SPEC §10).
+
+        With nothing to summarize but a kept tail over its budget, the tail's oversized outputs
+        are cut down in view instead. `requested` is the summarizer the caller named.
+        """
         session_id = session.id
         status = await self._access.status_for(session)
         overflow = status.state == "overflow"
@@ -304,7 +354,7 @@ class Compactor:
                 status = await self._access.status(session_id, owner)
         attempts = 0
         outputs_cut = 0
-        cut_done = False
+        cut_done = tail_cut = False
         while True:
             attempts += 1
             try:
@@ -319,15 +369,30 @@ class Compactor:
                     progress=progress,
                     tokens_before=status.tokens_in_view,
                     check_cooldown=auto and attempts == 1,
+                    requested=requested,
                 )
             except (NothingToCompact, CompactionFailed) as exc:
+                if isinstance(exc, NothingToCompact) and exc.cuts and not tail_cut:
+                    # No summary worth writing, but the kept tail is over its budget: cut its largest outputs.
+                    tail_cut = True
+                    before = status.tokens_in_view
+                    if dry_run:
+                        after = before - sum(c.freed for c in exc.cuts)
+                        return _cut_only(before, attempts, len(exc.cuts), status, str(exc), after=after)
+                    cut = await self.cut_tail(session_id, owner)
+                    if cut:
+                        outputs_cut += cut
+                        status = await self._access.status(session_id, owner)
+                        if not overflow or status.state != "overflow":
+                            return _cut_only(before, attempts, outputs_cut, status, str(exc))
+                        attempts = 0
+                        continue
                 if overflow and not dry_run and not cut_done:
                     # Nothing left to summarize: cut oversized outputs in view once, then retry.
                     cut_done = True
-                    outputs_cut = await self.cut_oversized(
-                        session_id, owner, status.usable, self._access.counter(session)
-                    )
-                    if outputs_cut:
+                    cut = await self.cut_oversized(session_id, owner, status.usable, self._access.counter(session))
+                    outputs_cut += cut
+                    if cut:
                         before = status.tokens_in_view
                         status = await self._access.status(session_id, owner)
                         if status.state != "overflow":
@@ -358,8 +423,9 @@ class Compactor:
             tail_start_id=record.tail_start_id,
             pinned=record.pinned,
             attempts=attempts,
-            outputs_cut=outputs_cut,
+            outputs_cut=outputs_cut + record.outputs_cut,
             media_omitted=media_omitted,
+            reason="; ".join(record.notes) or None,
             summary=summary if dry_run else None,
             status=Brief.of(status),
         )
@@ -384,8 +450,27 @@ class Compactor:
                 await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total}))
         return len(marks)
 
+    async def cut_tail(self, session_id: str, owner: str) -> int:
+        """When no summary is worth writing, cut the kept tail's largest outputs down in view until
+        it fits its budget (planned again under the write lock; marks only)."""
+        async with self._store.write(session_id, owner) as tx:
+            session = tx.session
+            settings = self._access.settings_for(session)
+            usable = self._access.usable_for(session, settings)
+            visible = await view.visible(tx.messages, session.view)
+            try:
+                marks = list(_plan(visible, settings, usable, self._access.counter_for(session, settings)).cuts)
+            except NothingToCompact as exc:
+                marks = list(exc.cuts)
+            if marks:
+                await tx.mark_parts(marks)
+                freed = sum(m.freed for m in marks)
+                await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed}))
+        return len(marks)
+
     async def cut_oversized(self, session_id: str, owner: str, usable: int, counter: TokenCounter) -> int:
-        """Cut tool outputs bigger than a tenth of usable down to a preview in view (once; marks only)."""
+        """Cut tool outputs bigger than a tenth of usable down to a preview of at most
+        `RECOVERY_CAP_TOKENS` tokens in view (once; marks only)."""
         threshold = max(RECOVERY_CAP_CHARS // 4, int(usable * OVERSIZED_SHARE))
         async with self._store.write(session_id, owner) as tx:
             session = tx.session
@@ -393,15 +478,13 @@ class Compactor:
             marks: list[PartMark] = []
             for message in messages:
                 for index, part in enumerate(message.parts):
-                    if not isinstance(part, ToolPart) or part.compacted_at is not None or part.view_cap is not None:
+                    if not isinstance(part, ToolPart) or part.tokens <= threshold:
                         continue
-                    if not part.is_finished or part.tokens <= threshold:
-                        continue
-                    cut = part.model_copy(update={"view_cap": RECOVERY_CAP_CHARS})
-                    shown = cut.model_copy(update={"output": (part.result_text or "")[:RECOVERY_CAP_CHARS]})
-                    freed = part.tokens - count_part(shown, counter)
-                    if freed > 0:
-                        marks.append(PartMark(message.id, index, cut, freed))
+                    # Capped in tokens (dense text runs under 2 characters a token) within the
+                    # character cap; the freed count is as the view shows it, note included.
+                    cut = cut_in_view(part, counter, max_tokens=RECOVERY_CAP_TOKENS, max_chars=RECOVERY_CAP_CHARS)
+                    if cut is not None:
+                        marks.append(PartMark(message.id, index, *cut))
             if marks:
                 await tx.mark_parts(marks)
                 freed_total = sum(m.freed for m in marks)
@@ -409,15 +492,47 @@ class Compactor:
         return len(marks)
 
 
-def _cut_only(before: int, attempts: int, cut: int, status: Status, why: str) -> CompactResult:
-    """Overflow recovery that succeeded by cutting oversized outputs, with no summary written."""
+def _plan(visible: Sequence[Message], settings: Settings, usable: int, counter: TokenCounter) -> Plan:
+    return plan_compaction(
+        visible,
+        tail_budget=tail_budget(usable, settings.preserve_recent_tokens),
+        tail_turns=settings.tail_turns,
+        usable=usable,
+        counter=counter,
+    )
+
+
+def _failed(message: str, plan: Plan) -> Exception:
+    """No summary worth writing. When the kept tail has outputs to cut, say so: the caller may
+    cut them instead (NothingToCompact carries them); otherwise the compaction failed."""
+    if plan.cuts:
+        return NothingToCompact(message, plan.cuts)
+    return CompactionFailed(message)
+
+
+def _not_used(requested: str | None, used: str, fallbacks: Sequence[str]) -> list[str]:
+    """A note when the summarizer the caller named is not the one whose summary was kept."""
+    if requested in (None, "auto") or requested == used:
+        return []
+    why = next((f[len(requested) + 2 :] for f in fallbacks if f.startswith(f"{requested}: ")), "it did not run")
+    return [f"the {requested} summarizer was asked for but not used: {why}; the {used} summary was kept instead"]
+
+
+def _cut_only(
+    before: int, attempts: int, cut: int, status: Status, why: str, *, after: int | None = None
+) -> CompactResult:
+    """A compaction that cut oversized outputs in view and wrote no summary (`after` given: a dry
+    run, which only says what the cut would leave)."""
     return CompactResult(
         compacted=False,
+        dry_run=after is not None,
         fallbacks=[f"no summary: {why}"],
         tokens_before=before,
-        tokens_after=status.tokens_in_view,
+        tokens_after=status.tokens_in_view if after is None else after,
         attempts=attempts,
         outputs_cut=cut,
+        reason=f"{'would cut' if after is not None else 'cut'} {cut} oversized tool output(s) down in view "
+        "(the store keeps them whole); no summary",
         status=Brief.of(status),
     )
 

@@ -207,6 +207,9 @@ class ViewAnchor(_Model):
     summary_seq: int
     tail_start_seq: int | None = None
     """First message kept verbatim from before the marker; None = nothing kept."""
+    prompt_seq: int | None = None
+    """A copy of the request the kept tail answers, written with the summary and shown between
+    the summary and the tail (the tail starts inside the request's turn); None = no copy."""
 
 
 class CompactionRecord(_Model):
@@ -236,6 +239,8 @@ class CompactionRecord(_Model):
     usage: Usage | None = None
     cost_usd: float | None = None
     notes: list[str] = Field(default_factory=list)
+    outputs_cut: int = 0
+    """Tool outputs of the kept tail cut down in view so the tail fits its budget (kept whole)."""
 
     @property
     def tokens_freed(self) -> int:

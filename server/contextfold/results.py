@@ -130,10 +130,18 @@ class ImportResult(BaseModel):
     session_id: str
     source_format: str
     messages: int
+    """Messages stored by this import, the marker and summary of each replayed compaction included."""
     tool_calls: int
     tool_results: int
     spilled: list[SpilledOutput]
     status: Brief
+    compactions: int = 0
+    """Compactions the agent made, replayed: the view starts at the last one's summary."""
+    already_imported_lines: int = 0
+    """Lines of the file an earlier import into this session already read; only what follows was read."""
+    skipped: dict[str, int] = {}
+    """Conversation records left out, by reason (sidechain, branch, api_error_message, …)."""
+    warnings: list[str] = []
 
 
 class SpillResult(BaseModel):
@@ -200,11 +208,14 @@ class CompactResult(BaseModel):
     """Facts code added to the summary (edited files, constraints, the open error)."""
     attempts: int = 1
     outputs_cut: int = 0
-    """Oversized outputs cut down in view during overflow recovery (kept whole in the store)."""
+    """Oversized tool outputs cut down in view (kept whole in the store): the kept tail's, so it
+    fits its budget, and in overflow recovery any over a tenth of usable."""
     media_omitted: int = 0
     """Attachments of the newest user message left out of the view because they overflowed it."""
     reason: str | None = None
-    """For regions and removal strategies: what was done and, for hybrid, why that strategy won."""
+    """For regions and removal strategies: what was done and, for hybrid, why that strategy won.
+    For anchored: why the summarizer the caller named was not used, or that outputs were cut
+    instead of writing a summary."""
     summary: str | None = None
     """The summary text (dry runs only; otherwise read it with get_context or the summary resource)."""
     status: Brief

@@ -25,6 +25,7 @@ from typing import Literal
 import tiktoken
 import tiktoken_ext.openai_public as _openai_public
 
+from . import tokenwindows
 from .catalog import ModelInfo, lookup
 from .domain import (
     CompactionPart,
@@ -53,9 +54,9 @@ PDF_BYTES_PER_PAGE = 50_000
 """Pages of a PDF we cannot open are guessed from its size."""
 COMPACTION_MARKER_TOKENS = 8
 
-DEFAULT_FACTORS = {"claude": 1.20, "gemini": 1.15}
-"""Safety factors over o200k for tokenizers that are not public. They err high on purpose:
-over-counting costs one early compaction, under-counting fails the request."""
+DEFAULT_FACTORS = {"claude": 1.20, "gemini": 1.15, "unknown": 1.20}
+"""Safety factors over o200k for tokenizers that are not public (and for models we do not know).
+They err high on purpose: over-counting costs one early compaction, under-counting fails the request."""
 
 _EXPECTED_SHA256: dict[Encoding, str] = {
     "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
@@ -145,25 +146,33 @@ class TokenCounter:
     encoding: Encoding | None
     """The BPE used (for estimates, the one the factor is applied to)."""
     factor: float = 1.0
+    char_floor: bool = False
+    """Never below the CJK-aware character estimate: for models whose tokenizer we do not know,
+    whose CJK text may cost more than o200k says."""
 
     def count(self, text: str) -> int:
         if not text:
             return 0
         if self.encoding is None:
             return estimate_chars(text)
-        exact = len(encoding(self.encoding).encode_ordinary(text))
-        return exact if self.factor == 1.0 else math.ceil(exact * self.factor)
+        exact = tokenwindows.count(encoding(self.encoding), text)
+        tokens = exact if self.factor == 1.0 else math.ceil(exact * self.factor)
+        return max(tokens, estimate_chars(text)) if self.char_floor else tokens
 
 
 def counter_for(model: str | ModelInfo | None, factors: dict[str, float] | None = None) -> TokenCounter:
-    """The counter for a model id (or catalogue entry). Unknown models get the CJK-aware estimate."""
+    """The counter for a model id (or catalogue entry).
+
+    Unknown models are estimated like Claude and Gemini, o200k times a safety factor, and never
+    below the CJK-aware character estimate: characters alone undercount code and dense text.
+    """
     info = model if isinstance(model, ModelInfo) else lookup(model)
     factors = {**DEFAULT_FACTORS, **(factors or {})}
     if info.tokenizer in ("o200k_base", "cl100k_base"):
         return TokenCounter(info.id, "exact", info.tokenizer)
     if info.tokenizer in ("claude", "gemini"):
         return TokenCounter(info.id, "estimate", "o200k_base", factors[info.tokenizer])
-    return TokenCounter(info.id, "estimate", None)
+    return TokenCounter(info.id, "estimate", "o200k_base", factors["unknown"], char_floor=True)
 
 
 # -- media -----------------------------------------------------------------------------------------
@@ -279,7 +288,7 @@ def count_in_view(part: Part, counter: TokenCounter) -> int:
             )
         elif part.view_cap is not None:
             field = "error" if part.state == "error" else "output"
-            shown = part.model_copy(update={field: cap_output(part.result_text, part.view_cap)})
+            shown = part.model_copy(update={field: cap_output(part.result_text, part.view_cap, part.spill_id)})
         if part.input_cleared:
             shown = shown.model_copy(update={"input": {}, "raw_arguments": None})
         return part.tokens if shown is part and part.tokens else count_part(shown, counter)

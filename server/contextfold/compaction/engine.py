@@ -1,8 +1,10 @@
 """The anchored compaction pipeline, as pure steps (SPEC §10).
 
-plan (select the tail, find the head and the previous summary) → the summarizer writes (elsewhere:
-it may be a network call) → accept (parse, pin the facts code guarantees, refuse a summary that is
-not smaller than what it replaces) → the messages to write (marker, summary, optional continue).
+plan (select the tail, keep the newest request and the last answer in it — `thread.py` — find
+the head and the previous summary) → the summarizer writes (elsewhere: it may be a network call)
+→ accept (parse, pin the facts code guarantees, refuse a summary that is not smaller than what
+it replaces) → the messages to write (marker, summary, the request when the tail starts inside
+its turn, and a continue note for automatic compactions whose tail does not end with the user).
 The service runs these in order around its store transaction.
 """
 
@@ -13,9 +15,11 @@ from dataclasses import dataclass
 
 from ..domain import CompactionPart, Message, TextPart, ViewAnchor
 from ..policy.turns import TailSelection, rows, select_tail
+from ..store.base import PartMark
 from ..tokens import TokenCounter, count_message
 from .base import SummarizerError
 from .pins import PinReport, pin_facts
+from .thread import keep_thread
 
 CONTINUE_TEXT = (
     "Continue with the task from where you left off, using the summary above. "
@@ -26,7 +30,14 @@ SUMMARY_MAX_TOKENS = 6_000
 
 
 class NothingToCompact(Exception):
-    """Everything in view is the tail (or already a summary): compaction would free nothing."""
+    """Everything in view is the tail (or already a summary): there is nothing to summarize.
+
+    `cuts` are tool outputs of the tail that could still be cut down in view to make it fit.
+    """
+
+    def __init__(self, message: str, cuts: Sequence[PartMark] = ()) -> None:
+        super().__init__(message)
+        self.cuts = tuple(cuts)
 
 
 @dataclass(frozen=True)
@@ -38,10 +49,16 @@ class Plan:
     previous: str | None
     """The previous summary's text: the anchor to update."""
     replaced_tokens: int
-    """What the new marker and summary replace: the head plus the previous marker and summary."""
+    """What the new marker and summary replace: the head plus the previous marker and summary,
+    less the request shown again after them."""
     tail_tokens: int
+    """The tail as it will be shown, its cuts applied."""
     selection: TailSelection
     summary_budget: int
+    prompt: Message | None = None
+    """The request the tail answers, shown again after the summary (the tail starts inside its turn)."""
+    cuts: tuple[PartMark, ...] = ()
+    """Tool outputs of the tail cut down in view so it fits its budget."""
 
     @property
     def tail_start(self) -> Message | None:
@@ -54,7 +71,7 @@ def summary_budget(usable: int, replaced_tokens: int) -> int:
 
 
 def plan_compaction(
-    visible: Sequence[Message], *, tail_budget: int, tail_turns: int, usable: int
+    visible: Sequence[Message], *, tail_budget: int, tail_turns: int, usable: int, counter: TokenCounter
 ) -> Plan:
     """Split the view into the head to summarize and the tail to keep. Raises NothingToCompact."""
     previous_marker = [m for m in visible if m.compaction is not None]
@@ -66,22 +83,36 @@ def plan_compaction(
         if selection.tail_start_id is None
         else next(i for i, m in enumerate(candidates) if m.id == selection.tail_start_id)
     )
-    head, tail = candidates[:start], candidates[start:]
+    thread = keep_thread(candidates, start, budget=tail_budget, counter=counter)
+    head, tail = candidates[: thread.start], candidates[thread.start :]
+    tail_tokens = sum(m.in_view_tokens for m in tail) - thread.freed
     if not head:
-        raise NothingToCompact(
-            f"all {len(candidates)} messages in view fit the tail budget ({tail_budget:,} tokens); nothing to compact"
+        cut = (
+            f"; cutting {len(thread.cuts)} oversized tool output(s) in it would free {thread.freed:,} tokens"
+            if thread.cuts
+            else ""
         )
+        raise NothingToCompact(
+            f"nothing to compact: the newest request and the last answer stay in view, and with them all "
+            f"{len(candidates)} messages ({tail_tokens + thread.freed:,} tokens, tail budget {tail_budget:,}){cut}",
+            thread.cuts,
+        )
+    prompt = candidates[thread.prompt] if thread.prompt is not None else None
     replaced = sum(m.in_view_tokens for m in head) + sum(m.in_view_tokens for m in previous_marker)
     if previous_summary is not None:
         replaced += previous_summary.in_view_tokens
+    if prompt is not None:
+        replaced -= prompt.in_view_tokens
     return Plan(
         head=head,
         tail=tail,
         previous=previous_summary.text if previous_summary is not None else None,
         replaced_tokens=replaced,
-        tail_tokens=sum(m.in_view_tokens for m in tail),
+        tail_tokens=tail_tokens,
         selection=selection,
         summary_budget=summary_budget(usable, replaced),
+        prompt=prompt,
+        cuts=thread.cuts,
     )
 
 
@@ -104,7 +135,9 @@ def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport
 def compaction_messages(
     plan: Plan, summary: str, counter: TokenCounter, *, auto: bool, overflow: bool
 ) -> list[Message]:
-    """Marker (a user message with a compaction part), summary, and for automatic ones a continue."""
+    """Marker (a user message with a compaction part), summary, the request the tail answers when
+    the tail starts inside its turn, and for automatic ones a continue note — unless the tail
+    already ends with the user, whose message is then the one to answer."""
     tail_start = plan.tail_start
     messages = [
         Message(
@@ -113,9 +146,28 @@ def compaction_messages(
         ),
         Message(role="assistant", summary=True, parts=[TextPart(text=summary, synthetic=True)], finish_reason="stop"),
     ]
-    if auto:
+    if plan.prompt is not None:
+        messages.append(request_copy(plan.prompt))
+    if auto and (not plan.tail or plan.tail[-1].role != "user"):
         messages.append(Message(role="user", parts=[TextPart(text=CONTINUE_TEXT, synthetic=True)]))
     return [count_message(m, counter) for m in messages]
+
+
+def request_copy(prompt: Message) -> Message:
+    """The request `prompt` again, as a new message (the original stays stored, summarized)."""
+    return Message(
+        role="user",
+        name=prompt.name,
+        parts=[part.model_copy(update={"tokens": 0}) for part in prompt.parts],
+        metadata={"copy_of": prompt.id},
+    )
+
+
+def is_continue(message: Message) -> bool:
+    """The continue note an automatic compaction writes."""
+    return message.role == "user" and message.text == CONTINUE_TEXT and all(
+        isinstance(p, TextPart) and p.synthetic for p in message.parts
+    )
 
 
 def anchor_for(stored: Sequence[Message], plan: Plan) -> ViewAnchor:
@@ -125,4 +177,5 @@ def anchor_for(stored: Sequence[Message], plan: Plan) -> ViewAnchor:
         marker_seq=marker.seq,
         summary_seq=summary.seq,
         tail_start_seq=plan.tail_start.seq if plan.tail_start else None,
+        prompt_seq=stored[2].seq if plan.prompt is not None else None,
     )

@@ -17,6 +17,17 @@ from . import INTERRUPTED_RESULT, FormatError, ParsedBatch, RenderOptions
 COMPACTION_PROMPT = "What did we do so far?"
 """How a compaction marker reads to the model: the question its summary answers."""
 
+CONTINUATION_TEXT = "(conversation continues)"
+"""A user message both formats send where the assistant would otherwise speak twice in a row
+after a compaction summary (and Anthropic's first message, when the history starts with the
+assistant)."""
+
+
+def after_summary(previous: Message | None, message: Message) -> bool:
+    """`message` is the assistant speaking right after a compaction summary: both formats put a
+    `CONTINUATION_TEXT` user message between, so neither merges the two nor sends them in a row."""
+    return previous is not None and previous.summary and message.role == "assistant" and not message.summary
+
 
 # -- field checks ---------------------------------------------------------------------------------
 
@@ -209,16 +220,18 @@ def render_result(part: ToolPart, options: RenderOptions) -> RenderedResult | No
         # Pruned: the output (and anything the tool attached) is hidden; the call itself stays.
         return RenderedResult(options.pruned_placeholder, is_error, [])
     caps = [c for c in (options.output_cap, part.view_cap) if c is not None]
-    text = cap_output(part.result_text, min(caps) if caps else None)
+    text = cap_output(part.result_text, min(caps) if caps else None, part.spill_id)
     if options.strip_media and part.attachments:
         notes = "\n".join(media_placeholder(file) for file in part.attachments)
         return RenderedResult(f"{text}\n{notes}" if text else notes, is_error, [])
     return RenderedResult(text, is_error, list(part.attachments))
 
 
-def cap_output(text: str, cap: int | None) -> str:
-    """The first `cap` characters of `text`, with a note of how many were left out."""
+def cap_output(text: str, cap: int | None, output_id: str | None = None) -> str:
+    """The first `cap` characters of `text`, with a note of how many were left out (and, for an
+    output spilled at ingest, how to read all of it: the preview's own hint may be cut off)."""
     if cap is None or len(text) <= cap:
         return text
     keep = max(cap, 0)
-    return f"{text[:keep]}\n… [omitted {len(text) - keep:,} chars]"
+    whole = f'; read_output(id="{output_id}") reads the whole output' if output_id else ""
+    return f"{text[:keep]}\n… [omitted {len(text) - keep:,} chars{whole}]"

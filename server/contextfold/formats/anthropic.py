@@ -25,8 +25,10 @@ from ..domain import (
 from . import FormatError, ParsedBatch, RenderOptions
 from ._common import (
     COMPACTION_PROMPT,
+    CONTINUATION_TEXT,
     BatchBuilder,
     RenderedResult,
+    after_summary,
     block_type,
     decode_text,
     encode_text,
@@ -42,9 +44,6 @@ from ._common import (
 )
 
 __all__ = ["COMPACTION_PROMPT", "CONTINUATION_TEXT", "EMPTY_ERROR_TEXT", "parse_messages", "render_messages"]
-
-CONTINUATION_TEXT = "(conversation continues)"
-"""Sent as the first user message when the rendered history starts with the assistant."""
 
 EMPTY_ERROR_TEXT = "(the tool failed without an error message)"
 """The API rejects an error `tool_result` with empty content, so a silent failure says this."""
@@ -246,7 +245,11 @@ def render_messages(
     """A Messages API body fragment: `{"system": [...], "messages": [...]}` (no `system` when empty)."""
     turns: list[dict[str, Any]] = []
     ids = _CallIds()
+    previous: Message | None = None
     for message in messages:
+        if after_summary(previous, message):
+            _append(turns, "user", [_text_block(CONTINUATION_TEXT)])
+        previous = message
         if message.role == "assistant":
             blocks, results = _assistant_blocks(message, options, ids)
             _append(turns, "assistant", blocks)

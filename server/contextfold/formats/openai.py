@@ -26,8 +26,10 @@ from ..domain import (
 from . import FormatError, ParsedBatch, RenderOptions
 from ._common import (
     COMPACTION_PROMPT,
+    CONTINUATION_TEXT,
     BatchBuilder,
     RenderedResult,
+    after_summary,
     block_type,
     data_url,
     expect_list,
@@ -41,7 +43,7 @@ from ._common import (
     require_str,
 )
 
-__all__ = ["COMPACTION_PROMPT", "parse_messages", "render_messages"]
+__all__ = ["COMPACTION_PROMPT", "CONTINUATION_TEXT", "parse_messages", "render_messages"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _AUDIO_MIMES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
@@ -260,7 +262,11 @@ def render_messages(
 ) -> dict[str, Any]:
     """A Chat Completions body fragment: `{"messages": [...]}`, system prompts first."""
     wire: list[_Wire] = [{"role": prompt.role, "content": prompt.text} for prompt in system]
+    previous: Message | None = None
     for message in messages:
+        if after_summary(previous, message):
+            wire.append({"role": "user", "content": CONTINUATION_TEXT})  # as the Anthropic format sends it
+        previous = message
         if message.role == "assistant":
             wire.extend(_render_assistant(message, options))
         else:

@@ -1,9 +1,12 @@
 """Truncation of tool outputs at ingest (SPEC §6).
 
-A completed tool output that exceeds any limit (lines, UTF-8 bytes, characters) is cut to a
-preview; the caller spills the full text and appends `hint()` so the model knows how to read the
-rest. The limits are OpenCode's (2,000 lines, 50 KiB) further capped by OpenClaw's context share
-(`share_cap_chars`). Pure functions: the caller does the spilling.
+A completed tool output that exceeds any limit (lines, UTF-8 bytes, characters, tokens) is cut
+to a preview; the caller spills the full text and appends `hint()` so the model knows how to read
+the rest. The limits are OpenCode's (2,000 lines, 50 KiB) further capped by OpenClaw's context
+share, in tokens (`share_cap_tokens`, counted exactly by the caller's counter) with a character
+cap (`share_cap_chars`) as the outer bound: dense text such as base64 or a minified file runs
+under two characters a token, so a character cap alone lets a preview take half the window.
+Pure functions: the caller does the spilling.
 
 The preview is always original text (a prefix, a suffix, or both with one marker line between
 them) and never exceeds any of the limits, the marker included. The hint is not part of the
@@ -13,10 +16,13 @@ budget: it is a fixed-size note the caller appends.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
 
+Count = Callable[[str], int]
+"""Tokens of a text, as the session's model counts them (`TokenCounter.count`)."""
 Direction = Literal["head", "tail", "head_tail", "auto"]
 Kept = Literal["head", "tail", "head_tail"]
 
@@ -59,6 +65,18 @@ def share_cap_chars(
     # not 153,599 from the binary float.
     share_chars = int(Decimal(str(share)) * context_window * 4)
     return max(min_chars, min(share_chars, max_chars))
+
+
+def share_cap_tokens(context_window: int, *, share: float = 0.30, min_tokens: int = 500) -> int | None:
+    """Tokens one output's preview may keep: `share` of the window, at least `min_tokens`.
+
+    None for an unlimited window (0): then only the character caps apply.
+    """
+    if context_window < 0:
+        raise ValueError(f"context_window must be >= 0, got {context_window}")
+    if context_window == 0:
+        return None
+    return max(min_tokens, int(Decimal(str(share)) * context_window))
 
 
 # -- result --------------------------------------------------------------------------------------
@@ -109,19 +127,110 @@ def truncate(
     max_lines: int = 2000,
     max_bytes: int = 50 * 1024,
     max_chars: int | None = None,
+    max_tokens: int | None = None,
+    count: Count | None = None,
     direction: Direction = "auto",
 ) -> Truncation | None:
-    """Cut `text` to fit every limit, or None when it already fits (nothing to spill)."""
-    if min(max_lines, max_bytes, max_chars if max_chars is not None else 1) < 0:
+    """Cut `text` to fit every limit, or None when it already fits (nothing to spill).
+
+    `max_tokens` caps the preview (the marker included) as `count` measures it. The text is
+    counted once when it is within the other limits; a preview is cut by characters first, then
+    shrunk in proportion to its excess tokens, counting only the preview.
+    """
+    if (max_tokens is None) != (count is None):
+        raise ValueError("max_tokens and count go together")
+    if min(max_lines, max_bytes, max_chars if max_chars is not None else 1, max_tokens or 0) < 0:
         raise ValueError("limits must be >= 0")
     total_bytes = _nbytes(text)
     total_lines = line_count(text)
     chars = len(text) if max_chars is None else max_chars
-    if total_lines <= max_lines and total_bytes <= max_bytes and len(text) <= chars:
-        return None
     budget = _Budget(max_lines, max_bytes, chars)
+    fits = total_lines <= max_lines and total_bytes <= max_bytes and len(text) <= chars
+    tokens = count(text) if fits and count is not None else None
+    if fits and (max_tokens is None or tokens is None or tokens <= max_tokens):
+        return None
     if direction == "auto":
         direction = "head_tail" if looks_important_at_end(text) else "head"
+    if tokens is not None and max_tokens is not None and count is not None:
+        # Only the token cap is exceeded: search down from the whole text, counted once above.
+        return _within_tokens(text, budget, direction, total_lines, total_bytes, max_tokens, count, len(text), tokens)
+    result = _cut(text, budget, direction, total_lines, total_bytes)
+    if max_tokens is None or count is None:
+        return result
+    tokens = count(result.preview)
+    if tokens <= max_tokens:
+        return result
+    return _within_tokens(
+        text, budget, direction, total_lines, total_bytes, max_tokens, count, len(result.preview), tokens
+    )
+
+
+TOKEN_SLACK = 0.02
+"""A preview within 2 % under its token cap is close enough: the search stops there."""
+TOKEN_ROUNDS = 8
+"""Counts the search makes at most before it settles for the best preview that fits."""
+
+
+def _within_tokens(
+    text: str,
+    budget: _Budget,
+    direction: Direction,
+    total_lines: int,
+    total_bytes: int,
+    max_tokens: int,
+    count: Count,
+    over_chars: int,
+    over_tokens: int,
+) -> Truncation:
+    """The longest preview (to within `TOKEN_SLACK`) whose tokens are at most `max_tokens`,
+    given a character budget `over_chars` whose preview counts `over_tokens`, too many.
+
+    A search on the character budget between one that fits and one that does not, each guess
+    interpolated from their counts (dense and sparse stretches of one text differ, so a single
+    proportional cut can undershoot by a quarter). Only previews are counted.
+    """
+    fit: Truncation | None = None
+    fit_chars, fit_tokens = 0, 0
+    aim = max_tokens * (1 - TOKEN_SLACK / 2)
+    for _ in range(TOKEN_ROUNDS):
+        guess = fit_chars + (over_chars - fit_chars) * (aim - fit_tokens) / (over_tokens - fit_tokens)
+        chars = min(max(int(guess), fit_chars + 1), over_chars - 1)
+        if chars <= fit_chars:
+            break
+        candidate = _cut(text, replace(budget, chars=chars), direction, total_lines, total_bytes)
+        tokens = count(candidate.preview)
+        if tokens <= max_tokens:
+            fit, fit_chars, fit_tokens = candidate, chars, tokens
+            if tokens >= max_tokens * (1 - TOKEN_SLACK):
+                break
+        else:
+            over_chars, over_tokens = chars, tokens
+    if fit is not None:
+        return fit
+    # Pathological density (rare): halve until it fits; an empty preview counts 0, so this ends.
+    chars = over_chars
+    while True:
+        chars //= 2
+        candidate = _cut(text, replace(budget, chars=chars), direction, total_lines, total_bytes)
+        if chars == 0 or count(candidate.preview) <= max_tokens:
+            return candidate
+
+
+def prefix_within_tokens(text: str, *, max_chars: int, max_tokens: int, count: Count) -> int:
+    """Length of the longest prefix of `text`, at most `max_chars` long, that counts at most
+    `max_tokens` (to within `TOKEN_SLACK`, searched as `truncate` searches a preview; a cut
+    moves back to a line end when that is close, as a preview's does)."""
+    end = min(len(text), max(max_chars, 0))
+    tokens = count(text[:end])
+    if tokens <= max_tokens:
+        return end
+    lines, nbytes = line_count(text), _nbytes(text)
+    budget = _Budget(10**9, 10**12, end)
+    return len(_within_tokens(text, budget, "head", lines, nbytes, max_tokens, count, end, tokens).preview)
+
+
+def _cut(text: str, budget: _Budget, direction: Direction, total_lines: int, total_bytes: int) -> Truncation:
+    """The preview of `text` within `budget`, keeping the part `direction` names."""
     if direction == "head_tail":
         result = _head_tail(text, budget, total_lines, total_bytes)
         if result is not None:
@@ -414,7 +523,9 @@ __all__ = [
     "hint",
     "line_count",
     "looks_important_at_end",
+    "prefix_within_tokens",
     "share_cap_chars",
+    "share_cap_tokens",
     "truncate",
     "with_hint",
 ]

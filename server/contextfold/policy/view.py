@@ -1,8 +1,9 @@
 """The view: which stored messages the model sees, in what order (SPEC §9).
 
-After a compaction the model sees the marker (rendered as a user message), the summary, the tail
-kept verbatim from before the marker, then everything that came after the summary. Everything
-else stays stored and is hidden. Works on anything with a `seq`: full messages or bare rows.
+After a compaction the model sees the marker (rendered as a user message), the summary, the copy
+of the request the tail answers (when the compaction wrote one), the tail kept verbatim from
+before the marker, then everything else that came after the summary. Everything else stays
+stored and is hidden. Works on anything with a `seq`: full messages or bare rows.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
     tail: list[T] = []
     after: list[T] = []
     for message in messages:
-        if message.seq in (anchor.marker_seq, anchor.summary_seq):
+        if message.seq in (anchor.marker_seq, anchor.summary_seq, anchor.prompt_seq):
             head.append(message)
         elif anchor.tail_start_seq is not None and anchor.tail_start_seq <= message.seq < anchor.marker_seq:
             # An earlier compaction's marker and summary can sit inside the kept range: the new
