@@ -26,6 +26,10 @@ async def test_the_full_tool_set_over_http_in_both_eras(tmp_path: Path, mode: st
             assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             await client.call_tool("session_open", {"session_id": "h", "model": "gpt-4o"})
             appended = await client.call_tool("append", {"session_id": "h", "messages": [
+                # An earlier turn for `compact` to summarize: the newest request and its answer
+                # always stay in view, so a one-turn session has nothing to compact (issue 13).
+                {"role": "user", "content": "Describe the project."},
+                {"role": "assistant", "content": "It is a small command-line tool. " * 100},
                 {"role": "user", "content": "list"},
                 {"role": "assistant", "content": None, "tool_calls": [
                     {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -18,9 +19,10 @@ from . import __version__
 from .config import Settings, SettingsError, load_settings
 from .errors import brief
 from .auth import TOKENS_ENV, TenantTokens, TokenFileError, add_token
-from .formats.importers import TranscriptError
+from .formats.importers import IMPORT_FORMATS, TranscriptError
 from .results import Status
 from .service import USER_ERRORS, ContextService
+from .guard import open_service
 from .store.schema import SchemaTooNewError
 
 EXIT_USAGE = 2
@@ -69,10 +71,19 @@ def _status_lines(status: Status) -> str:
     return "\n".join(f"{k.ljust(width)}  {_fmt(v)}" for k, v in rows)
 
 
+async def _open(settings: Settings) -> ContextService:
+    """The service on the data home. A home it cannot use normally (read-only, a damaged or newer
+    database) still opens: the first call that needs the store raises one line saying why."""
+    service, _ = await open_service(settings)
+    return service
+
+
 # -- commands --------------------------------------------------------------------------------------
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+IMPORT_SKIPS_SHOWN = 5
+"""`import` names the conversation records it left out once there are more than a handful."""
 
 
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -91,7 +102,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         )
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
     server = build_server(settings, tokens=tokens or None, url=url)
-    serve_http(server, host=args.host, port=args.port, max_request_bytes=settings.max_request_bytes)
+    serve_http(server, settings, host=args.host, port=args.port)
     return 0
 
 
@@ -104,7 +115,7 @@ def _cmd_token(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
-    async with await ContextService.open(settings) as service:
+    async with await _open(settings) as service:
         result = await service.import_transcript(
             Path(args.file), session_id=args.session, format=args.format, model=args.model
         )
@@ -112,10 +123,26 @@ async def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         _print_json(result.model_dump())
     else:
+        if result.already_imported_lines:
+            print(
+                f"{args.file}: its first {result.already_imported_lines:,} lines were already imported into "
+                f"session {result.session_id}; only what follows was read"
+            )
         print(
             f"imported {result.messages:,} messages ({result.tool_calls:,} tool calls, "
             f"{result.tool_results:,} results) from {args.file} [{result.source_format}]"
         )
+        if result.compactions:
+            print(
+                f"replayed {result.compactions:,} compaction(s) the agent made: the view starts at its last summary, "
+                "the history before it is kept but hidden"
+            )
+        left_out = sum(result.skipped.values())
+        if left_out > IMPORT_SKIPS_SHOWN:
+            reasons = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in sorted(result.skipped.items()))
+            print(f"left out {left_out:,} conversation records: {reasons}")
+        for warning in result.warnings:
+            print(f"warning: {warning}")
         print(_status_lines(status))
     return 0
 
@@ -125,7 +152,7 @@ async def _cmd_count(args: argparse.Namespace, settings: Settings) -> int:
         text = sys.stdin.read()
     else:
         text = Path(args.file).read_text("utf-8", errors="surrogateescape")
-    async with await ContextService.open(settings) as service:
+    async with await _open(settings) as service:
         count = service.count_tokens(text=text, model=args.model)
     if args.json:
         _print_json(count.model_dump())
@@ -138,7 +165,7 @@ async def _cmd_count(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
-    async with await ContextService.open(settings) as service:
+    async with await _open(settings) as service:
         if args.session:
             status = await service.status(args.session)
             if args.json:
@@ -165,7 +192,7 @@ async def _cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
-    async with await ContextService.open(settings) as service:
+    async with await _open(settings) as service:
         result = await service.gc(dry_run=args.dry_run)
     if args.json:
         _print_json(result.model_dump())
@@ -216,11 +243,15 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_cmd_demo, is_async=True)
 
     imp = sub.add_parser("import", help="import a transcript file into a session")
-    imp.add_argument("file", help="Claude Code JSONL, Codex rollout JSONL, normalized JSONL, or Anthropic/OpenAI JSON")
-    imp.add_argument("--session", help="session id (created if new; default a fresh id)")
     imp.add_argument(
-        "--format", choices=["claude-code", "codex", "normalized", "anthropic", "openai"], help="default: detected"
+        "file",
+        help="Claude Code JSONL, Codex rollout JSONL, normalized JSONL, Anthropic/OpenAI JSON, "
+        "a mini-swe-agent or SWE-agent trajectory, or an OpenHands event list",
     )
+    imp.add_argument(
+        "--session", help="session id (created if new; default a fresh id); importing a file again adds only what is new"
+    )
+    imp.add_argument("--format", choices=list(IMPORT_FORMATS), help="default: detected")
     imp.add_argument("--model", help="model id (default: the one the transcript used)")
     imp.add_argument("--json", action="store_true", help="print JSON")
     imp.set_defaults(run=_cmd_import, is_async=True)
@@ -257,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             coroutine: Coroutine[Any, Any, int] = run(args, settings)
             return asyncio.run(coroutine)
         return int(run(args, settings))
-    except (*USER_ERRORS, TranscriptError, SettingsError, SchemaTooNewError, TokenFileError, OSError) as exc:
+    except (
+        *USER_ERRORS, TranscriptError, SettingsError, SchemaTooNewError, TokenFileError, OSError, sqlite3.Error
+    ) as exc:
         print(f"contextfold: error: {brief(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -41,6 +41,9 @@ class Settings(BaseModel):
     default_model: str = Field("default", description="Model of sessions opened without one.")
     claude_token_factor: float = Field(1.20, ge=1.0, description="Safety factor over o200k for Claude.")
     gemini_token_factor: float = Field(1.15, ge=1.0, description="Safety factor over o200k for Gemini.")
+    unknown_token_factor: float = Field(
+        1.20, ge=1.0, description="Safety factor over o200k for models not in the catalogue."
+    )
     context_window: int | None = Field(None, ge=0, description="Override the model's window (0 = unlimited).")
     max_output: int | None = Field(None, ge=0, description="Override the model's output limit.")
     input_limit: int | None = Field(None, ge=0, description="Override the model's input limit.")
@@ -80,6 +83,20 @@ class Settings(BaseModel):
     max_database_bytes: int = Field(
         10 * 1024**3, ge=0, description="Database size past which appends are refused. 0 = no limit."
     )
+    max_count_bytes: int = Field(
+        16 * 1024**2, ge=1, description="Largest input count_tokens accepts (UTF-8 text, or messages as JSON)."
+    )
+
+    # -- the HTTP transport (`serve --http`) -------------------------------------------------------
+    http_sessions_per_tenant: int = Field(
+        64, ge=1, description="Open MCP sessions (2025-era handshakes) one tenant may hold; more get 429."
+    )
+    http_max_sessions: int = Field(
+        10_000, ge=1, description="Open MCP sessions all tenants together may hold; more get 503."
+    )
+    http_session_idle_seconds: float = Field(
+        600.0, gt=0, description="A session with no request in flight and no open stream this long is closed."
+    )
 
     # -- summarizers -------------------------------------------------------------------------------
     summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = "auto"
@@ -103,7 +120,11 @@ class Settings(BaseModel):
 
     @property
     def token_factors(self) -> dict[str, float]:
-        return {"claude": self.claude_token_factor, "gemini": self.gemini_token_factor}
+        return {
+            "claude": self.claude_token_factor,
+            "gemini": self.gemini_token_factor,
+            "unknown": self.unknown_token_factor,
+        }
 
     def for_session(self, overrides: Mapping[str, Any]) -> Settings:
         """These settings with a session's overrides applied (validated)."""

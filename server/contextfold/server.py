@@ -52,6 +52,7 @@ from .results import (
 from .results import Context as RenderedContext
 from .errors import MAX_MESSAGE_CHARS, LimitExceeded, brief
 from .service import USER_ERRORS, ContextService
+from .guard import open_service
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,12 @@ contextfold keeps this conversation's context. Each turn: append the new message
 the provider reported), read `status`, act on its recommended_action, then `get_context` for the \
 messages to send. Token counts are exact for OpenAI models and labelled estimates otherwise."""
 
-SessionId = Annotated[str, Field(description="Session id from session_open.", min_length=1, max_length=200)]
+SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 WireMessages = Annotated[
     list[dict[str, Any]],
-    Field(description="Anthropic Messages or OpenAI Chat messages; tool results complete earlier calls."),
+    Field(description="Anthropic or OpenAI messages; tool results complete earlier calls."),
 ]
-FormatArg = Annotated[
-    Literal["anthropic", "openai", "auto"], Field(description="Message format; auto detects it.")
-]
+FormatArg = Literal["anthropic", "openai", "auto"]
 
 def _annotations(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
     # The title lives on the tool itself (`Tool.title`); repeating it here would cost context.
@@ -127,14 +126,19 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[ContextService]:
-        service = await ContextService.open(settings)
-        collector = asyncio.create_task(_collect_garbage(service))
+        # A home that is read-only, or a database this server cannot use, does not stop it: every
+        # tool that needs the store then answers the one line that says why (contextfold.guard).
+        service, problem = await open_service(settings)
+        if problem is not None:
+            log.warning("%s", problem)
+        collector = asyncio.create_task(_collect_garbage(service)) if problem is None else None
         try:
             yield service
         finally:
-            collector.cancel()
-            with suppress(asyncio.CancelledError):
-                await collector
+            if collector is not None:
+                collector.cancel()
+                with suppress(asyncio.CancelledError):
+                    await collector
             await service.close()
 
     auth: dict[str, Any] = {}
@@ -151,14 +155,17 @@ def build_server(
     @mcp.tool(title="Count tokens", annotations=_annotations(read_only=True, idempotent=True))
     async def count_tokens(
         ctx: Context,
-        text: Annotated[str | None, Field(description="Text to count.")] = None,
-        messages: Annotated[list[dict[str, Any]] | None, Field(description="Messages to count instead.")] = None,
-        model: Annotated[str | None, Field(description="Model id, e.g. gpt-4o, claude-sonnet-4-5.")] = None,
+        text: str | None = None,
+        messages: Annotated[list[dict[str, Any]] | None, Field(description="Instead of text.")] = None,
+        model: Annotated[str | None, Field(description="Model id, e.g. gpt-4o.")] = None,
         format: FormatArg = "auto",
     ) -> TokenCount:
-        """Count tokens for a model: exact for OpenAI encodings, a labelled estimate otherwise."""
+        """Tokens for a model: exact for OpenAI encodings, a labelled estimate otherwise."""
         with _user_errors():
-            return _service(ctx).count_tokens(text=text, messages=messages, model=model, format=format)
+            # Counting megabytes takes seconds of CPU: a worker thread keeps other clients served.
+            return await asyncio.to_thread(
+                _count_within_limit, _service(ctx), text=text, messages=messages, model=model, format=format
+            )
 
     @mcp.tool(title="Open session", annotations=_annotations())
     async def session_open(
@@ -179,7 +186,7 @@ def build_server(
     async def session_list(
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
+        cursor: Annotated[str | None, Field(description="The previous page's next_cursor.")] = None,
     ) -> SessionList:
         """Sessions, most recently updated first."""
         with _user_errors():
@@ -202,11 +209,11 @@ def build_server(
         format: FormatArg = "auto",
         usage: Annotated[
             dict[str, Any] | None,
-            Field(description="Provider-reported usage of the last assistant message in the batch."),
+            Field(description="Provider usage of the batch's last assistant message."),
         ] = None,
         system: Annotated[str | None, Field(description="Replace the system prompt.")] = None,
     ) -> AppendResult:
-        """Append messages in one transaction; returns their ids and token counts and the session status."""
+        """Append messages atomically; returns their ids, token counts and the session status."""
         with _user_errors():
             return await _service(ctx).append(
                 session_id, messages, format=format, usage=usage, system=system, owner=_owner()
@@ -220,9 +227,9 @@ def build_server(
         limit: Annotated[int | None, Field(ge=1, description="Messages per page; default all.")] = None,
         cursor: str | None = None,
         strip_media: bool = False,
-        cache_anchors: Annotated[bool, Field(description="anthropic only: up to 4 cache_control breakpoints.")] = False,
+        cache_anchors: Annotated[bool, Field(description="anthropic: add cache_control breakpoints.")] = False,
     ) -> RenderedContext:
-        """For harnesses: the model-ready messages of a session in the chosen API format."""
+        """A session's model-ready messages in the chosen API format."""
         with _user_errors():
             return await _service(ctx).get_context(
                 session_id,
@@ -236,7 +243,7 @@ def build_server(
 
     @mcp.tool(title="Session status", annotations=_annotations(read_only=True, idempotent=True))
     async def status(ctx: Context, session_id: SessionId) -> Status:
-        """Tokens in view against the model's usable budget, the state and the recommended action."""
+        """Tokens in view vs the usable budget, the state and the recommended action."""
         with _user_errors():
             return await _service(ctx).status(session_id, owner=_owner())
 
@@ -245,7 +252,7 @@ def build_server(
         ctx: Context,
         session_id: SessionId,
         dry_run: bool = False,
-        keep_tool_uses: Annotated[int | None, Field(ge=0, description="Never clear the newest N tool uses.")] = None,
+        keep_tool_uses: Annotated[int | None, Field(ge=0, description="Keep only the newest N tool results.")] = None,
         clear_at_least: Annotated[int | None, Field(ge=0, description="Apply only if this many tokens free.")] = None,
         exclude_tools: Annotated[list[str] | None, Field(description="Tools whose outputs stay.")] = None,
         clear_inputs: bool = False,
@@ -266,7 +273,7 @@ def build_server(
     async def select_tail(
         ctx: Context,
         session_id: SessionId,
-        budget: Annotated[int | None, Field(ge=0, description="Tail budget in tokens; default from usable.")] = None,
+        budget: Annotated[int | None, Field(ge=0, description="Tokens; default from usable.")] = None,
         tail_turns: Annotated[int | None, Field(ge=1)] = None,
     ) -> TailResult:
         """Which recent turns fit the tail budget; the rest is what compaction would summarize."""
@@ -289,7 +296,7 @@ def build_server(
     async def read_output(
         ctx: Context,
         id: Annotated[str, Field(description="Output id from a truncated result.", max_length=100)],
-        offset: Annotated[int, Field(ge=1, description="First line (1-based).")] = 1,
+        offset: Annotated[int, Field(ge=1)] = 1,
         limit: Annotated[int, Field(ge=1, le=200)] = 200,
         pattern: Annotated[str | None, Field(description="Regex: return matching lines instead.")] = None,
         context: Annotated[int, Field(ge=0, le=20, description="Lines around each match.")] = 0,
@@ -344,6 +351,7 @@ def build_server(
                 instructions=instructions,
                 dry_run=dry_run,
                 sampled=_sampled(summary),
+                sampling_offered=_can_sample(ctx),
                 progress=progress,
                 owner=_owner(),
             )
@@ -357,7 +365,7 @@ def build_server(
         summarizer: Literal["auto", "anthropic", "sampling", "extractive"] | None = None,
         format: FormatArg = "auto",
     ) -> SummarizeResult:
-        """Stateless: an anchored summary of the given messages (nothing is stored)."""
+        """An anchored summary of the given messages; nothing is stored."""
         with _user_errors():
             return await _service(ctx).summarize(
                 messages,
@@ -383,14 +391,55 @@ def build_server(
     return mcp
 
 
+def _count_within_limit(
+    service: ContextService, *, text: str | None, messages: Any, model: str | None, format: FormatArg
+) -> TokenCount:
+    """`service.count_tokens`, refused when the input is over `max_count_bytes`."""
+    limit = service.settings.max_count_bytes
+    field, value = ("text", text) if text is not None else ("messages", messages)
+    size = _utf8_size(value)
+    if size > limit:
+        raise LimitExceeded(
+            field,
+            f"{size:,} bytes is more than max_count_bytes ({limit:,}); "
+            "count it in parts (split at line breaks) and add them up, or raise max_count_bytes",
+        )
+    return service.count_tokens(text=text, messages=messages, model=model, format=format)
+
+
+def _utf8_size(value: Any) -> int:
+    """The UTF-8 bytes of every string in `value` (keys too); other scalars by their text."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, dict):
+        return sum(_utf8_size(k) + _utf8_size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_utf8_size(v) for v in value)
+    return 0 if value is None else len(str(value))
+
+
 async def _sampling_for_compact(
-    session_id: str, summarizer: str | None, instructions: str | None, ctx: Context
+    session_id: str,
+    summarizer: str | None,
+    instructions: str | None,
+    ctx: Context,
+    strategy: str = "anchored",
+    dry_run: bool = False,
 ) -> Sample | None:
-    """Ask the client's model for the summary before `compact` runs (both protocol eras)."""
-    service = _service(ctx)
-    if not service.wants_sampling(summarizer) or not _can_sample(ctx):
+    """Ask the client's model for the summary before `compact` runs (both protocol eras).
+
+    Whether to ask is the session's call: its effective settings choose the summarizer, exactly
+    as they choose the chain `compact` then runs. A dry run and the strategies that write no
+    summary never cost the client a model call.
+    """
+    if dry_run or strategy != "anchored" or not _can_sample(ctx):
         return None
-    prompt = await service.sampling_prompt(session_id, instructions=instructions, owner=_owner())
+    try:
+        prompt = await _service(ctx).sampling_prompt(
+            session_id, summarizer=summarizer, instructions=instructions, owner=_owner()
+        )
+    except USER_ERRORS:
+        return None  # the tool body meets the same error and reports it in one line
     return _sample(prompt) if prompt else None
 
 async def _sampling_for_summarize(
@@ -410,8 +459,11 @@ class _CompactSchemas(MCPServer):
     """`tools/list` without schema noise: every byte of it is read by the model on each request.
 
     Dropped: the `title` pydantic writes on every schema and property (it repeats the name);
+    `additionalProperties: true` (the default); `$defs` used once, written in place instead;
     in inputs, the `null` branch and `null` default of optional parameters (leaving one out means
-    the same); in outputs, defaults and model docstrings (a result always carries every field).
+    the same), `false` defaults of flags and string length limits; in outputs, defaults, model
+    docstrings and `required` (a result always carries every field), `type` beside an enum of
+    strings, and the `anyOf` around a nullable object (a type list says the same).
     Validation is unchanged: it runs on the pydantic models, not on these listings.
 
     Every tool call also passes `call_tool` first, where arguments are made safe (`safejson`) and
@@ -442,8 +494,10 @@ class _CompactSchemas(MCPServer):
         return [
             tool.model_copy(
                 update={
-                    "input_schema": _lean(tool.input_schema, output=False),
-                    "output_schema": _lean(tool.output_schema, output=True) if tool.output_schema else None,
+                    "input_schema": _lean(_inline_defs(tool.input_schema), output=False),
+                    "output_schema": _lean(_inline_defs(tool.output_schema), output=True)
+                    if tool.output_schema
+                    else None,
                 }
             )
             for tool in await super().list_tools()
@@ -454,24 +508,42 @@ _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMAS = ("items", "additionalProperties", "not")
 _NULL = {"type": "null"}
+_INPUT_NOISE = ("minLength", "maxLength")
+_OUTPUT_NOISE = ("default", "description", "required")
+_ANNOTATION_KEYS = frozenset({"title", "description", "default"})
 
 
 def _lean(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
     """`schema` without the noise `_CompactSchemas` describes (a property *named* title is kept)."""
     branches = schema.get("anyOf")
-    if not output and isinstance(branches, list) and _NULL in branches and schema.get("default", None) is None:
-        rest = [b for b in branches if b != _NULL]
-        if len(rest) == 1:  # Optional[X] = None → X, optional by not being required
-            merged = {**{k: v for k, v in schema.items() if k not in ("anyOf", "default")}, **rest[0]}
+    others = [b for b in branches if b != _NULL] if isinstance(branches, list) and _NULL in branches else []
+    if len(others) == 1 and isinstance(others[0], dict):
+        rest = others[0]
+        if not output and schema.get("default", None) is None:
+            # Optional[X] = None → X, optional by not being required
+            merged = {**{k: v for k, v in schema.items() if k not in ("anyOf", "default")}, **rest}
             return _lean(merged, output=output)
+        if output and _nullable_container(rest) and set(schema) - {"anyOf"} <= _ANNOTATION_KEYS:
+            # X | None for an object or array → X with type [t, "null"]: the keywords of an
+            # object or array schema do not apply to null, so it is the same schema.
+            return _lean({**rest, "type": [rest["type"], "null"]}, output=output)
     if isinstance(branches, list) and all(isinstance(b, dict) and set(b) == {"type"} for b in branches):
         # anyOf of bare types → one type list, the same schema in a third of the bytes.
         schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, "type": [b["type"] for b in branches]}
+    enum = schema.get("enum")
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
-        if output and key in ("default", "description"):
+        if key in (_OUTPUT_NOISE if output else _INPUT_NOISE):
+            continue
+        if key == "additionalProperties" and value is True:
+            continue
+        if key == "default" and value is False and schema.get("type") == "boolean":
+            continue
+        if output and key == "type" and value == "string" and isinstance(enum, list) and all(
+            isinstance(e, str) for e in enum
+        ):
             continue
         if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
             value = {name: _lean(sub, output=output) if isinstance(sub, dict) else sub for name, sub in value.items()}
@@ -481,6 +553,65 @@ def _lean(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
             value = _lean(value, output=output)
         out[key] = value
     return out
+
+
+def _nullable_container(schema: Any) -> bool:
+    return (
+        isinstance(schema, dict)
+        and schema.get("type") in ("object", "array")
+        and not {"enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref"} & set(schema)
+    )
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with each `$defs` entry that a bare `$ref` uses once written in its place.
+
+    Entries used more than once, or by a `$ref` with other keywords beside it, stay in `$defs`.
+    A cycle of entries is always entered through one used twice, so expanding ends.
+    """
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict):
+        return schema
+    uses: dict[str, int] = {}
+    _count_refs(schema, uses)
+    once = {name for name in defs if uses.get(name) == 1}
+
+    def expand(node: Any) -> Any:
+        if isinstance(node, dict):
+            name = _ref_name(node)
+            if name in once and len(node) == 1:
+                return expand(defs[name])
+            return {key: expand(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [expand(value) for value in node]
+        return node
+
+    out = expand({key: value for key, value in schema.items() if key != "$defs"})
+    kept = {name: expand(body) for name, body in defs.items() if name not in once}
+    if kept:
+        out["$defs"] = kept
+    return out
+
+
+_DEFS_PREFIX = "#/$defs/"
+
+
+def _ref_name(node: dict[str, Any]) -> str | None:
+    ref = node.get("$ref")
+    return ref.removeprefix(_DEFS_PREFIX) if isinstance(ref, str) and ref.startswith(_DEFS_PREFIX) else None
+
+
+def _count_refs(node: Any, uses: dict[str, int]) -> None:
+    """Count the `$ref`s to each entry; one with keywords beside it counts twice (never inlined)."""
+    if isinstance(node, dict):
+        name = _ref_name(node)
+        if name is not None:
+            uses[name] = uses.get(name, 0) + (1 if len(node) == 1 else 2)
+        for value in node.values():
+            _count_refs(value, uses)
+    elif isinstance(node, list):
+        for value in node:
+            _count_refs(value, uses)
 
 
 _MAX_PROBLEMS = 5

@@ -18,6 +18,7 @@ from .config import Settings, SettingsError, check_session_overrides, load_setti
 from .domain import (
     Message,
     MessageRow,
+    Part,
     Session,
     SystemPrompt,
     ToolPart,
@@ -29,10 +30,10 @@ from .domain import (
 from .formats import FormatError, ParsedBatch, RenderOptions
 from .formats.usage import parse_usage
 from .policy import view
-from .policy.overflow import assess, calibrated_tokens
+from .policy.overflow import RECOMMENDATIONS, assess, calibrated_tokens, prune_falls_short
 from .policy.cache import cache_health, place_cache_anchors
-from .policy.prune import PruneOptions, plan_prune, remaining_counter
-from .policy.truncate import share_cap_chars, truncate, with_hint
+from .policy.prune import PruneOptions, PrunePlan, plan_prune, prune_ceiling, remaining_counter, shown_counter
+from .policy.truncate import with_hint
 from .policy.turns import select_tail, tail_budget
 from .results import (
     AppendedMessage,
@@ -64,7 +65,7 @@ from .compaction.prompt import build_prompt
 from .compaction.transcript import render_transcript
 from .compactor import Compactor, Progress, Sampled, SampledSummarizer, SessionAccess, SummarizerChoice
 from .errors import CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
-from .ingest import Ingest
+from .ingest import Ingest, PreviewCaps
 from .outputs import Outputs
 from .spill import SpillFiles
 from .store import ConflictError, NotFoundError, PartMark, SessionStore, SessionTransaction, SQLiteStore
@@ -348,7 +349,7 @@ class ContextService:
 
     async def delete_session(self, session_id: str, *, owner: str = "") -> Deleted:
         await self.store.get_session(session_id, owner)  # not found → error before anything is touched
-        digests = await self.outputs.session_digests(session_id)
+        digests = await self.outputs.session_digests(session_id, owner)
         await self.store.delete_session(session_id, owner)  # its output records go with it (cascade)
         await self.outputs.delete_unreferenced(digests)
         return Deleted(session_id=session_id, deleted=True)
@@ -542,7 +543,8 @@ class ContextService:
     async def status(self, session_id: str, *, owner: str = "") -> Status:
         return await self._status(await self.store.get_session(session_id, owner))
 
-    async def _status(self, session: Session) -> Status:
+    async def _status(self, session: Session, visible: Sequence[Message] | None = None) -> Status:
+        """Where `session` stands and what to do next; `visible` is its view when the caller has it loaded."""
         settings = self._session_settings(session)
         budget = self._budget(session, settings)
         reported = None
@@ -570,7 +572,11 @@ class ContextService:
             context_window=budget.context,
             ratio=verdict.ratio,
             state=verdict.state,
-            recommended_action=verdict.recommended_action,
+            recommended_action=(
+                await self._soft_advice(session, settings, counter, visible)
+                if verdict.state == "soft"
+                else verdict.recommended_action
+            ),
             message_count=session.message_count,
             tokens_stored=session.tokens_stored,
             compaction=await self._compaction_metrics(session),
@@ -636,28 +642,27 @@ class ContextService:
         clear_inputs: bool = False,
         owner: str = "",
     ) -> PruneResult:
-        """Clear old tool outputs from the view (marks only; the outputs stay stored)."""
+        """Clear old tool outputs from the view (marks only; the outputs stay stored).
+
+        With `keep_tool_uses` this is Anthropic's context editing: every tool result but the newest
+        N tool uses is cleared, whatever the turns (see policy/prune.py).
+        """
+        for name, value in (("keep_tool_uses", keep_tool_uses), ("clear_at_least", clear_at_least)):
+            if value is not None and value < 0:
+                raise InvalidInput(name, f"expected a non-negative number, got {value}")
         async with self.store.write(session_id, owner) as tx:
             session = tx.session
             settings = self._session_settings(session)
             counter = self._counter(session.model, settings)
-            visible = await view.visible(tx.messages, session.view)
-            options = PruneOptions(
-                protect=settings.prune_protect,
-                minimum=settings.prune_minimum,
-                keep_turns=settings.prune_keep_turns,
-                protected_tools=frozenset(t.lower() for t in settings.prune_protected_tools),
+            visible: list[Message] = await view.visible(tx.messages, session.view)
+            options = self._prune_options(
+                settings,
                 keep_tool_uses=keep_tool_uses,
                 clear_at_least=clear_at_least,
                 exclude_tools=frozenset(t.lower() for t in exclude_tools),
                 clear_inputs=clear_inputs,
             )
-            plan = plan_prune(
-                visible,
-                options,
-                placeholder_tokens=counter.count(RenderOptions().pruned_placeholder),
-                remaining_tokens=remaining_counter(counter, clear_inputs=clear_inputs),
-            )
+            plan = self._plan_prune(visible, options, counter)
             if plan.applies and not dry_run:
                 now = time.time()
                 by_id = {m.id: m for m in visible}
@@ -667,6 +672,7 @@ class ContextService:
                     assert isinstance(part, ToolPart)
                     marks.append(PartMark(pruned.message_id, pruned.index, _cleared(part, now, clear_inputs), pruned.tokens))
                 await tx.mark_parts(marks)
+                visible = _with_marks(visible, marks)
                 prunes = session.metadata.get("prunes", {})
                 prunes = {
                     "count": int(prunes.get("count", 0)) + 1,
@@ -687,8 +693,55 @@ class ContextService:
             reason=plan.reason,
             parts=len(plan.parts) if plan.applies else 0,
             tokens_freed=plan.tokens_freed if plan.applies else 0,
-            status=Brief.of(await self._status(session)),
+            status=Brief.of(await self._status(session, visible)),
         )
+
+    @staticmethod
+    def _prune_options(settings: Settings, **anthropic: Any) -> PruneOptions:
+        """The session's prune rule, with any of Anthropic's context-editing options given."""
+        return PruneOptions(
+            protect=settings.prune_protect,
+            minimum=settings.prune_minimum,
+            keep_turns=settings.prune_keep_turns,
+            protected_tools=frozenset(t.lower() for t in settings.prune_protected_tools),
+            **anthropic,
+        )
+
+    def _plan_prune(self, visible: Sequence[Message], options: PruneOptions, counter: TokenCounter) -> PrunePlan:
+        """The plan `prune` runs, exactly counted; `status` runs the same one for its advice."""
+        return plan_prune(
+            visible,
+            options,
+            placeholder_tokens=counter.count(RenderOptions().pruned_placeholder),
+            remaining_tokens=remaining_counter(counter, clear_inputs=options.clear_inputs),
+            shown_tokens=shown_counter(counter),
+        )
+
+    async def _soft_advice(
+        self, session: Session, settings: Settings, counter: TokenCounter, visible: Sequence[Message] | None
+    ) -> str:
+        """Advise prune only if the prune `prune` would run now frees more than the minimum.
+
+        Runs on every status and append in the `soft` state, so it first bounds what a prune can
+        free from the light rows; only when that bound clears the minimum does it load the view
+        (unless the caller passed it) and run the real plan. Both paths give the same advice
+        for the same view, whoever asks.
+        """
+        options = self._prune_options(settings)
+        if visible is None:
+            stored = await self.store.rows(session.id, owner=session.owner, after_seq=view.load_from(session.view))
+            rows = view.in_view(stored, session.view)
+        else:
+            rows = [MessageRow(m.id, m.seq, m.role, m.in_view_tokens, m.starts_turn, m.summary) for m in visible]
+        ceiling = prune_ceiling(rows, options)
+        if ceiling <= options.minimum:
+            return prune_falls_short(ceiling, options.minimum, at_most=True)
+        if visible is None:
+            visible = await self._view(session)
+        plan = self._plan_prune(visible, options, counter)
+        if plan.applies:
+            return RECOMMENDATIONS["soft"]
+        return prune_falls_short(plan.tokens_freed, options.minimum, at_most=False)
 
     async def select_tail(
         self, session_id: str, *, budget: int | None = None, tail_turns: int | None = None, owner: str = ""
@@ -719,9 +772,12 @@ class ContextService:
     # -- compaction ------------------------------------------------------------------------------
 
     def _summarizers(
-        self, choice: SummarizerChoice, settings: Settings, sampled: Sampled | None
+        self, choice: SummarizerChoice, settings: Settings, sampled: Sampled | None, offered: bool = False
     ) -> list[Any]:
-        """The chain for `choice`, always ending in the extractive summarizer, which cannot fail."""
+        """The chain for `choice`, always ending in the extractive summarizer, which cannot fail.
+
+        `offered`: the client can sample, so a missing `sampled` means it was not asked.
+        """
         if choice not in ("auto", "anthropic", "sampling", "extractive"):
             raise InvalidInput("summarizer", f"expected auto, anthropic, sampling or extractive, got {choice!r}")
         chain: list[Any] = []
@@ -729,24 +785,42 @@ class ContextService:
             anthropic = AnthropicSummarizer.from_env(settings)
             chain.append(anthropic or _Unavailable("anthropic", "not configured (set ANTHROPIC_API_KEY)"))
         if choice in ("auto", "sampling"):
-            chain.append(
-                SampledSummarizer(sampled)
-                if sampled is not None
-                else _Unavailable("sampling", "the client did not offer its model (no sampling capability)")
-            )
+            if sampled is not None:
+                chain.append(SampledSummarizer(sampled))
+            elif offered and choice == "auto":
+                reason = "not asked: the anthropic summarizer was configured and tried instead"
+                chain.append(_Unavailable("sampling", reason))
+            else:
+                chain.append(_Unavailable("sampling", "the client did not offer its model (no sampling capability)"))
         chain.append(ExtractiveSummarizer())
         return chain
 
-    def wants_sampling(self, choice: str | None) -> bool:
-        """Whether `compact` with this choice would use the client's model (asked before it runs)."""
-        choice = choice or self.settings.summarizer
-        return choice == "sampling" or (choice == "auto" and AnthropicSummarizer.from_env(self.settings) is None)
+    def wants_sampling(self, choice: str | None, settings: Settings | None = None) -> bool:
+        """Whether a summary with this choice would use the client's model (asked before it runs).
+
+        `settings` are the effective settings of the session being compacted: its `summarizer` is
+        the default choice, and `auto` samples only when the Anthropic summarizer is unavailable
+        under them. Without a session (stateless `summarize`) the server's settings decide.
+        """
+        settings = settings or self.settings
+        choice = choice or settings.summarizer
+        return choice == "sampling" or (choice == "auto" and AnthropicSummarizer.from_env(settings) is None)
 
     async def sampling_prompt(
-        self, session_id: str, *, instructions: str | None = None, owner: str = ""
+        self,
+        session_id: str,
+        *,
+        summarizer: str | None = None,
+        instructions: str | None = None,
+        owner: str = "",
     ) -> tuple[str, str, int] | None:
-        """The prompt for the client's model, or None when there is nothing to compact."""
+        """The prompt for the client's model, or None when this session's compaction would not use
+        it (decided from the session's effective settings, as `compact` decides its chain) or there
+        is nothing to compact."""
         try:
+            session = await self.store.get_session(session_id, owner)
+            if not self.wants_sampling(summarizer, self._session_settings(session)):
+                return None
             prepared = await self.compactor.prepare(session_id, owner)
         except (NothingToCompact, NotFoundError):
             return None
@@ -762,6 +836,7 @@ class ContextService:
         dry_run: bool = False,
         auto: bool = False,
         sampled: Sampled | None = None,
+        sampling_offered: bool = False,
         progress: Progress | None = None,
         owner: str = "",
     ) -> CompactResult:
@@ -777,7 +852,7 @@ class ContextService:
             )
         session = await self.store.get_session(session_id, owner)
         settings = self._session_settings(session)
-        chain = self._summarizers(summarizer or settings.summarizer, settings, sampled)
+        chain = self._summarizers(summarizer or settings.summarizer, settings, sampled, sampling_offered)
         return await self.compactor.compact_with_recovery(
             session,
             owner=owner,
@@ -786,6 +861,7 @@ class ContextService:
             dry_run=dry_run,
             auto=auto,
             progress=progress,
+            requested=summarizer or settings.summarizer,
         )
 
     async def summarize(
@@ -864,21 +940,21 @@ class ContextService:
                 "text", f"{size:,} bytes exceed max_message_bytes ({self.settings.max_message_bytes:,})"
             )
         await self._make_room(size)
-        async with self.store.write(session_id, owner) as tx:
-            settings = self._session_settings(tx.session)
-            new = await self.outputs.add(tx, text, owner=owner, tool=tool, call_id=call_id)
-            cut = truncate(
-                text,
-                max_lines=settings.max_lines,
-                max_bytes=settings.max_bytes,
-                max_chars=share_cap_chars(
-                    self._budget(tx.session, settings).context,
-                    share=settings.context_share,
-                    max_chars=settings.max_share_chars,
-                    min_chars=settings.min_share_chars,
-                ),
-                direction=settings.truncate_direction,
-            )
+        # The file first, outside the write lock every process shares; the transaction records it.
+        stored = await self.outputs.store_file(text)
+        try:
+            async with self.store.write(session_id, owner) as tx:
+                settings = self._session_settings(tx.session)
+                new = await self.outputs.add(tx, text, owner=owner, tool=tool, call_id=call_id, stored=stored)
+        except Exception:
+            await self.outputs.discard(stored)  # e.g. no such session: leave no orphan file behind
+            raise
+        caps = PreviewCaps.of(
+            settings, self._budget(tx.session, settings).context, self._counter(tx.session.model, settings).count
+        )
+        cut = caps.truncate(
+            text, max_lines=settings.max_lines, max_bytes=settings.max_bytes, direction=settings.truncate_direction
+        )
         return SpillResult(
             output_id=new.record.id,
             bytes=new.file.bytes,
@@ -941,36 +1017,48 @@ class ContextService:
         model: str | None = None,
         owner: str = "",
     ) -> ImportResult:
-        """Read a transcript file into a session (created if needed) in one transaction."""
-        from .formats.importers import load_transcript
+        """Read a transcript file into a session (created if needed) in one transaction.
 
-        transcript = load_transcript(Path(path), format)  # type: ignore[arg-type]
-        batch = self._parse(transcript.messages, transcript.format)
-        session_id = session_id or new_id("ses")
-        create = Session(
-            id=session_id,
-            model=model or transcript.model or self.settings.default_model,
-            title=transcript.title,
-            metadata={"imported_from": Path(path).name, "source_format": transcript.source_format},
+        The agent's own compactions are replayed and its last reported usage calibrates the count
+        (see `importing`). Importing a file into a session again reads only what it appended since.
+        """
+        from .importing import ImportTools, import_file
+
+        tools = ImportTools(
+            store=self.store,
+            outputs=self.outputs,
+            default_model=self.settings.default_model,
+            settings_for=self._session_settings,
+            counter_for=self._counter,
+            context_for=lambda session, settings: self._budget(session, settings).context,
+            make_room=self._make_room,
+            attach_results=self._attach_results,
+            with_system=self._with_system,
+            status=self._status,
         )
-        system = [{"role": p["role"], "text": p["text"]} for p in transcript.system] or None
-        size = Path(path).stat().st_size  # an upper bound on what the import may spill
-        result = await self._append(session_id, batch, size, system=system, owner=owner, create=create)
-        calls = [p for m in batch.messages for p in m.tool_parts]
-        return ImportResult(
-            session_id=session_id,
-            source_format=transcript.source_format,
-            messages=len(result.messages),
-            tool_calls=len(calls),
-            tool_results=sum(1 for p in calls if p.is_finished) + result.results_attached,
-            spilled=result.spilled,
-            status=result.status,
-        )
+        return await import_file(tools, Path(path), session_id=session_id, format=format, model=model, owner=owner)
 
 
 def _cleared(part: ToolPart, when: float, clear_inputs: bool) -> ToolPart:
     # Marks only: the output and input stay stored; the renderers show placeholders.
     return part.model_copy(update={"compacted_at": when, "input_cleared": clear_inputs})
+
+
+def _with_marks(messages: Sequence[Message], marks: Sequence[PartMark]) -> list[Message]:
+    """`messages` as they read once `marks` are stored (for the status that follows, without a reload)."""
+    by_message: dict[str, list[PartMark]] = {}
+    for mark in marks:
+        by_message.setdefault(mark.message_id, []).append(mark)
+    out = []
+    for message in messages:
+        mine = by_message.get(message.id)
+        if mine:
+            changed: dict[int, Part] = {m.index: m.part for m in mine}
+            parts = [changed.get(i, part) for i, part in enumerate(message.parts)]
+            in_view = message.in_view_tokens - sum(m.freed for m in mine)  # as the store's mark_parts does
+            message = message.model_copy(update={"parts": parts, "view_tokens": in_view})
+        out.append(message)
+    return out
 
 
 def _parse_cursor(cursor: str | None) -> int:
