@@ -17,11 +17,13 @@ from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import user_instruction
 from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS
 from contextfold.compaction.template import FILES, GOAL, NEXT_STEPS, SECTIONS, missing_sections, parse_summary
-from contextfold.compactor import MAX_ATTEMPTS
+from contextfold.config import Settings
 from contextfold.config import load_settings
 from contextfold.domain import CompactionRecord
 from contextfold.server import build_server
 from contextfold.service import CompactionFailed, ContextService
+
+MAX_ATTEMPTS = Settings.model_fields["recovery_attempts"].default
 
 pytestmark = pytest.mark.anyio
 

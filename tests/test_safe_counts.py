@@ -20,13 +20,15 @@ from pathlib import Path
 import pytest
 from conftest import corpus_files, needs_corpus
 
-from contextfold.compactor import RECOVERY_CAP_TOKENS
+from contextfold.config import Settings
 from contextfold.config import load_settings
 from contextfold.domain import ToolPart
 from contextfold.policy import truncate as truncation
 from contextfold.policy.truncate import TOKEN_ROUNDS, prefix_within_tokens, truncate
 from contextfold.service import ContextService
 from contextfold.tokens import counter_for, encoding
+
+RECOVERY_CAP_TOKENS = Settings.model_fields["cut_tokens"].default
 
 pytestmark = pytest.mark.anyio
 
@@ -218,7 +220,7 @@ async def test_overflow_recovery_cuts_an_output_to_a_token_cap(service):
     await service.open_session("r", model="gpt-4o")
     await service.append("r", _tool_turn(dense(20_000)))
     session = await service.store.get_session("r")
-    cut = await service.compactor.cut_oversized("r", "", 1_000, GPT4O)
+    cut = await service.compactor.cut_oversized("r", "", 1_000)
     assert cut == 1
     part = await _tool_part(service, "r")
     assert part.view_cap is not None and part.output and len(part.output) == 26_668  # the store keeps it whole

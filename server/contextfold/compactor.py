@@ -9,8 +9,10 @@ is written. When the caller named a summarizer and another one's summary was kep
 says why. The newest request and the last answer always stay in view (compaction/thread.py);
 with nothing older to summarize, the kept tail's oversized outputs are cut down in view instead.
 On overflow, the compaction a request asks for becomes a recovery: the newest attachments shown
-as placeholders, up to `MAX_ATTEMPTS` compactions, and once, oversized tool outputs cut down in
-view.
+as placeholders, up to `recovery_attempts` compactions, and once, tool outputs over
+`oversized_share` of usable cut down in view to `cut_tokens` (at most `cut_chars`). An automatic
+compaction within `compaction_cooldown_seconds` of the last, the view grown by less than
+`compaction_cooldown_growth`, is refused rather than looping (all settings, see config.py).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from .errors import CompactionFailed
 from .domain import CompactionRecord, FilePart, Message, Session, ToolPart
 from .formats._common import media_placeholder
 from .policy import view
-from .policy.cut import CUT_CHARS, CUT_TOKENS, cut_in_view
+from .policy.cut import CutCaps, cut_in_view
 from .policy.turns import tail_budget
 from .results import Brief, CompactResult, Status
 from .store import ConflictError, PartMark, SessionStore, SessionTransaction
@@ -48,17 +50,6 @@ from .tokens import TokenCounter
 SummarizerChoice = Literal["auto", "anthropic", "sampling", "extractive"]
 Progress = Callable[[float, str], Awaitable[None]]
 
-MAX_ATTEMPTS = 3
-"""Compactions tried for one overflow before giving up with the numbers."""
-COOLDOWN_SECONDS = 30.0
-COOLDOWN_GROWTH = 1.10
-"""An automatic compaction within the cooldown is refused unless the view grew by 10 % since."""
-OVERSIZED_SHARE = 0.10
-"""In overflow recovery, a tool output over this share of usable is cut down in view once…"""
-RECOVERY_CAP_TOKENS = CUT_TOKENS
-"""…to its first 500 tokens…"""
-RECOVERY_CAP_CHARS = CUT_CHARS
-"""…and never more than 2,000 characters."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +168,7 @@ class Compactor:
         session, plan, counter = prepared.session, prepared.plan, prepared.counter
         before = session.tokens_in_view if tokens_before is None else tokens_before
         if check_cooldown:
-            self._check_cooldown(session)
+            self._check_cooldown(session, self._access.settings_for(session))
         request = SummaryRequest(
             head=plan.head,
             previous=plan.previous,
@@ -254,7 +245,8 @@ class Compactor:
             written = sum(m.in_view_tokens for m in new)
             if arrived and arrived[-1].role == "user":
                 new = [m for m in new if not is_continue(m)]  # the user's own message is the one to answer
-            cuts = await self._recut(tx, plan, prepared.counter) if plan.cuts else []
+            caps = CutCaps(prepared.settings.cut_tokens, prepared.settings.cut_chars)
+            cuts = await self._recut(tx, plan, prepared.counter, caps) if plan.cuts else []
             stored = await tx.insert_messages(new)
             if cuts:
                 await tx.mark_parts(cuts)
@@ -295,7 +287,7 @@ class Compactor:
         return record
 
     @staticmethod
-    async def _recut(tx: SessionTransaction, plan: Plan, counter: TokenCounter) -> list[PartMark]:
+    async def _recut(tx: SessionTransaction, plan: Plan, counter: TokenCounter, caps: CutCaps) -> list[PartMark]:
         """The plan's cuts made again on the parts as they are now (a prune may have marked one)."""
         first = plan.tail_start.seq if plan.tail_start else 0
         current = {m.id: m for m in await tx.messages(first - 1)}
@@ -303,22 +295,26 @@ class Compactor:
         for planned in plan.cuts:
             message = current.get(planned.message_id)
             part = message.parts[planned.index] if message and planned.index < len(message.parts) else None
-            if isinstance(part, ToolPart) and (cut := cut_in_view(part, counter)) is not None:
+            cut = cut_in_view(part, counter, max_tokens=caps.tokens, max_chars=caps.chars) if isinstance(
+                part, ToolPart
+            ) else None
+            if cut is not None:
                 marks.append(PartMark(planned.message_id, planned.index, *cut))
         return marks
 
     @staticmethod
-    def _check_cooldown(session: Session) -> None:
+    def _check_cooldown(session: Session, settings: Settings) -> None:
         last = session.metadata.get("last_compaction")
         if not isinstance(last, dict):
             return
         elapsed = time.time() - float(last.get("at", 0))
-        grown_enough = session.tokens_in_view > float(last.get("tokens_after", 0)) * COOLDOWN_GROWTH
-        if elapsed < COOLDOWN_SECONDS and not grown_enough:
+        grown_enough = session.tokens_in_view > float(last.get("tokens_after", 0)) * settings.compaction_cooldown_growth
+        cooldown = settings.compaction_cooldown_seconds
+        if elapsed < cooldown and not grown_enough:
             raise CompactionFailed(
                 f"the session was compacted {elapsed:.0f} s ago and has grown only to "
                 f"{session.tokens_in_view:,} tokens since ({last.get('tokens_after'):,} after that compaction); "
-                f"another automatic compaction now would loop — wait {COOLDOWN_SECONDS - elapsed:.0f} s or compact manually"
+                f"another automatic compaction now would loop — wait {cooldown - elapsed:.0f} s or compact manually"
             )
 
     # -- overflow recovery -----------------------------------------------------------------------
@@ -390,7 +386,7 @@ class Compactor:
                 if overflow and not dry_run and not cut_done:
                     # Nothing left to summarize: cut oversized outputs in view once, then retry.
                     cut_done = True
-                    cut = await self.cut_oversized(session_id, owner, status.usable, self._access.counter(session))
+                    cut = await self.cut_oversized(session_id, owner, status.usable)
                     outputs_cut += cut
                     if cut:
                         before = status.tokens_in_view
@@ -405,7 +401,7 @@ class Compactor:
             status = await self._access.status(session_id, owner)
             if dry_run or status.state != "overflow" or not overflow:
                 break
-            if attempts >= MAX_ATTEMPTS:
+            if attempts >= self._access.settings_for(session).recovery_attempts:
                 raise CompactionFailed(
                     f"still over the limit after {attempts} compactions: {status.tokens_in_view:,} tokens in view, "
                     f"{status.usable:,} usable; the kept tail alone is too large — lower preserve_recent_tokens "
@@ -468,12 +464,14 @@ class Compactor:
                 await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed}))
         return len(marks)
 
-    async def cut_oversized(self, session_id: str, owner: str, usable: int, counter: TokenCounter) -> int:
-        """Cut tool outputs bigger than a tenth of usable down to a preview of at most
-        `RECOVERY_CAP_TOKENS` tokens in view (once; marks only)."""
-        threshold = max(RECOVERY_CAP_CHARS // 4, int(usable * OVERSIZED_SHARE))
+    async def cut_oversized(self, session_id: str, owner: str, usable: int) -> int:
+        """Cut tool outputs bigger than `oversized_share` of usable down to a preview of at most
+        `cut_tokens` tokens in view (once; marks only)."""
         async with self._store.write(session_id, owner) as tx:
             session = tx.session
+            settings = self._access.settings_for(session)
+            counter = self._access.counter_for(session, settings)
+            threshold = max(settings.cut_chars // 4, int(usable * settings.oversized_share))
             messages = await view.visible(tx.messages, session.view)
             marks: list[PartMark] = []
             for message in messages:
@@ -482,7 +480,7 @@ class Compactor:
                         continue
                     # Capped in tokens (dense text runs under 2 characters a token) within the
                     # character cap; the freed count is as the view shows it, note included.
-                    cut = cut_in_view(part, counter, max_tokens=RECOVERY_CAP_TOKENS, max_chars=RECOVERY_CAP_CHARS)
+                    cut = cut_in_view(part, counter, max_tokens=settings.cut_tokens, max_chars=settings.cut_chars)
                     if cut is not None:
                         marks.append(PartMark(message.id, index, *cut))
             if marks:
@@ -499,6 +497,7 @@ def _plan(visible: Sequence[Message], settings: Settings, usable: int, counter: 
         tail_turns=settings.tail_turns,
         usable=usable,
         counter=counter,
+        caps=CutCaps(settings.cut_tokens, settings.cut_chars),
     )
 
 
@@ -538,7 +537,6 @@ def _cut_only(
 
 
 __all__ = [
-    "MAX_ATTEMPTS",
     "Compactor",
     "NothingToCompact",
     "Prepared",

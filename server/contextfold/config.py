@@ -98,6 +98,29 @@ class Settings(BaseModel):
         600.0, gt=0, description="A session with no request in flight and no open stream this long is closed."
     )
 
+    # -- compaction, recovery and the strategies without an LLM -----------------------------------
+    recovery_attempts: int = Field(3, ge=1, description="Compactions overflow recovery tries before giving up.")
+    compaction_cooldown_seconds: float = Field(
+        30.0, ge=0, description="An automatic compaction this soon after the last, view barely grown, is refused."
+    )
+    compaction_cooldown_growth: float = Field(
+        1.10, ge=1.0, description="Growth of the view since the last compaction that lifts the cooldown."
+    )
+    oversized_share: float = Field(
+        0.10, gt=0, le=1, description="Overflow recovery cuts tool outputs over this share of usable, once."
+    )
+    cut_tokens: int = Field(500, ge=1, description="Tokens of an output kept in view when it is cut.")
+    cut_chars: int = Field(2_000, ge=1, description="Characters of an output kept in view when it is cut.")
+    regions_keep_recent_tokens: int = Field(
+        20_000, ge=0, description="regions: the newest tool output tokens never digested."
+    )
+    removal_preserve_start: int | None = Field(
+        None, ge=0, description="middle/oldest/hybrid: first messages never removed (default: per provider)."
+    )
+    removal_preserve_end: int | None = Field(
+        None, ge=0, description="middle/oldest/hybrid: last messages never removed (default: per provider)."
+    )
+
     # -- summarizers -------------------------------------------------------------------------------
     summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = "auto"
     anthropic_model: str = "claude-haiku-4-5"

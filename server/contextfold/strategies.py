@@ -45,6 +45,7 @@ class Strategies:
                 target_tokens=int(status.usable * ratio) - 1,
                 counter=self._access.counter_for(session, settings),
                 now=time.time(),
+                keep_recent_tokens=settings.regions_keep_recent_tokens,
             )
             if plan.marks and not dry_run:
                 await tx.mark_parts([PartMark(m.message_id, m.index, m.part, m.freed) for m in plan.marks])
@@ -85,7 +86,11 @@ class Strategies:
             system_tokens = sum(p.tokens for p in session.system)
             target = max(int(usable * settings.soft_ratio) - system_tokens, 0)
             defaults = provider_defaults(catalog.lookup(session.model).provider, session.model)
-            options = {"target_tokens": target, "preserve_start": defaults.preserve_start, "preserve_end": defaults.preserve_end}
+            options = {
+                "target_tokens": target,
+                "preserve_start": _or(settings.removal_preserve_start, defaults.preserve_start),
+                "preserve_end": _or(settings.removal_preserve_end, defaults.preserve_end),
+            }
             if strategy == "hybrid":
                 choice = plan_hybrid(visible, **options)
                 scores = ", ".join(f"{name} {score:.4f}" for name, score in sorted(choice.scores.items()))
@@ -122,6 +127,10 @@ class Strategies:
             reason=reason,
             status=Brief.of(await self._access.status(session_id, owner)),
         )
+
+
+def _or(setting: int | None, default: int) -> int:
+    return default if setting is None else setting
 
 
 __all__ = ["REMOVAL_STRATEGIES", "Strategies"]

@@ -19,6 +19,7 @@ from ..store.base import PartMark
 from ..tokens import TokenCounter, count_message
 from .base import SummarizerError
 from .pins import PinReport, pin_facts
+from ..policy.cut import CutCaps
 from .thread import keep_thread
 
 CONTINUE_TEXT = (
@@ -71,7 +72,13 @@ def summary_budget(usable: int, replaced_tokens: int) -> int:
 
 
 def plan_compaction(
-    visible: Sequence[Message], *, tail_budget: int, tail_turns: int, usable: int, counter: TokenCounter
+    visible: Sequence[Message],
+    *,
+    tail_budget: int,
+    tail_turns: int,
+    usable: int,
+    counter: TokenCounter,
+    caps: CutCaps = CutCaps(),
 ) -> Plan:
     """Split the view into the head to summarize and the tail to keep. Raises NothingToCompact."""
     previous_marker = [m for m in visible if m.compaction is not None]
@@ -83,7 +90,7 @@ def plan_compaction(
         if selection.tail_start_id is None
         else next(i for i, m in enumerate(candidates) if m.id == selection.tail_start_id)
     )
-    thread = keep_thread(candidates, start, budget=tail_budget, counter=counter)
+    thread = keep_thread(candidates, start, budget=tail_budget, counter=counter, caps=caps)
     head, tail = candidates[: thread.start], candidates[thread.start :]
     tail_tokens = sum(m.in_view_tokens for m in tail) - thread.freed
     if not head:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..domain import Message, TextPart, ToolPart
-from ..policy.cut import cut_in_view
+from ..policy.cut import CutCaps, cut_in_view
 from ..store.base import PartMark
 from ..tokens import TokenCounter
 
@@ -41,7 +41,9 @@ class Thread:
         return sum(cut.freed for cut in self.cuts)
 
 
-def keep_thread(messages: Sequence[Message], start: int, *, budget: int, counter: TokenCounter) -> Thread:
+def keep_thread(
+    messages: Sequence[Message], start: int, *, budget: int, counter: TokenCounter, caps: CutCaps = CutCaps()
+) -> Thread:
     """Move the tail start chosen by `select_tail` (an index into `messages`) so the newest request
     and the last answer stay in view, with the cuts that make the tail fit."""
     if budget <= 0 or not messages:
@@ -52,7 +54,7 @@ def keep_thread(messages: Sequence[Message], start: int, *, budget: int, counter
     cuts: tuple[PartMark, ...] = ()
     if anchor is not None and start > anchor:
         start = anchor
-        cuts = _cuts(messages[start:], budget, counter)
+        cuts = _cuts(messages[start:], budget, counter, caps)
         start = _whole_turn(messages, start, budget, sum(m.in_view_tokens for m in messages[start:]) - _freed(cuts))
     if start >= len(messages) or any(_request(m) for m in messages[start:]):
         # The newest request is in the tail. An older turn the tail starts inside is left as
@@ -93,7 +95,7 @@ def _whole_turn(messages: Sequence[Message], start: int, budget: int, tail_token
     return turn if tail_tokens + rest <= budget else start
 
 
-def _cuts(tail: Sequence[Message], budget: int, counter: TokenCounter) -> tuple[PartMark, ...]:
+def _cuts(tail: Sequence[Message], budget: int, counter: TokenCounter, caps: CutCaps) -> tuple[PartMark, ...]:
     """The fewest tool outputs of `tail`, largest savings first, to cut so it fits `budget`."""
     excess = sum(m.in_view_tokens for m in tail) - budget
     if excess <= 0:
@@ -101,7 +103,9 @@ def _cuts(tail: Sequence[Message], budget: int, counter: TokenCounter) -> tuple[
     options = []
     for message in tail:
         for index, part in enumerate(message.parts):
-            if isinstance(part, ToolPart) and (cut := cut_in_view(part, counter)) is not None:
+            if isinstance(part, ToolPart) and (
+                cut := cut_in_view(part, counter, max_tokens=caps.tokens, max_chars=caps.chars)
+            ) is not None:
                 options.append(PartMark(message.id, index, cut[0], cut[1]))
     chosen: list[PartMark] = []
     for mark in sorted(options, key=lambda m: m.freed, reverse=True):

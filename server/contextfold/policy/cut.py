@@ -9,6 +9,8 @@ meant. A character cap stays as the outer bound.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..domain import ToolPart
 from ..tokens import TokenCounter, count_in_view
 from .truncate import prefix_within_tokens
@@ -17,6 +19,14 @@ CUT_TOKENS = 500
 """What a cut output keeps in view, in tokens…"""
 CUT_CHARS = 2_000
 """…and never more than this many characters."""
+
+
+@dataclass(frozen=True)
+class CutCaps:
+    """What a cut output keeps in view (the `cut_tokens` and `cut_chars` settings)."""
+
+    tokens: int = CUT_TOKENS
+    chars: int = CUT_CHARS
 
 
 def cut_in_view(
@@ -40,4 +50,4 @@ def cut_in_view(
     return (cut, freed) if freed > 0 else None
 
 
-__all__ = ["CUT_CHARS", "CUT_TOKENS", "cut_in_view"]
+__all__ = ["CUT_CHARS", "CUT_TOKENS", "CutCaps", "cut_in_view"]
