@@ -391,13 +391,13 @@ class GuardedStore:
             async with store.write(session_id, owner, create=create) as tx:
                 yield tx
 
-    async def touch_output(self, output_id: str) -> None:
+    async def touch_output(self, output_id: str, owner: str = "") -> None:
         """Noting when an output was read is bookkeeping: a read must not fail for want of it."""
         if self._read_only is not None:
             return
         try:
             with _explained(self._settings, self._read_only):
-                await self._inner().touch_output(output_id)
+                await self._inner().touch_output(output_id, owner)
         except (StorageFull, ReadOnlyHome) as exc:
             log.debug("not noting that %s was read: %s", output_id, exc)
 

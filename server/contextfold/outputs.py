@@ -263,7 +263,7 @@ class Outputs:
             raise await self._vanished(record) from None
         except DamagedContent:
             raise OutputDamaged(output_id, _EDITED) from None
-        await self.store.touch_output(output_id)
+        await self.store.touch_output(output_id, owner)
         return result
 
     async def full_text(self, output_id: str, *, owner: str, max_bytes: int) -> str:

@@ -9,11 +9,13 @@ from .base import (
     SessionPage,
     SessionStore,
     SessionTransaction,
+    Store,
     StoredToolPart,
     StoreError,
+    TenantStore,
     Tombstone,
 )
-from .sqlite import SQLiteStore
+from .sqlite import SQLiteStore, SQLiteTenant
 
 __all__ = [
     "ConflictError",
@@ -22,10 +24,13 @@ __all__ = [
     "OutputTransaction",
     "PartMark",
     "SQLiteStore",
+    "SQLiteTenant",
     "SessionPage",
     "SessionStore",
     "SessionTransaction",
+    "Store",
     "StoreError",
     "StoredToolPart",
+    "TenantStore",
     "Tombstone",
 ]

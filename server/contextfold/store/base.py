@@ -154,6 +154,86 @@ class SessionTransaction(OutputTransaction, Protocol):
     async def save_session(self, session: Session) -> None: ...
 
 
+class TenantStore(Protocol):
+    """One tenant's sessions and outputs. Every read and write is scoped to `owner`: another
+    tenant's session or output id reads exactly like an id nobody uses."""
+
+    owner: str
+
+    async def create_session(self, session: Session) -> Session:
+        """Store a new session (ConflictError if this tenant has one with its id)."""
+        ...
+
+    async def get_session(self, session_id: str) -> Session: ...
+
+    async def list_sessions(self, *, limit: int = 50, cursor: str | None = None) -> SessionPage:
+        """Most recently updated first; ValueError for a cursor this store did not issue."""
+        ...
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session with its messages, outputs and compaction history."""
+        ...
+
+    def write(
+        self, session_id: str, *, create: Session | None = None
+    ) -> AbstractAsyncContextManager[SessionTransaction]:
+        """A transaction on one session; with `create`, the session is created if it does not exist."""
+        ...
+
+    async def load_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, hidden: bool = False
+    ) -> list[Message]: ...
+
+    async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]: ...
+
+    async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
+        """The usage reports of the latest assistant messages, oldest first."""
+        ...
+
+    async def get_output(self, output_id: str) -> OutputRecord: ...
+
+    async def session_outputs(self, session_id: str) -> list[OutputRecord]: ...
+
+    async def touch_output(self, output_id: str) -> None: ...
+
+    async def output_tombstone(self, output_id: str) -> Tombstone | None:
+        """Why and when this tenant's output left, if it did (kept a limited time)."""
+        ...
+
+    async def compactions(self, session_id: str, *, limit: int = 10) -> list[CompactionRecord]:
+        """The session's latest compactions, newest first."""
+        ...
+
+    async def compaction_totals(self, session_id: str) -> tuple[int, int]:
+        """(how many compactions, tokens freed in all) for the session."""
+        ...
+
+
+class Store(Protocol):
+    """A backend: one database holding every tenant. Requests work through `tenant(owner)`; the
+    rest is upkeep across tenants (spill gc and quota, sizes, totals for the CLI)."""
+
+    def tenant(self, owner: str) -> TenantStore: ...
+
+    async def outputs(self) -> list[OutputRecord]:
+        """Every output record, oldest first (for gc)."""
+        ...
+
+    def spill_transaction(self) -> AbstractAsyncContextManager[OutputTransaction]:
+        """A write transaction over spilled outputs alone (gc, eviction, deleting files)."""
+        ...
+
+    async def spill_bytes(self) -> int:
+        """`OutputTransaction.spill_bytes` as of now, outside any transaction."""
+        ...
+
+    async def size_bytes(self) -> int:
+        """Bytes the stored data takes, for the database quota."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 class SessionStore(Protocol):
     async def create_session(self, session: Session, owner: str = "") -> Session: ...
 

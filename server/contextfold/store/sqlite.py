@@ -15,7 +15,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -226,73 +226,30 @@ class SQLiteStore:
             async with self._conn.execute(sql, params) as cur:
                 return list(await cur.fetchall())
 
-    # -- sessions ----------------------------------------------------------------------------
+    # -- one tenant ------------------------------------------------------------------------------
+
+    def tenant(self, owner: str) -> SQLiteTenant:
+        """This database as one tenant sees it: its sessions and outputs, nobody else's."""
+        return SQLiteTenant(self, owner)
+
+    # Callers that still pass an owner per call (being moved to `tenant(owner)`).
 
     async def create_session(self, session: Session, owner: str = "") -> Session:
-        now = time.time()
-        session = session.model_copy(update={"owner": owner, "created_at": now, "updated_at": now})
-        async with self._transaction() as db:
-            async with db.execute("SELECT 1 FROM sessions WHERE owner = ? AND id = ?", (owner, session.id)) as cur:
-                if await cur.fetchone() is not None:
-                    raise ConflictError(f"a session with id {session.id!r} already exists")
-            await db.execute(_INSERT_SESSION, (owner, *_session_columns(session).values()))
-        return session
+        return await self.tenant(owner).create_session(session)
 
     async def get_session(self, session_id: str, owner: str = "") -> Session:
-        row = await self._fetchone(
-            f"SELECT owner, {_SESSION_COLUMNS} FROM sessions WHERE owner = ? AND id = ?", (owner, session_id)
-        )
-        if row is None:
-            raise NotFoundError("session", session_id, "list sessions with session_list or open one with session_open")
-        return _session_from_row(row)
+        return await self.tenant(owner).get_session(session_id)
 
     async def list_sessions(self, owner: str = "", *, limit: int = 50, cursor: str | None = None) -> SessionPage:
-        params: list[Any] = [owner]
-        where = "owner = ?"
-        if cursor:
-            updated_at, last_id = _decode_cursor(cursor)
-            where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
-            params += [updated_at, updated_at, last_id]
-        rows = await self._fetchall(
-            f"SELECT owner, {_SESSION_COLUMNS} FROM sessions WHERE {where} "
-            "ORDER BY updated_at DESC, id DESC LIMIT ?",
-            (*params, limit + 1),
-        )
-        sessions = [_session_from_row(r) for r in rows[:limit]]
-        more = len(rows) > limit
-        next_cursor = _encode_cursor(sessions[-1].updated_at, sessions[-1].id) if more and sessions else None
-        return SessionPage(sessions, next_cursor)
+        return await self.tenant(owner).list_sessions(limit=limit, cursor=cursor)
 
     async def delete_session(self, session_id: str, owner: str = "") -> None:
-        async with self._transaction() as db:
-            cur = await db.execute("DELETE FROM sessions WHERE owner = ? AND id = ?", (owner, session_id))
-            if cur.rowcount == 0:
-                raise NotFoundError("session", session_id)
+        await self.tenant(owner).delete_session(session_id)
 
-    # -- messages ----------------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def write(
+    def write(
         self, session_id: str, owner: str = "", *, create: Session | None = None
-    ) -> AsyncIterator[_SQLiteTransaction]:
-        # Session ids are per tenant: another tenant's "x" is simply not this tenant's "x".
-        async with self._transaction() as db:
-            row = await self._session_row(db, owner, session_id)
-            if row is None and create is not None:
-                now = time.time()
-                create = create.model_copy(update={"id": session_id, "created_at": now, "updated_at": now})
-                await db.execute(_INSERT_SESSION, (owner, *_session_columns(create).values()))
-                row = await self._session_row(db, owner, session_id)
-            if row is None:
-                raise NotFoundError("session", session_id, "open it first with session_open")
-            yield _SQLiteTransaction(db, owner, _session_from_row(row), row["next_seq"])
-
-    @staticmethod
-    async def _session_row(db: aiosqlite.Connection, owner: str, session_id: str) -> aiosqlite.Row | None:
-        async with db.execute(
-            f"SELECT owner, {_SESSION_COLUMNS}, next_seq FROM sessions WHERE owner = ? AND id = ?", (owner, session_id)
-        ) as cur:
-            return await cur.fetchone()
+    ) -> AbstractAsyncContextManager[_SQLiteTransaction]:
+        return self.tenant(owner).write(session_id, create=create)
 
     async def load_messages(
         self,
@@ -303,26 +260,27 @@ class SQLiteStore:
         limit: int | None = None,
         hidden: bool = False,
     ) -> list[Message]:
-        async with self._lock:
-            return await _load_messages(self._conn, owner, session_id, after_seq, limit, hidden=hidden)
+        return await self.tenant(owner).load_messages(session_id, after_seq=after_seq, limit=limit, hidden=hidden)
 
     async def rows(self, session_id: str, *, owner: str = "", after_seq: int = 0) -> list[MessageRow]:
-        async with self._lock:
-            return await _rows(self._conn, owner, session_id, after_seq)
-
-    # -- spilled outputs ---------------------------------------------------------------------
+        return await self.tenant(owner).rows(session_id, after_seq=after_seq)
 
     async def get_output(self, output_id: str, owner: str = "") -> OutputRecord:
-        row = await self._fetchone("SELECT * FROM outputs WHERE id = ? AND owner = ?", (output_id, owner))
-        if row is None:
-            raise NotFoundError("output", output_id, "it may have expired or been deleted; outputs are kept for a limited time")
-        return _output_from_row(row)
+        return await self.tenant(owner).get_output(output_id)
 
-    async def touch_output(self, output_id: str) -> None:
-        async with self._transaction() as db:
-            await db.execute("UPDATE outputs SET last_read_at = ? WHERE id = ?", (time.time(), output_id))
+    async def touch_output(self, output_id: str, owner: str = "") -> None:
+        await self.tenant(owner).touch_output(output_id)
+
+    async def output_tombstone(self, output_id: str, owner: str = "") -> Tombstone | None:
+        return await self.tenant(owner).output_tombstone(output_id)
+
+    async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
+        return await self.tenant(owner).recent_usages(session_id, limit=limit)
+
+    # -- every tenant: spill store upkeep and totals ---------------------------------------------
 
     async def outputs(self) -> list[OutputRecord]:
+        """Every output record, oldest first (for gc)."""
         return [_output_from_row(r) for r in await self._fetchall("SELECT * FROM outputs ORDER BY created_at, id")]
 
     @asynccontextmanager
@@ -334,40 +292,20 @@ class SQLiteStore:
         row = await self._fetchone(_SPILL_BYTES)
         return int(row[0]) if row else 0
 
-    async def output_tombstone(self, output_id: str, owner: str = "") -> Tombstone | None:
-        row = await self._fetchone(
-            "SELECT id, owner, reason, removed_at FROM output_tombstones WHERE id = ? AND owner = ?", (output_id, owner)
-        )
-        return Tombstone(row[0], row[1], row[2], row[3]) if row else None
-
-    async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
-        """The usage reports of the latest assistant messages, oldest first."""
-        rows = await self._fetchall(
-            "SELECT usage FROM messages WHERE owner = ? AND session_id = ? AND usage IS NOT NULL "
-            "ORDER BY seq DESC LIMIT ?",
-            (owner, session_id, limit),
-        )
-        return [Usage.model_validate_json(r["usage"]) for r in reversed(rows)]
-
-    # -- compaction history ------------------------------------------------------------------
-
     async def compactions(
         self, session_id: str | None = None, *, owner: str = "", limit: int = 10
     ) -> list[CompactionRecord]:
-        where, params = ("WHERE owner = ? AND session_id = ?", [owner, session_id]) if session_id else ("", [])
+        if session_id is not None:
+            return await self.tenant(owner).compactions(session_id, limit=limit)
         rows = await self._fetchall(
-            f"SELECT data FROM compactions {where} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit)
+            "SELECT data FROM compactions ORDER BY created_at DESC, id DESC LIMIT ?", (limit,)
         )
         return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
 
     async def compaction_totals(self, session_id: str | None = None, *, owner: str = "") -> tuple[int, int]:
-        where, params = ("WHERE owner = ? AND session_id = ?", [owner, session_id]) if session_id else ("", [])
-        row = await self._fetchone(
-            "SELECT COUNT(*), COALESCE(SUM(json_extract(data, '$.tokens_before') - "
-            f"json_extract(data, '$.tokens_after')), 0) FROM compactions {where}",
-            params,
-        )
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        if session_id is not None:
+            return await self.tenant(owner).compaction_totals(session_id)
+        return _totals(await self._fetchone(_COMPACTION_TOTALS.format(where=""), ()))
 
     async def integrity_check(self) -> str:
         row = await self._fetchone("PRAGMA integrity_check")
@@ -380,6 +318,159 @@ class SQLiteStore:
             "FROM pragma_page_count() AS p, pragma_freelist_count() AS f, pragma_page_size() AS s"
         )
         return int(row[0]) if row else 0
+
+
+class SQLiteTenant:
+    """`TenantStore` on a `SQLiteStore`: every query is scoped to one owner.
+
+    Session ids are per tenant: another tenant's "x" is simply not this tenant's "x", and reads
+    exactly like an id nobody uses.
+    """
+
+    def __init__(self, store: SQLiteStore, owner: str) -> None:
+        self._store = store
+        self.owner = owner
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    async def create_session(self, session: Session) -> Session:
+        now = time.time()
+        session = session.model_copy(update={"owner": self.owner, "created_at": now, "updated_at": now})
+        async with self._store._transaction() as db:
+            async with db.execute(
+                "SELECT 1 FROM sessions WHERE owner = ? AND id = ?", (self.owner, session.id)
+            ) as cur:
+                if await cur.fetchone() is not None:
+                    raise ConflictError(f"a session with id {session.id!r} already exists")
+            await db.execute(_INSERT_SESSION, (self.owner, *_session_columns(session).values()))
+        return session
+
+    async def get_session(self, session_id: str) -> Session:
+        row = await self._store._fetchone(
+            f"SELECT owner, {_SESSION_COLUMNS} FROM sessions WHERE owner = ? AND id = ?", (self.owner, session_id)
+        )
+        if row is None:
+            raise NotFoundError("session", session_id, "list sessions with session_list or open one with session_open")
+        return _session_from_row(row)
+
+    async def list_sessions(self, *, limit: int = 50, cursor: str | None = None) -> SessionPage:
+        params: list[Any] = [self.owner]
+        where = "owner = ?"
+        if cursor:
+            updated_at, last_id = _decode_cursor(cursor)
+            where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+            params += [updated_at, updated_at, last_id]
+        rows = await self._store._fetchall(
+            f"SELECT owner, {_SESSION_COLUMNS} FROM sessions WHERE {where} "
+            "ORDER BY updated_at DESC, id DESC LIMIT ?",
+            (*params, limit + 1),
+        )
+        sessions = [_session_from_row(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        next_cursor = _encode_cursor(sessions[-1].updated_at, sessions[-1].id) if more and sessions else None
+        return SessionPage(sessions, next_cursor)
+
+    async def delete_session(self, session_id: str) -> None:
+        async with self._store._transaction() as db:
+            cur = await db.execute("DELETE FROM sessions WHERE owner = ? AND id = ?", (self.owner, session_id))
+            if cur.rowcount == 0:
+                raise NotFoundError("session", session_id)
+
+    # -- messages ----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def write(self, session_id: str, *, create: Session | None = None) -> AsyncIterator[_SQLiteTransaction]:
+        async with self._store._transaction() as db:
+            row = await self._session_row(db, session_id)
+            if row is None and create is not None:
+                now = time.time()
+                create = create.model_copy(update={"id": session_id, "created_at": now, "updated_at": now})
+                await db.execute(_INSERT_SESSION, (self.owner, *_session_columns(create).values()))
+                row = await self._session_row(db, session_id)
+            if row is None:
+                raise NotFoundError("session", session_id, "open it first with session_open")
+            yield _SQLiteTransaction(db, self.owner, _session_from_row(row), row["next_seq"])
+
+    async def _session_row(self, db: aiosqlite.Connection, session_id: str) -> aiosqlite.Row | None:
+        async with db.execute(
+            f"SELECT owner, {_SESSION_COLUMNS}, next_seq FROM sessions WHERE owner = ? AND id = ?",
+            (self.owner, session_id),
+        ) as cur:
+            return await cur.fetchone()
+
+    async def load_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, hidden: bool = False
+    ) -> list[Message]:
+        async with self._store._lock:
+            return await _load_messages(self._store._conn, self.owner, session_id, after_seq, limit, hidden=hidden)
+
+    async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]:
+        async with self._store._lock:
+            return await _rows(self._store._conn, self.owner, session_id, after_seq)
+
+    async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
+        """The usage reports of the latest assistant messages, oldest first."""
+        rows = await self._store._fetchall(
+            "SELECT usage FROM messages WHERE owner = ? AND session_id = ? AND usage IS NOT NULL "
+            "ORDER BY seq DESC LIMIT ?",
+            (self.owner, session_id, limit),
+        )
+        return [Usage.model_validate_json(r["usage"]) for r in reversed(rows)]
+
+    # -- spilled outputs ---------------------------------------------------------------------
+
+    async def get_output(self, output_id: str) -> OutputRecord:
+        row = await self._store._fetchone(
+            "SELECT * FROM outputs WHERE id = ? AND owner = ?", (output_id, self.owner)
+        )
+        if row is None:
+            raise NotFoundError("output", output_id, "it may have expired or been deleted; outputs are kept for a limited time")
+        return _output_from_row(row)
+
+    async def session_outputs(self, session_id: str) -> list[OutputRecord]:
+        rows = await self._store._fetchall(
+            "SELECT * FROM outputs WHERE owner = ? AND session_id = ? ORDER BY created_at, id", (self.owner, session_id)
+        )
+        return [_output_from_row(r) for r in rows]
+
+    async def touch_output(self, output_id: str) -> None:
+        async with self._store._transaction() as db:
+            await db.execute(
+                "UPDATE outputs SET last_read_at = ? WHERE id = ? AND owner = ?", (time.time(), output_id, self.owner)
+            )
+
+    async def output_tombstone(self, output_id: str) -> Tombstone | None:
+        row = await self._store._fetchone(
+            "SELECT id, owner, reason, removed_at FROM output_tombstones WHERE id = ? AND owner = ?",
+            (output_id, self.owner),
+        )
+        return Tombstone(row[0], row[1], row[2], row[3]) if row else None
+
+    # -- compaction history ------------------------------------------------------------------
+
+    async def compactions(self, session_id: str, *, limit: int = 10) -> list[CompactionRecord]:
+        rows = await self._store._fetchall(
+            "SELECT data FROM compactions WHERE owner = ? AND session_id = ? "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (self.owner, session_id, limit),
+        )
+        return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
+
+    async def compaction_totals(self, session_id: str) -> tuple[int, int]:
+        row = await self._store._fetchone(
+            _COMPACTION_TOTALS.format(where="WHERE owner = ? AND session_id = ?"), (self.owner, session_id)
+        )
+        return _totals(row)
+
+
+_COMPACTION_TOTALS = (
+    "SELECT COUNT(*), COALESCE(SUM(json_extract(data, '$.tokens_before') - "
+    "json_extract(data, '$.tokens_after')), 0) FROM compactions {where}"
+)
+
+
+def _totals(row: aiosqlite.Row | None) -> tuple[int, int]:
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 _SPILL_BYTES = "SELECT bytes FROM spill_usage WHERE id = 1"
