@@ -30,7 +30,8 @@ from contextfold.compactor import Sampled
 from contextfold.config import load_settings
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.formats import render
-from contextfold.formats._common import COMPACTION_PROMPT, CONTINUATION_TEXT
+from contextfold.formats.anthropic import CONTINUATION_TEXT
+from contextfold.shown import COMPACTION_PROMPT
 from contextfold.server import build_server
 from contextfold.service import CompactionFailed, ContextService
 from contextfold.tokens import counter_for

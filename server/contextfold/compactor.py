@@ -39,7 +39,7 @@ from .compaction.transcript import render_transcript
 from .config import Settings
 from .errors import CompactionFailed
 from .domain import CompactionRecord, FilePart, Message, Session, ToolPart
-from .formats._common import media_placeholder
+from .shown import media_placeholder
 from .policy import view
 from .policy.cut import CutCaps, cut_in_view
 from .policy.turns import tail_budget

@@ -11,7 +11,6 @@ import base64
 import binascii
 import gzip
 import hashlib
-import json
 import math
 import re
 import struct
@@ -37,8 +36,7 @@ from .domain import (
     TextPart,
     ToolPart,
 )
-from .formats import RenderOptions
-from .formats._common import cap_output, media_placeholder
+from .shown import media_placeholder, shown_input_text, shown_output, shows_as_stored, tool_input_text
 
 Encoding = Literal["o200k_base", "cl100k_base"]
 Method = Literal["exact", "estimate"]
@@ -227,15 +225,6 @@ def media_tokens(part: FilePart) -> int:
 # -- parts and messages ------------------------------------------------------------------------
 
 
-def tool_input_text(part: ToolPart) -> str:
-    """The call's arguments as the model wrote them."""
-    if part.raw_arguments is not None:
-        return part.raw_arguments
-    if isinstance(part.input, str):
-        return part.input
-    return json.dumps(part.input, ensure_ascii=False, separators=(",", ":"))
-
-
 def count_part(part: Part, counter: TokenCounter) -> int:
     """Tokens one part costs in a prompt, full output included (pruning is the view's business)."""
     match part:
@@ -274,27 +263,28 @@ def count_message(message: Message, counter: TokenCounter) -> Message:
 
 
 def count_in_view(part: Part, counter: TokenCounter) -> int:
-    """Tokens `part` costs as the view shows it: a pruned output as its placeholder, a cut output
-    as its first characters, an omitted attachment as its note."""
+    """Tokens `part` costs as the view shows it (`shown`): a pruned output as its placeholder, a
+    cut output as its first characters and a note, a digested one as its digest, cleared
+    arguments as `{}`, an omitted attachment as its note. A part shown as stored costs its count."""
     if isinstance(part, ToolPart):
-        shown = part
-        if part.view_text is not None:
-            shown = part.model_copy(update={"output": part.view_text, "error": None, "state": "completed",
-                                            "attachments": []})
-        elif part.compacted_at is not None:
-            shown = part.model_copy(
-                update={"output": RenderOptions().pruned_placeholder, "error": None, "state": "completed",
-                        "attachments": []}
-            )
-        elif part.view_cap is not None:
-            field = "error" if part.state == "error" else "output"
-            shown = part.model_copy(update={field: cap_output(part.result_text, part.view_cap, part.spill_id)})
-        if part.input_cleared:
-            shown = shown.model_copy(update={"input": {}, "raw_arguments": None})
-        return part.tokens if shown is part and part.tokens else count_part(shown, counter)
+        if part.tokens and shows_as_stored(part):
+            return part.tokens
+        output = shown_output(part)
+        return (
+            TOOL_OVERHEAD
+            + counter.count(part.name)
+            + counter.count(shown_input_text(part))
+            + counter.count(output.text)
+            + sum(_attachment_in_view(file, counter) for file in output.attachments)
+        )
     if isinstance(part, FilePart) and part.omitted:
-        return counter.count(media_placeholder(part))
+        return _attachment_in_view(part, counter)
     return part.tokens or count_part(part, counter)
+
+
+def _attachment_in_view(file: FilePart, counter: TokenCounter) -> int:
+    """An attachment shown costs its media estimate; one left out, the note that names it."""
+    return counter.count(media_placeholder(file)) if file.omitted else media_tokens(file)
 
 
 def count_system(prompts: Iterable[SystemPrompt], counter: TokenCounter) -> list[SystemPrompt]:

@@ -14,6 +14,10 @@ What is left out or shortened, and why:
   context sits at the top of its output and its verdict (the traceback's last line, the test
   summary) at the bottom.
 
+Otherwise a part reads as the model sees it in its view (`contextfold.shown`): a pruned output as
+the placeholder, a cut one as its first characters and the note, a digested one as its digest,
+an attachment left out with its note.
+
 Deterministic: the same messages always give the same text (no clocks, ids or randomness), so a
 retried compaction sends the same prompt.
 """
@@ -24,8 +28,8 @@ import re
 from collections.abc import Sequence
 
 from ..domain import FilePart, Message, ReasoningPart, TextPart, ToolPart
-from ..formats import INTERRUPTED_RESULT, RenderOptions
-from ..tokens import tool_input_text
+from ..formats import RenderOptions
+from ..shown import media_placeholder, shown_result, tool_input_text
 
 TRANSCRIPT_TAG = "transcript"
 """The prompt wraps the transcript in `<transcript>` … `</transcript>`."""
@@ -91,7 +95,7 @@ def _message_lines(message: Message, output_cap: int) -> list[str]:
             if not part.synthetic and part.text.strip():
                 lines.append(part.text.strip("\n"))
         elif isinstance(part, FilePart):
-            lines.append(_media_placeholder(part))
+            lines.append(media_placeholder(part))
         elif isinstance(part, ToolPart):
             lines.extend(_tool_lines(part, output_cap))
         elif isinstance(part, ReasoningPart):
@@ -109,21 +113,12 @@ def _tool_lines(part: ToolPart, output_cap: int) -> list[str]:
         arguments = cap_text(tool_input_text(part), output_cap)
         call = f"[tool call {part.name}] {arguments}" if arguments.strip() else f"[tool call {part.name}]"
 
-    if not part.is_finished:
-        # Same as the view: a call that never got its result reads as interrupted.
-        return [call, f"[tool error {part.name}]", INTERRUPTED_RESULT]
-    label = f"[tool error {part.name}]" if part.state == "error" else f"[tool result {part.name}]"
-    if part.compacted_at is not None:
-        return [call, label, PRUNED_PLACEHOLDER]
-    output = part.result_text
-    body = cap_text(output, output_cap) if output.strip() else NO_OUTPUT
-    return [call, label, body, *(_media_placeholder(file) for file in part.attachments)]
-
-
-def _media_placeholder(file: FilePart) -> str:
-    """What stands in for an attachment: `[Attached image/png: name]` (as in the rendered view)."""
-    label = file.filename or (file.url if file.url and not file.url.startswith("data:") else None)
-    return f"[Attached {file.mime}: {label}]" if label else f"[Attached {file.mime}]"
+    # As in the view: a call that never got its result reads as interrupted.
+    result = shown_result(part)
+    assert result is not None  # the view's options answer every open call
+    label = f"[tool error {part.name}]" if result.is_error else f"[tool result {part.name}]"
+    body = cap_text(result.text, output_cap) if result.text.strip() else NO_OUTPUT
+    return [call, label, body, *(media_placeholder(file) for file in result.attachments)]
 
 
 __all__ = [

@@ -1,6 +1,7 @@
-"""Helpers shared by the Anthropic and OpenAI formats: field checks, call/result pairing, result text.
+"""Helpers shared by the Anthropic and OpenAI formats: field checks, media payloads, call/result pairing.
 
-Private to `formats/`: the two format modules are the public surface.
+Private to `formats/`: the two format modules are the public surface. What a part shows in the
+view (placeholders, cuts, digests, media notes) is decided in `contextfold.shown`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from ..domain import FilePart, Message, SystemPrompt, ToolPart, ToolResult, complete_tool_part
-from . import INTERRUPTED_RESULT, FormatError, ParsedBatch, RenderOptions
-
-COMPACTION_PROMPT = "What did we do so far?"
-"""How a compaction marker reads to the model: the question its summary answers."""
+from ..domain import Message, SystemPrompt, ToolPart, ToolResult, complete_tool_part
+from . import FormatError, ParsedBatch
 
 CONTINUATION_TEXT = "(conversation continues)"
 """A user message both formats send where the assistant would otherwise speak twice in a row
@@ -133,16 +131,6 @@ def encode_text(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
-OMITTED_NOTE = "not shown: the attachment was too large for the context window"
-
-
-def media_placeholder(file: FilePart) -> str:
-    """What the model reads instead of an attachment: `[Attached image/png: name]`."""
-    label = file.filename or (file.url if file.url and not file.url.startswith("data:") else None)
-    note = f" — {OMITTED_NOTE}" if file.omitted else ""
-    return f"[Attached {file.mime}: {label}{note}]" if label else f"[Attached {file.mime}{note}]"
-
-
 # -- parsing a batch ------------------------------------------------------------------------------
 
 
@@ -192,46 +180,3 @@ class BatchBuilder:
 def _is_finished(message: Message, index: int) -> bool:
     part = message.parts[index]
     return isinstance(part, ToolPart) and part.is_finished
-
-
-# -- rendering results ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RenderedResult:
-    """A call's result as the model should see it, before either format shapes it."""
-
-    text: str
-    is_error: bool
-    attachments: list[FilePart]
-
-
-def render_result(part: ToolPart, options: RenderOptions) -> RenderedResult | None:
-    """The result to send for `part`, or None when the call must be left out of the view."""
-    if not part.is_finished:
-        if not options.interrupt_pending:
-            return None
-        return RenderedResult(INTERRUPTED_RESULT, True, [])
-    is_error = part.state == "error"
-    if part.view_text is not None:
-        # A region summary stands in for this output (and for the region's other outputs).
-        return RenderedResult(part.view_text, False, [])
-    if part.compacted_at is not None:
-        # Pruned: the output (and anything the tool attached) is hidden; the call itself stays.
-        return RenderedResult(options.pruned_placeholder, is_error, [])
-    caps = [c for c in (options.output_cap, part.view_cap) if c is not None]
-    text = cap_output(part.result_text, min(caps) if caps else None, part.spill_id)
-    if options.strip_media and part.attachments:
-        notes = "\n".join(media_placeholder(file) for file in part.attachments)
-        return RenderedResult(f"{text}\n{notes}" if text else notes, is_error, [])
-    return RenderedResult(text, is_error, list(part.attachments))
-
-
-def cap_output(text: str, cap: int | None, output_id: str | None = None) -> str:
-    """The first `cap` characters of `text`, with a note of how many were left out (and, for an
-    output spilled at ingest, how to read all of it: the preview's own hint may be cut off)."""
-    if cap is None or len(text) <= cap:
-        return text
-    keep = max(cap, 0)
-    whole = f'; read_output(id="{output_id}") reads the whole output' if output_id else ""
-    return f"{text[:keep]}\n… [omitted {len(text) - keep:,} chars{whole}]"

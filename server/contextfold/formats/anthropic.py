@@ -22,12 +22,11 @@ from ..domain import (
     ToolPart,
     ToolResult,
 )
+from ..shown import COMPACTION_PROMPT, ShownResult, media_placeholder, shown_input, shown_result, shows_media
 from . import FormatError, ParsedBatch, RenderOptions
 from ._common import (
-    COMPACTION_PROMPT,
     CONTINUATION_TEXT,
     BatchBuilder,
-    RenderedResult,
     after_summary,
     block_type,
     decode_text,
@@ -36,10 +35,8 @@ from ._common import (
     expect_object,
     guess_mime,
     json_type,
-    media_placeholder,
     optional_bool,
     optional_str,
-    render_result,
     require_str,
 )
 
@@ -319,7 +316,7 @@ def _assistant_blocks(message: Message, options: RenderOptions, ids: _CallIds) -
         elif isinstance(part, ReasoningPart):
             blocks.extend(_reasoning_blocks(part))
         elif isinstance(part, ToolPart):
-            result = render_result(part, options)
+            result = shown_result(part, options)
             if result is None:
                 continue  # an unanswered call is left out together with its (missing) result
             call_id = ids.wire_id(part.call_id)
@@ -342,13 +339,12 @@ def _reasoning_blocks(part: ReasoningPart) -> list[_Block]:
 
 
 def _tool_use_block(part: ToolPart, call_id: str) -> _Block:
-    if part.input_cleared:
-        return {"type": "tool_use", "id": call_id, "name": part.name, "input": {}}
-    arguments = part.input if isinstance(part.input, dict) else {_NON_OBJECT_INPUT_KEY: part.input}
+    shown = shown_input(part)
+    arguments = shown if isinstance(shown, dict) else {_NON_OBJECT_INPUT_KEY: shown}
     return {"type": "tool_use", "id": call_id, "name": part.name, "input": arguments}
 
 
-def _tool_result_block(call_id: str, result: RenderedResult, options: RenderOptions) -> _Block:
+def _tool_result_block(call_id: str, result: ShownResult, options: RenderOptions) -> _Block:
     block: _Block = {"type": "tool_result", "tool_use_id": call_id}
     text = result.text
     if result.is_error:
@@ -365,7 +361,7 @@ def _tool_result_block(call_id: str, result: RenderedResult, options: RenderOpti
 
 def _file_block(part: FilePart, options: RenderOptions) -> _Block:
     """An image or document block, or a text placeholder for media the API cannot take here."""
-    block = None if options.strip_media or part.omitted else _media_block(part)
+    block = _media_block(part) if shows_media(part, options) else None
     return block if block is not None else _text_block(media_placeholder(part))
 
 

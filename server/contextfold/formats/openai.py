@@ -23,12 +23,19 @@ from ..domain import (
     ToolPart,
     ToolResult,
 )
+from ..shown import (
+    COMPACTION_PROMPT,
+    ShownResult,
+    media_placeholder,
+    shown_input,
+    shown_raw_arguments,
+    shown_result,
+    shows_media,
+)
 from . import FormatError, ParsedBatch, RenderOptions
 from ._common import (
-    COMPACTION_PROMPT,
     CONTINUATION_TEXT,
     BatchBuilder,
-    RenderedResult,
     after_summary,
     block_type,
     data_url,
@@ -36,10 +43,8 @@ from ._common import (
     expect_object,
     guess_mime,
     json_type,
-    media_placeholder,
     optional_str,
     parse_data_url,
-    render_result,
     require_str,
 )
 
@@ -301,7 +306,7 @@ def _render_assistant(message: Message, options: RenderOptions) -> list[_Wire]:
         if isinstance(part, TextPart):
             texts.append(part.text)
         elif isinstance(part, ToolPart):
-            result = render_result(part, options)
+            result = shown_result(part, options)
             if result is None:
                 continue  # an unanswered call is left out together with its (missing) result
             calls.append(_tool_call(part))
@@ -326,13 +331,13 @@ def _with_name(wire: _Wire, message: Message) -> _Wire:
 
 
 def _tool_call(part: ToolPart) -> _Wire:
-    arguments = "{}" if part.input_cleared else part.raw_arguments
+    arguments = shown_raw_arguments(part)
     if arguments is None:
-        arguments = json.dumps(part.input, ensure_ascii=False)
+        arguments = json.dumps(shown_input(part), ensure_ascii=False)
     return {"id": part.call_id, "type": "function", "function": {"name": part.name, "arguments": arguments}}
 
 
-def _tool_message(call_id: str, result: RenderedResult) -> _Wire:
+def _tool_message(call_id: str, result: ShownResult) -> _Wire:
     # Tool messages carry text only, so anything the tool attached is named in a note.
     notes = [media_placeholder(file) for file in result.attachments]
     content = "\n".join([result.text, *notes]) if notes else result.text
@@ -345,7 +350,7 @@ def _text_part(text: str) -> _Wire:
 
 def _file_part(part: FilePart, options: RenderOptions) -> _Wire:
     """An image, audio or file part, or a text placeholder when media is stripped or unsendable."""
-    wire = None if options.strip_media or part.omitted else _media_part(part)
+    wire = _media_part(part) if shows_media(part, options) else None
     return wire if wire is not None else _text_part(media_placeholder(part))
 
 

@@ -1,7 +1,7 @@
 """Cutting an oversized tool output down in view: its first characters, within a token cap.
 
 The store keeps the output whole; the part is marked with `view_cap` (characters), so every view
-shows the same prefix followed by a note of how much was left out (`formats._common.cap_output`).
+shows the same prefix followed by a note of how much was left out (`shown.cap_output`).
 The cap is found in tokens with the session's counter: dense text (base64, minified code, diffs)
 runs under two characters a token, so a cap in characters alone keeps up to three times what was
 meant. A character cap stays as the outer bound.
