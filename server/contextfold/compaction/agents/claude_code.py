@@ -1,0 +1,66 @@
+"""Claude Code: capitalized tools (`Bash`, `Read`, `Edit`, `Write`, `MultiEdit`, `NotebookEdit`,
+`Grep`, `Glob`, `LS`, `TodoWrite`); a command's result starts `Exit code N` when it failed and a
+refused call is `<tool_use_error>…`; the harness adds system reminders, slash commands, hook output
+and its own notices to the user's turn."""
+
+from __future__ import annotations
+
+import re
+
+from ...domain import ToolPart
+from .base import AgentAdapter, Outcome, ToolCall
+
+_EXIT = re.compile(r"^Exit code (-?\d+)\s*\n?")
+_TOOL_USE_ERROR = re.compile(r"<tool_use_error>(.*?)(?:</tool_use_error>|\Z)", re.DOTALL)
+_REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)
+_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.DOTALL)
+_COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.DOTALL)
+
+
+class ClaudeCode(AgentAdapter):
+    name = "Claude Code"
+    shell_tools = frozenset({"Bash"})
+    edit_tools = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+    read_tools = frozenset({"Read", "LS"})
+    search_tools = frozenset({"Grep", "Glob"})
+    plan_tools = frozenset({"TodoWrite"})
+    other_tools = frozenset({
+        "Task", "TaskOutput", "BashOutput", "KillShell", "WebFetch", "WebSearch", "AskUserQuestion",
+        "EnterPlanMode", "ExitPlanMode", "Skill", "SlashCommand",
+    })
+    injected_prefixes = (
+        "<system-reminder>",
+        "<local-command-",
+        "<task-notification>",
+        "[Request interrupted",
+        "Base directory for this skill:",
+        "Caveat: The messages below were generated",
+        "This session is being continued from a previous conversation",
+    )
+    echo_errors = ("Sibling tool call errored",)
+    """A parallel call failed, not this one: its own error is recorded already."""
+
+    def edit_how(self, call: ToolCall) -> str:
+        if call.name == "write" and call.result.startswith("File created"):
+            return "created (Write)"
+        return super().edit_how(call)
+
+    def outcome(self, part: ToolPart) -> Outcome | None:
+        text = part.result_text
+        tool_error = _TOOL_USE_ERROR.match(text.lstrip())
+        if tool_error:
+            return Outcome(False, None, tool_error.group(1).strip())
+        match = _EXIT.match(text)
+        if match:
+            code = int(match.group(1))
+            return Outcome(code == 0, code, text[match.end():])
+        return None
+
+    def clean_user_text(self, text: str) -> str:
+        return _REMINDER.sub("", text)
+
+    def slash_command(self, text: str) -> tuple[str, str] | None:
+        if "<command-name>" not in text:
+            return None
+        name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
+        return (name.group(1) if name else "", args.group(1) if args else "")

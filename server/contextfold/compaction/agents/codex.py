@@ -1,0 +1,66 @@
+"""Codex: `exec_command` (`cmd`), whose output may arrive later through `write_stdin` on the same
+session id, `shell` (an argv list), `apply_patch` (patch text with `*** Update File:` lines), and
+`update_plan` (`plan` items with `step`); the harness puts the environment, AGENTS.md and
+permission notes in the user's turn; results carry a `Process exited with code N` header, or
+are JSON (`{"output": …, "metadata": {"exit_code": N}}`) for patches."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ...domain import ToolPart
+from .base import AgentAdapter, Outcome, ToolCall, Walk
+
+_EXITED = re.compile(r"Process exited with code (-?\d+)")
+_RUNNING = re.compile(r"Process running with session ID (\d+)")
+_BODY = re.compile(r"\nOutput:\n", re.MULTILINE)
+
+
+class Codex(AgentAdapter):
+    name = "Codex"
+    shell_tools = frozenset({"exec_command", "shell", "local_shell", "container.exec"})
+    plan_tools = frozenset({"update_plan"})
+    other_tools = frozenset({"write_stdin", "apply_patch", "view_image", "web_search"})
+    injected_prefixes = (
+        "<environment_context>",
+        "<user_instructions>",
+        "<permissions instructions>",
+        "<turn_aborted>",
+        "# AGENTS.md instructions",
+    )
+
+    def recognizes(self, call: ToolCall) -> bool:
+        if call.name in ("apply_patch", "patch"):
+            # The patch is the whole input (a free-form tool) or its `input` argument.
+            return isinstance(call.raw, str) or (call.tool == "apply_patch" and isinstance(call.args.get("input"), str))
+        return super().recognizes(call)
+
+    def report(self, call: ToolCall, walk: Walk) -> None:
+        if call.name == "write_stdin":
+            walk.resume(str(call.args.get("session_id", "")), call.part)
+        elif call.name == "apply_patch" or (call.name == "patch" and isinstance(call.raw, str)):
+            walk.patch(call, self.patch_text(call))
+        else:
+            super().report(call, walk)
+
+    def outcome(self, part: ToolPart) -> Outcome | None:
+        text = part.result_text
+        if text.startswith('{"output"'):
+            try:
+                data = json.loads(text)
+                code = int(data.get("metadata", {}).get("exit_code"))
+                return Outcome(code == 0, code, str(data.get("output", "")))
+            except (ValueError, TypeError, AttributeError, RecursionError):  # any text may start like that
+                pass
+        header = text[:400]
+        running = _RUNNING.search(header)
+        exited = _EXITED.search(header)
+        if not (running or exited):
+            return None
+        body_at = _BODY.search(text)
+        output = text[body_at.end():] if body_at else ""
+        if exited:
+            code = int(exited.group(1))
+            return Outcome(code == 0, code, output)
+        return Outcome(None, None, output, session=running.group(1) if running else None)

@@ -1,0 +1,26 @@
+"""OpenHands: `execute_bash` (`command`), whose result ends `[The command completed with exit code
+N.]`, and `str_replace_editor` (shared with SWE-agent)."""
+
+from __future__ import annotations
+
+import re
+
+from ...domain import ToolPart
+from .base import AgentAdapter, Outcome
+
+_EXIT = re.compile(r"(?:executed|completed) with exit code (-?\d+)")
+
+
+class OpenHands(AgentAdapter):
+    name = "OpenHands"
+    shell_tools = frozenset({"execute_bash"})
+    editor_tools = frozenset({"str_replace_editor"})
+    other_tools = frozenset({"finish", "think", "execute_ipython_cell", "browser"})
+
+    def outcome(self, part: ToolPart) -> Outcome | None:
+        text = part.result_text
+        match = _EXIT.search(text[-300:])
+        if match is None:
+            return None
+        code = int(match.group(1))
+        return Outcome(code == 0, code, text)
