@@ -52,7 +52,8 @@ async def _advice_then_prune(service: ContextService, session_id: str) -> tuple[
     """Status's advice, then a real prune right after: the advice must be the one that works."""
     status = await service.status(session_id)
     assert status.state == "soft", status
-    minimum = service._session_settings(await service.store.get_session(session_id)).prune_minimum
+    session = await service.store.get_session(session_id)
+    minimum = service._prune_options(session, service._session_settings(session)).minimum
     advice = status.recommended_action.split(":")[0]
     pruned = await service.prune(session_id)
     if advice == "prune":

@@ -283,3 +283,36 @@ async def test_status_recommends_pruning_then_compaction(service):
         if r.status.state == "overflow":
             break
     assert ("soft", "prune") in states and ("hard", "compact") in states and ("overflow", "compact") in states
+
+
+async def test_a_window_smaller_than_the_protection_is_pruned(service):
+    # gpt-4o on a 48,000-token window: 31,616 usable, less than the 40,000 tokens of output prune
+    # protects by default. The defaults scale to a quarter and an eighth of usable (7,904 and
+    # 3,952), so old outputs go; before, a window this small could never be pruned.
+    await service.open_session("s", model="gpt-4o", settings={"context_window": 48_000})
+    batch: list[dict] = [{"role": "user", "content": "find the bug"}]
+    for i in range(6):
+        batch += [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            ]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"chunk {i}" + " data" * 2_000},
+        ]
+    await service.append("s", batch)
+    for text in ("and the tests?", "thanks"):  # the tool turn leaves the protected last two
+        await service.append("s", [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}])
+    assert (await service.status("s")).usable == 31_616
+
+    dry = await service.prune("s", dry_run=True)
+    assert not dry.applied and "3 outputs would free" in dry.reason, dry.reason
+    assert "(more than the minimum 3,952)" in dry.reason, dry.reason
+    # A session that sets the thresholds gets them as set: the 40,000 protect everything here.
+    await service.open_session("s", settings={"context_window": 48_000, "prune_protect": 40_000})
+    kept = await service.prune("s", dry_run=True)
+    assert "within the protected newest 40,000" in kept.reason, kept.reason
+
+    await service.open_session("s", settings={"context_window": 48_000, "prune_protect": None})
+    pruned = await service.prune("s")
+    assert pruned.applied and pruned.parts == 3 and pruned.tokens_freed > 3_952, pruned.reason
+    context = await service.get_context("s", format="openai")
+    assert sum(m.get("content") == PLACEHOLDER for m in context.messages) == 3

@@ -19,6 +19,7 @@ from contextfold.policy.prune import (
     PruneOptions,
     PrunePlan,
     plan_prune,
+    prune_thresholds,
     remaining_counter,
 )
 from contextfold.tokens import TOOL_OVERHEAD, count_message, count_part, counter_for
@@ -464,3 +465,17 @@ def test_reason_when_everything_beyond_protect_is_kept() -> None:
     msgs = session(user(), assistant(tool(30 * K)), assistant(tool(40 * K)), *recent_turns())
     plan = plan_prune(msgs, PruneOptions(keep_tool_uses=10), **NOTHING_STAYS)
     assert plan.parts == [] and "keep_tool_uses" in plan.reason
+
+
+def test_the_default_thresholds_scale_down_with_a_small_window() -> None:
+    # OpenCode's 40,000 / 20,000 stand from 160,000 usable tokens up (a 200k window); below, a
+    # quarter and an eighth of usable, so a window smaller than the protection can be pruned.
+    assert prune_thresholds(None) == (40 * K, 20 * K)  # unlimited window
+    assert prune_thresholds(168_000) == (40 * K, 20 * K)  # claude-sonnet-4-5
+    assert prune_thresholds(160_000) == (40 * K, 20 * K)
+    assert prune_thresholds(111_616) == (27_904, 13_952)  # gpt-4o
+    assert prune_thresholds(31_616) == (7_904, 3_952)  # gpt-4o on a 48,000-token window
+    assert prune_thresholds(0) == (0, 0)
+    # Values a session sets are used as given, even above the share.
+    assert prune_thresholds(31_616, protect=40 * K, minimum=20 * K) == (40 * K, 20 * K)
+    assert prune_thresholds(31_616, minimum=0) == (7_904, 0)

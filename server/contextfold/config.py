@@ -66,8 +66,12 @@ class Settings(BaseModel):
     )
 
     # -- prune and tail ----------------------------------------------------------------------------
-    prune_protect: int = Field(40_000, ge=0)
-    prune_minimum: int = Field(20_000, ge=0)
+    prune_protect: int | None = Field(
+        None, ge=0, description="Newest tool output prune never clears; default min(40000, a quarter of usable)."
+    )
+    prune_minimum: int | None = Field(
+        None, ge=0, description="Tokens a prune must free to apply; default min(20000, an eighth of usable)."
+    )
     prune_keep_turns: int = Field(2, ge=0)
     prune_protected_tools: list[str] = Field(default_factory=lambda: ["skill"])
     tail_turns: int = Field(2, ge=1)

@@ -32,7 +32,15 @@ from .formats.usage import parse_usage
 from .policy import view
 from .policy.overflow import RECOMMENDATIONS, assess, calibrated_tokens, prune_falls_short
 from .policy.cache import cache_health, place_cache_anchors
-from .policy.prune import PruneOptions, PrunePlan, plan_prune, prune_ceiling, remaining_counter, shown_counter
+from .policy.prune import (
+    PruneOptions,
+    PrunePlan,
+    plan_prune,
+    prune_ceiling,
+    prune_thresholds,
+    remaining_counter,
+    shown_counter,
+)
 from .policy.truncate import with_hint
 from .policy.turns import select_tail, tail_budget
 from .results import (
@@ -696,12 +704,17 @@ class ContextService:
             status=Brief.of(await self._status(session, visible)),
         )
 
-    @staticmethod
-    def _prune_options(settings: Settings, **anthropic: Any) -> PruneOptions:
-        """The session's prune rule, with any of Anthropic's context-editing options given."""
+    def _prune_options(self, session: Session, settings: Settings, **anthropic: Any) -> PruneOptions:
+        """The session's prune rule, with any of Anthropic's context-editing options given; unless
+        set, the protection and minimum scale down with a small window (`prune_thresholds`)."""
+        budget = self._budget(session, settings)
+        protect, minimum = prune_thresholds(
+                session,
+            budget.usable if budget.context else None, protect=settings.prune_protect, minimum=settings.prune_minimum
+        )
         return PruneOptions(
-            protect=settings.prune_protect,
-            minimum=settings.prune_minimum,
+            protect=protect,
+            minimum=minimum,
             keep_turns=settings.prune_keep_turns,
             protected_tools=frozenset(t.lower() for t in settings.prune_protected_tools),
             **anthropic,
@@ -727,7 +740,7 @@ class ContextService:
         (unless the caller passed it) and run the real plan. Both paths give the same advice
         for the same view, whoever asks.
         """
-        options = self._prune_options(settings)
+        options = self._prune_options(session, settings)
         if visible is None:
             stored = await self.store.rows(session.id, owner=session.owner, after_seq=view.load_from(session.view))
             rows = view.in_view(stored, session.view)

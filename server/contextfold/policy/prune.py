@@ -27,6 +27,12 @@ what it costs as shown, so a plan never claims to free tokens the view no longer
 
 `prune_ceiling` bounds what the default rule can free from light message rows alone, so `status`
 can tell that pruning cannot help without loading any part.
+
+Small windows: OpenCode's 40,000 and 20,000 were set for 200k-token windows, where they are about
+a quarter and an eighth of the usable budget. Under 160,000 usable tokens `prune_thresholds` keeps
+those shares instead (gpt-4o's 128k window, 111,616 usable: protect 27,904, minimum 13,952; a
+32,000-token budget: 8,000 and 4,000), so a window smaller than the protection itself can still
+be pruned. Values a session sets (`prune_protect`, `prune_minimum`) are used as given.
 """
 
 from __future__ import annotations
@@ -62,6 +68,25 @@ class PruneOptions:
     """Anthropic's `exclude_tools`: like `protected_tools`, matched case-insensitively."""
     clear_inputs: bool = False
     """Clear the calls' inputs as well as their outputs."""
+
+
+PROTECT_SHARE = 0.25
+"""The default protection is at most this share of usable."""
+MINIMUM_SHARE = 0.125
+"""The default minimum is at most this share of usable."""
+
+
+def prune_thresholds(
+    usable: int | None, *, protect: int | None = None, minimum: int | None = None
+) -> tuple[int, int]:
+    """A session's `protect` and `minimum`: each as given, else the default (`PruneOptions`) or,
+    when less, its share of `usable` (None when the window is unlimited: the defaults)."""
+    defaults = PruneOptions()
+    if protect is None:
+        protect = defaults.protect if usable is None else min(defaults.protect, int(usable * PROTECT_SHARE))
+    if minimum is None:
+        minimum = defaults.minimum if usable is None else min(defaults.minimum, int(usable * MINIMUM_SHARE))
+    return protect, minimum
 
 
 @dataclass(frozen=True)
@@ -304,6 +329,7 @@ __all__ = [
     "ShownTokens",
     "plan_prune",
     "prune_ceiling",
+    "prune_thresholds",
     "remaining_counter",
     "shown_counter",
 ]
