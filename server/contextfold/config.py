@@ -17,10 +17,12 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .errors import ContextfoldError
+
 ENV_PREFIX = "CONTEXTFOLD_"
 
 
-class SettingsError(ValueError):
+class SettingsError(ContextfoldError, ValueError):
     """A setting with a bad name or value; the message names it and the allowed values."""
 
 

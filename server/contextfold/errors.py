@@ -1,4 +1,18 @@
-"""Errors a caller can act on. Each message says what was wrong and what to do about it."""
+"""Errors a caller can act on. Each message says what was wrong and what to do about it.
+
+One hierarchy: every error a request can end in derives from `ContextfoldError`, and the MCP
+server and the CLI turn exactly these into a tool error or a one-line message (`USER_ERRORS`);
+anything else is a bug, logged with its traceback.
+
+    ContextfoldError
+    ├── InvalidInput (also ValueError): a bad argument, named     ── LimitExceeded
+    ├── FormatError (formats), SettingsError (config), TranscriptError and RecordError (import),
+    │   TokenFileError (tokens file): bad input of a kind, each also a ValueError
+    ├── StoreError (store): NotFoundError (also LookupError), ConflictError
+    ├── StorageError: StorageFull, ReadOnlyHome, StoreUnavailable (the data home; see guard)
+    ├── CompactionFailed, OutputDamaged
+    └── CliError (command-line usage)
+"""
 
 from __future__ import annotations
 
@@ -22,6 +36,10 @@ def brief(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 class ContextfoldError(Exception):
     """An error the caller can act on; the message says what was wrong and what to do."""
+
+
+USER_ERRORS: tuple[type[Exception], ...] = (ContextfoldError,)
+"""What a request may end in as a clear error (a tool error, a CLI line) rather than a bug."""
 
 
 class InvalidInput(ContextfoldError, ValueError):

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..domain import Message, SystemPrompt, ToolResult
+from ..errors import ContextfoldError
 
 WireFormat = Literal["anthropic", "openai"]
 
 
-class FormatError(ValueError):
+class FormatError(ContextfoldError, ValueError):
     """A message that cannot be read. `path` names the field, e.g. `messages[3].content[0].tool_use_id`."""
 
     def __init__(self, path: str, problem: str) -> None:

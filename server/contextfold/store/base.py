@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
+from ..errors import ContextfoldError
 
 
-class StoreError(Exception):
+class StoreError(ContextfoldError):
     """Base class of store errors."""
 
 

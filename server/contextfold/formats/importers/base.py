@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ... import safejson
-from ...errors import LimitExceeded
+from ...errors import ContextfoldError, LimitExceeded
 from .. import WireFormat
 
 ImportFormat = Literal[
@@ -104,7 +104,7 @@ class ImportedTranscript:
     """Claude Code: the last records read (see `Resume.tail_uuids`)."""
 
 
-class TranscriptError(ValueError):
+class TranscriptError(ContextfoldError, ValueError):
     """A transcript file that cannot be read. The message names the file and, when known, the line."""
 
     def __init__(self, path: Path | str, line: int | None, problem: str) -> None:
@@ -115,7 +115,7 @@ class TranscriptError(ValueError):
         self.problem = problem
 
 
-class RecordError(ValueError):
+class RecordError(ContextfoldError, ValueError):
     """A problem inside one record; the driver adds the file and line number."""
 
 
