@@ -134,3 +134,45 @@ async def test_recovery_attempts_is_the_sessions(tmp_path: Path, monkeypatch):
         with pytest.raises(CompactionFailed, match="after 2 compactions"):
             await service.compact("f")
         assert len(calls) == 2
+
+
+# -- server-wide settings and per-session policy ------------------------------------------------
+
+
+async def test_a_sessions_own_lower_request_limits_are_honoured(service):
+    await service.open_session("small", model="gpt-4o", settings={"max_message_bytes": 100, "max_batch_messages": 2})
+    from contextfold.errors import LimitExceeded
+
+    with pytest.raises(LimitExceeded, match="max_message_bytes"):
+        await service.append("small", [{"role": "user", "content": "x" * 5_000}])
+    with pytest.raises(LimitExceeded, match="max_batch_messages"):
+        await service.append("small", [{"role": "user", "content": "a"}] * 3)
+    with pytest.raises(LimitExceeded, match="max_message_bytes"):
+        await service.spill("small", "y" * 5_000)
+    assert (await service.status("small")).message_count == 0  # nothing was written
+    await service.append("small", [{"role": "user", "content": "fits"}])
+    # Another session on the same server keeps the server's limits.
+    await service.open_session("normal", model="gpt-4o")
+    await service.append("normal", [{"role": "user", "content": "x" * 5_000}])
+
+
+async def test_a_session_cannot_raise_a_request_limit_past_the_servers(tmp_path: Path):
+    settings = load_settings({"home": tmp_path, "max_message_bytes": 1_000}, environ={})
+    async with await ContextService.open(settings) as service:
+        await service.open_session("big", model="gpt-4o", settings={"max_message_bytes": 10**9})
+        from contextfold.errors import LimitExceeded
+
+        with pytest.raises(LimitExceeded, match=r"max_message_bytes \(1,000\)"):
+            await service.append("big", [{"role": "user", "content": "x" * 5_000}])
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [("max_database_bytes", 1), ("spill_quota_bytes", 1), ("spill_retention_days", 1), ("max_request_bytes", 1),
+     ("http_sessions_per_tenant", 1), ("max_count_bytes", 1)],
+)
+async def test_server_wide_settings_are_refused_per_session_with_the_reason(service, name: str, value: int):
+    from contextfold.config import SettingsError
+
+    with pytest.raises(SettingsError, match=rf"{name} is a server-wide setting"):
+        await service.open_session("s", model="gpt-4o", settings={name: value})

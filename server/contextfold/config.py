@@ -1,8 +1,10 @@
 """Settings: every constant in SPEC.md is one, with the documented default.
 
 Precedence, highest first: CLI flags → `CONTEXTFOLD_*` environment variables → the TOML file
-(`$CONTEXTFOLD_CONFIG`, else `config.toml` in the data home) → defaults. A session may override
-any policy setting (not paths) through `session_open(settings=…)`.
+(`$CONTEXTFOLD_CONFIG`, else `config.toml` in the data home) → defaults. Settings are of two
+kinds: server-wide ones (`PROCESS_SETTINGS`: paths and the limits that guard the whole process or
+data home) are set only there; every other one is per-session policy that `session_open(settings=…)`
+may override, the request limits (`SESSION_LIMITS`) only downwards.
 """
 
 from __future__ import annotations
@@ -156,21 +158,51 @@ class Settings(BaseModel):
         }
 
     def for_session(self, overrides: Mapping[str, Any]) -> Settings:
-        """These settings with a session's overrides applied (validated)."""
+        """These settings with a session's overrides applied (validated).
+
+        A session may lower the request limits (`SESSION_LIMITS`), never raise them past the
+        server's; a value stored before the server's limit was lowered is capped here too.
+        """
         if not overrides:
             return self
         check_session_overrides(overrides)
         try:
-            return self.model_validate({**self.model_dump(), **overrides})
+            merged = self.model_validate({**self.model_dump(), **overrides})
         except ValidationError as exc:
             raise SettingsError(_describe(exc)) from exc
+        capped = {name: getattr(self, name) for name in SESSION_LIMITS if getattr(merged, name) > getattr(self, name)}
+        return merged.model_copy(update=capped) if capped else merged
 
 
 PATH_SETTINGS = frozenset({"home", "database", "spill_dir"})
-SESSION_SETTINGS = frozenset(Settings.model_fields) - PATH_SETTINGS
+PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
+    {
+        "max_request_bytes",
+        "max_database_bytes",
+        "max_count_bytes",
+        "spill_quota_bytes",
+        "spill_retention_days",
+        "http_sessions_per_tenant",
+        "http_max_sessions",
+        "http_session_idle_seconds",
+    }
+)
+"""Server-wide: where data lives and the limits that guard the whole process or data home (one
+quota, one retention, one HTTP transport). Set in the server's configuration, never per session."""
+SESSION_LIMITS = frozenset({"max_message_bytes", "max_batch_messages", "max_batch_bytes"})
+"""Request limits a session may lower for itself but not raise past the server's."""
+SESSION_SETTINGS = frozenset(Settings.model_fields) - PROCESS_SETTINGS
+"""Per-session policy: every other setting, overridable with `session_open(settings=…)`."""
 
 
 def check_session_overrides(overrides: Mapping[str, Any]) -> None:
+    server_wide = sorted(set(overrides) & PROCESS_SETTINGS)
+    if server_wide:
+        raise SettingsError(
+            f"{', '.join(server_wide)} {'is a server-wide setting' if len(server_wide) == 1 else 'are server-wide settings'}"
+            " (they guard the whole process or data home); set them in the server's configuration "
+            "(config.toml in the data home or CONTEXTFOLD_… variables), not per session"
+        )
     unknown = sorted(set(overrides) - SESSION_SETTINGS)
     if unknown:
         raise SettingsError(

@@ -7,6 +7,7 @@ does so in a single transaction, so a request that fails leaves the database as 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import catalog, formats, safejson
-from .config import Settings, SettingsError, check_session_overrides, load_settings
+from .config import SESSION_LIMITS, Settings, SettingsError, check_session_overrides, load_settings
 from .domain import (
     Message,
     MessageRow,
@@ -248,6 +249,11 @@ class ContextService:
             tokens = counter.count(text)
         else:
             batch, _ = self._batch(messages, format, limits=False)
+    def _check_session_limits(self, messages: Any, settings: Settings) -> None:
+        """Refuse a batch over limits the session set below the server's (`SESSION_LIMITS`)."""
+        if any(getattr(settings, name) < getattr(self.settings, name) for name in SESSION_LIMITS):
+            self._check_limits(messages, settings)
+
             tokens = sum(count_message(m, counter).tokens for m in batch.messages)
             tokens += sum(p.tokens for p in count_system(batch.system or [], counter))
             tokens += sum(TOOL_OVERHEAD + counter.count(r.output) for r in batch.results)
@@ -375,8 +381,9 @@ class ContextService:
         owner: str = "",
     ) -> AppendResult:
         """Add messages (and tool results for earlier calls) to a session in one transaction."""
-        batch, size = self._batch(messages, format)
-        return await self._append(session_id, batch, size, usage=usage, system=system, owner=owner)
+        # Measuring and parsing megabytes is CPU work: a worker thread keeps other clients served.
+        batch, size = await asyncio.to_thread(self._batch, messages, format)
+        return await self._append(session_id, batch, size, usage=usage, system=system, owner=owner, raw=messages)
 
     async def _append(
         self,
@@ -433,7 +440,10 @@ class ContextService:
             results_attached=attached,
             spilled=ingest.spilled,
             system_updated=prompts is not None,
+        raw: Any = None,
             status=Brief.of(await self._status(tx.session)),
+        """`raw`: the messages as the caller sent them, checked again against the session's own
+        request limits when it set lower ones than the server's."""
         )
 
     async def _make_room(self, incoming: int) -> None:
@@ -444,6 +454,8 @@ class ContextService:
                 "database",
                 f"the database holds {size:,} bytes, at its max_database_bytes limit ({limit:,}); "
                 "delete sessions you no longer need (session_delete) or raise max_database_bytes",
+            if raw is not None and settings is not self.settings:
+                self._check_session_limits(raw, settings)
             )
         await self.outputs.make_room(incoming)
 
@@ -1046,6 +1058,10 @@ class ContextService:
             context_for=lambda session, settings: self._budget(session, settings).context,
             make_room=self._make_room,
             attach_results=self._attach_results,
+                if size > settings.max_message_bytes:  # the session's own, lower limit
+                    raise LimitExceeded(
+                        "text", f"{size:,} bytes exceed this session's max_message_bytes ({settings.max_message_bytes:,})"
+                    )
             with_system=self._with_system,
             status=self._status,
         )
