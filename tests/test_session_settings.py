@@ -176,3 +176,28 @@ async def test_server_wide_settings_are_refused_per_session_with_the_reason(serv
 
     with pytest.raises(SettingsError, match=rf"{name} is a server-wide setting"):
         await service.open_session("s", model="gpt-4o", settings={name: value})
+
+
+# -- typed session state --------------------------------------------------------------------------
+
+
+async def test_session_state_is_typed_and_keeps_keys_it_does_not_know(service, tmp_path: Path):
+    import sqlite3
+
+    from contextfold.domain import LastCompaction, PruneTotals
+
+    await service.open_session("t", model="gpt-4o", settings={"preserve_recent_tokens": 200})
+    for i in range(6):
+        await service.append("t", [{"role": "user", "content": f"turn {i} " + "words " * 300},
+                                   {"role": "assistant", "content": "noted " * 300}])
+    await service.compact("t", summarizer="extractive")
+    session = await service.store.get_session("t")
+    assert isinstance(session.metadata.last_compaction, LastCompaction)
+    assert session.metadata.prunes == PruneTotals()
+    # A newer contextfold may keep more: an unknown key survives this one's writes.
+    with sqlite3.connect(service.settings.database_path) as conn:
+        conn.execute("""UPDATE sessions SET metadata = json_set(metadata, '$.future', 'kept') WHERE id = 't'""")
+    await service.append("t", [{"role": "user", "content": "after"}])
+    with sqlite3.connect(service.settings.database_path) as conn:
+        (stored,) = conn.execute("SELECT json_extract(metadata, '$.future') FROM sessions WHERE id = 't'").fetchone()
+    assert stored == "kept"

@@ -38,7 +38,7 @@ from .compaction.template import missing_sections
 from .compaction.transcript import render_transcript
 from .config import Settings
 from .errors import CompactionFailed
-from .domain import CompactionRecord, FilePart, Message, Session, ToolPart
+from .domain import CompactionRecord, FilePart, LastCompaction, Message, Session, ToolPart
 from .shown import media_placeholder
 from .policy import view
 from .policy.cut import CutCaps, cut_in_view
@@ -269,7 +269,9 @@ class Compactor:
                 }
             )
             record = await tx.add_compaction(record)
-            metadata = {**session.metadata, "last_compaction": {"at": time.time(), "tokens_after": after}}
+            metadata = session.metadata.model_copy(
+                update={"last_compaction": LastCompaction(at=time.time(), tokens_after=after)}
+            )
             session = session.model_copy(
                 update={
                     "view": anchor,
@@ -304,16 +306,16 @@ class Compactor:
 
     @staticmethod
     def _check_cooldown(session: Session, settings: Settings) -> None:
-        last = session.metadata.get("last_compaction")
-        if not isinstance(last, dict):
+        last = session.metadata.last_compaction
+        if last is None:
             return
-        elapsed = time.time() - float(last.get("at", 0))
-        grown_enough = session.tokens_in_view > float(last.get("tokens_after", 0)) * settings.compaction_cooldown_growth
+        elapsed = time.time() - last.at
+        grown_enough = session.tokens_in_view > last.tokens_after * settings.compaction_cooldown_growth
         cooldown = settings.compaction_cooldown_seconds
         if elapsed < cooldown and not grown_enough:
             raise CompactionFailed(
                 f"the session was compacted {elapsed:.0f} s ago and has grown only to "
-                f"{session.tokens_in_view:,} tokens since ({last.get('tokens_after'):,} after that compaction); "
+                f"{session.tokens_in_view:,} tokens since ({last.tokens_after:,} after that compaction); "
                 f"another automatic compaction now would loop — wait {cooldown - elapsed:.0f} s or compact manually"
             )
 

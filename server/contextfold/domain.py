@@ -255,6 +255,37 @@ class SystemPrompt(_Model):
     tokens: int = 0
 
 
+class PruneTotals(_Model):
+    """What prune has done to a session so far (for `status`)."""
+
+    count: int = 0
+    tokens_freed: int = 0
+
+
+class LastCompaction(_Model):
+    """When the latest anchored compaction ran and what it left (the cooldown reads it)."""
+
+    at: float
+    tokens_after: int
+
+
+class SessionState(BaseModel):
+    """What contextfold keeps about a session beyond its counts: typed, stored as one JSON value.
+
+    Unknown keys are kept as they are, so a database a newer contextfold wrote loses nothing.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    prunes: PruneTotals = Field(default_factory=PruneTotals)
+    last_compaction: LastCompaction | None = None
+    imports: list[dict[str, Any]] = Field(default_factory=list)
+    """One mark per transcript file imported into the session (`import_marks.ImportMark`)."""
+    imported_from: str | None = None
+    """The file name the session was first imported from, and its format."""
+    source_format: str | None = None
+
+
 class Session(_Model):
     id: str
     owner: str = Field("", exclude=True)
@@ -278,7 +309,7 @@ class Session(_Model):
     """`tokens_in_view` as counted when `last_usage` was reported; what changed since is counted."""
     view: ViewAnchor | None = None
     """Set by compaction: the model sees the marker, the summary, the kept tail and what came after."""
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: SessionState = Field(default_factory=SessionState)
 
 
 class ToolResult(_Model):

@@ -1,6 +1,6 @@
 """What a session has imported of a file, so importing the file again adds only what is new.
 
-Each import of a file into a session leaves a mark in the session's metadata (`imports`): the
+Each import of a file into a session leaves a mark in the session's state (`SessionState.imports`): the
 file's path, how many bytes and lines it read, a SHA-256 of those bytes and of the file's first
 64 KiB, and where to pick up (calls still waiting for a result, the newest Claude Code record ids).
 A file continues a mark when all the bytes that import read are still there unchanged: then only
@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .domain import SessionState
 from .errors import InvalidInput
 from .formats.importers import Resume
-
-METADATA_KEY = "imports"
 HEAD_BYTES = 65_536
 _CHUNK = 1 << 20
 
@@ -74,16 +73,15 @@ class ImportMark:
             return None
 
 
-def marks_in(metadata: dict[str, Any]) -> list[ImportMark]:
-    entries = metadata.get(METADATA_KEY)
-    marks = [ImportMark.from_json(e) for e in entries] if isinstance(entries, list) else []
+def marks_in(state: SessionState) -> list[ImportMark]:
+    marks = [ImportMark.from_json(e) for e in state.imports]
     return [m for m in marks if m is not None]
 
 
-def with_mark(metadata: dict[str, Any], old: ImportMark | None, new: ImportMark) -> dict[str, Any]:
-    """`metadata` with `old` (the mark this import continued, if any) replaced by `new`."""
-    kept = [m.to_json() for m in marks_in(metadata) if m != old]
-    return {**metadata, METADATA_KEY: [*kept, new.to_json()]}
+def with_mark(state: SessionState, old: ImportMark | None, new: ImportMark) -> SessionState:
+    """`state` with `old` (the mark this import continued, if any) replaced by `new`."""
+    kept = [m.to_json() for m in marks_in(state) if m != old]
+    return state.model_copy(update={"imports": [*kept, new.to_json()]})
 
 
 class Prefix:

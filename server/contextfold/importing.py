@@ -24,6 +24,7 @@ from .domain import (
     CompactionRecord,
     Message,
     Session,
+    SessionState,
     SystemPrompt,
     TextPart,
     ToolPart,
@@ -131,7 +132,7 @@ async def _import_once(
         id=session_id,
         model=model or transcript.model or tools.default_model,
         title=transcript.title,
-        metadata={"imported_from": path.name, "source_format": transcript.source_format},
+        metadata=SessionState(imported_from=path.name, source_format=transcript.source_format),
     )
     async with tools.store.write(session_id, owner, create=create) as tx:
         if marks_in(tx.session.metadata) != marks:

@@ -21,6 +21,7 @@ from .domain import (
     MessageRow,
     Part,
     Session,
+    PruneTotals,
     SystemPrompt,
     ToolPart,
     ToolResult,
@@ -611,9 +612,8 @@ class ContextService:
         for session in sessions:
             count, tokens = await self.store.compaction_totals(session.id, owner=owner)
             compactions, freed = compactions + count, freed + tokens
-            info = session.metadata.get("prunes", {})
-            prunes += int(info.get("count", 0))
-            pruned += int(info.get("tokens_freed", 0))
+            prunes += session.metadata.prunes.count
+            pruned += session.metadata.prunes.tokens_freed
         return {
             "sessions": len(sessions),
             "messages": sum(s.message_count for s in sessions),
@@ -626,8 +626,8 @@ class ContextService:
 
     async def _compaction_metrics(self, session: Session) -> CompactionMetrics | None:
         count, freed = await self.store.compaction_totals(session.id, owner=session.owner)
-        prunes = session.metadata.get("prunes", {})
-        if not count and not prunes:
+        prunes = session.metadata.prunes
+        if not count and not prunes.count:
             return None
         recent = await self.store.compactions(session.id, owner=session.owner, limit=10)
         return CompactionMetrics(
@@ -693,15 +693,12 @@ class ContextService:
                     marks.append(PartMark(pruned.message_id, pruned.index, _cleared(part, now, clear_inputs), pruned.tokens))
                 await tx.mark_parts(marks)
                 visible = _with_marks(visible, marks)
-                prunes = session.metadata.get("prunes", {})
-                prunes = {
-                    "count": int(prunes.get("count", 0)) + 1,
-                    "tokens_freed": int(prunes.get("tokens_freed", 0)) + plan.tokens_freed,
-                }
+                done = session.metadata.prunes
+                prunes = PruneTotals(count=done.count + 1, tokens_freed=done.tokens_freed + plan.tokens_freed)
                 session = session.model_copy(
                     update={
                         "tokens_in_view": session.tokens_in_view - plan.tokens_freed,
-                        "metadata": {**session.metadata, "prunes": prunes},
+                        "metadata": session.metadata.model_copy(update={"prunes": prunes}),
                     }
                 )
                 await tx.save_session(session)
