@@ -26,7 +26,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.compaction.engine import CONTINUE_TEXT
 from contextfold.compaction.pins import pin_facts
-from contextfold.compactor import Sampled
+from contextfold.compaction.chain import Sampled
 from contextfold.config import load_settings
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.formats import render

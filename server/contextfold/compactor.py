@@ -20,10 +20,9 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
-
 from .compaction.anthropic import default_max_tokens
-from .compaction.base import SummarizerError, SummaryOutcome, SummaryRequest
+from .compaction.base import Summarizer, SummarizerError, SummaryRequest
+from .compaction.chain import run_chain
 from .compaction.engine import (
     NothingToCompact,
     Plan,
@@ -34,11 +33,10 @@ from .compaction.engine import (
     plan_compaction,
 )
 from .compaction.prompt import build_prompt
-from .compaction.template import missing_sections
 from .compaction.transcript import render_transcript
 from .config import Settings
-from .errors import CompactionFailed
 from .domain import CompactionRecord, FilePart, LastCompaction, Message, Session, ToolPart
+from .errors import CompactionFailed
 from .shown import media_placeholder
 from .policy import view
 from .policy.cut import CutCaps, cut_in_view
@@ -47,7 +45,6 @@ from .results import Brief, CompactResult, Status
 from .store import ConflictError, PartMark, SessionStore, SessionTransaction
 from .tokens import TokenCounter
 
-SummarizerChoice = Literal["auto", "anthropic", "sampling", "extractive"]
 Progress = Callable[[float, str], Awaitable[None]]
 
 
@@ -84,32 +81,6 @@ class Prepared:
 
 async def _no_progress(_fraction: float, _message: str) -> None:
     return None
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """What the client's model answered to the sampling request (the MCP layer fills this in)."""
-
-    text: str | None
-    model: str | None = None
-
-
-class SampledSummarizer:
-    """The client's own LLM, asked through MCP sampling before the tool body ran."""
-
-    name = "sampling"
-
-    def __init__(self, sampled: Sampled) -> None:
-        self._sampled = sampled
-
-    async def summarize(self, request: SummaryRequest) -> SummaryOutcome:
-        text = self._sampled.text
-        if not text or not text.strip():
-            raise SummarizerError(self.name, "the client's model returned no text")
-        missing = missing_sections(text)
-        if missing:
-            raise SummarizerError(self.name, f"the client's summary lacks sections: {', '.join(missing)}")
-        return SummaryOutcome(text=text, summarizer=self.name, model=self._sampled.model)
 
 
 class Compactor:
@@ -150,7 +121,7 @@ class Compactor:
         session_id: str,
         *,
         owner: str,
-        summarizers: Sequence[object],
+        summarizers: Sequence[Summarizer],
         instructions: str | None = None,
         auto: bool = False,
         overflow: bool = False,
@@ -176,22 +147,17 @@ class Compactor:
             budget_tokens=plan.summary_budget,
             instructions=instructions,
         )
-        fallbacks: list[str] = []
-        chosen: tuple[SummaryOutcome, str, list[str], int] | None = None
-        for i, summarizer in enumerate(summarizers):
-            name = getattr(summarizer, "name", "?")
+
+        async def trying(i: int, name: str) -> None:
             await progress(0.15 + 0.6 * i / max(len(summarizers), 1), f"summarizing with {name}")
-            try:
-                outcome = await summarizer.summarize(request)  # type: ignore[attr-defined]
-                text, report, tokens = accept(outcome.text, plan, counter)
-            except SummarizerError as exc:
-                fallbacks.append(f"{name}: {exc.reason}")
-                continue
-            chosen = (outcome, text, report.added, tokens)
-            break
-        if chosen is None:
-            raise _failed("every summarizer failed: " + "; ".join(fallbacks), plan)
-        outcome, text, pinned, summary_tokens = chosen
+
+        try:
+            outcome, (text, report, summary_tokens), fallbacks = await run_chain(
+                summarizers, request, lambda outcome: accept(outcome.text, plan, counter), progress=trying
+            )
+        except SummarizerError as exc:
+            raise _failed(exc.reason, plan) from exc
+        pinned = report.added
         new = compaction_messages(plan, text, counter, auto=auto, overflow=overflow)
         system_tokens = sum(p.tokens for p in session.system)
         after = system_tokens + sum(m.in_view_tokens for m in new) + plan.tail_tokens
@@ -326,7 +292,7 @@ class Compactor:
         session: Session,
         *,
         owner: str,
-        summarizers: Sequence[object],
+        summarizers: Sequence[Summarizer],
         instructions: str | None,
         dry_run: bool,
         auto: bool,
@@ -542,7 +508,5 @@ __all__ = [
     "Compactor",
     "NothingToCompact",
     "Prepared",
-    "Sampled",
-    "SampledSummarizer",
     "SessionAccess",
 ]

@@ -34,7 +34,7 @@ from . import __version__, safejson
 from .auth import SCOPE, TenantTokens
 from .config import Settings, load_settings
 from .compaction.prompt import anchored_summary_prompt
-from .compactor import Sampled
+from .compaction.chain import Sampled
 from .results import (
     AppendResult,
     Brief,

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import catalog, formats, safejson
-from .config import SESSION_LIMITS, Settings, SettingsError, check_session_overrides, load_settings
+from .config import SESSION_LIMITS, Settings, check_session_overrides, load_settings
 from .domain import (
     Message,
     MessageRow,
     Part,
-    Session,
     PruneTotals,
+    Session,
     SystemPrompt,
     ToolPart,
     ToolResult,
@@ -66,19 +66,20 @@ from .results import (
     TailResult,
     TokenCount,
 )
-from .compaction.anthropic import AnthropicSummarizer, default_max_tokens
-from .compaction.base import SummarizerError, SummaryRequest
+from .compaction.anthropic import default_max_tokens
+from .compaction.base import Summarizer, SummaryRequest
 from .compaction.engine import NothingToCompact, summary_budget
-from .compaction.extractive import ExtractiveSummarizer
 from .compaction.pins import pin_facts
 from .compaction.prompt import build_prompt
 from .compaction.transcript import render_transcript
-from .compactor import Compactor, Progress, Sampled, SampledSummarizer, SessionAccess, SummarizerChoice
-from .errors import CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
+from .compaction.chain import Sampled, SummarizerChoice, build_chain, run_chain
+from .compaction.chain import wants_sampling as chain_wants_sampling
+from .compactor import Compactor, Progress, SessionAccess
+from .errors import USER_ERRORS, CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
 from .ingest import Ingest, PreviewCaps
 from .outputs import Outputs
 from .spill import SpillFiles
-from .store import ConflictError, NotFoundError, PartMark, SessionStore, SessionTransaction, SQLiteStore
+from .store import NotFoundError, PartMark, SessionStore, SessionTransaction, SQLiteStore
 from .strategies import REMOVAL_STRATEGIES, Strategies
 from .tokens import (
     TOOL_OVERHEAD,
@@ -94,23 +95,51 @@ FormatArg = Literal["anthropic", "openai", "auto"]
 TITLE_CHARS = 80
 
 
-class _Unavailable:
-    """A summarizer that cannot run here; trying it records why and moves down the chain."""
 
-    def __init__(self, name: str, reason: str) -> None:
-        self.name = name
-        self._reason = reason
-
-    async def summarize(self, request: SummaryRequest) -> Any:
-        raise SummarizerError(self.name, self._reason)
-
-
-USER_ERRORS = (ContextfoldError, FormatError, SettingsError, NotFoundError, ConflictError)
-"""Errors that describe a bad request rather than a bug; the server returns them as tool errors."""
+_JSON_SLICE = 1 << 20
+"""Strings longer than this many characters are measured a slice at a time (see `_json_size`)."""
 
 
 def _json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    """Bytes of `value` as JSON (UTF-8; a lone surrogate counts the 3 bytes it takes).
+
+    JSON escapes every character on its own, so a long string measured slice by slice adds up
+    exactly; measuring it that way in a worker thread hands the interpreter back to the event
+    loop between slices, where one `json.dumps` of a 40 MB output would hold it for 150 ms.
+    """
+    long: list[str] = []
+    _long_strings(value, long)
+    if long:
+        value = _without(value, {id(text) for text in long})
+    total = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    for text in long:  # each is "" in `value`: its quotes are counted there already
+        for start in range(0, len(text), _JSON_SLICE):
+            piece = json.dumps(text[start : start + _JSON_SLICE], ensure_ascii=False)
+            total += len(piece.encode("utf-8", "surrogatepass")) - 2
+    return total
+
+
+def _long_strings(value: Any, found: list[str]) -> None:
+    if isinstance(value, str):
+        if len(value) > _JSON_SLICE:
+            found.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _long_strings(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _long_strings(item, found)
+
+
+def _without(value: Any, long: set[int]) -> Any:
+    """`value` with the strings whose ids are in `long` replaced by ""."""
+    if isinstance(value, str):
+        return "" if id(value) in long else value
+    if isinstance(value, dict):
+        return {key: _without(item, long) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without(item, long) for item in value]
+    return value
 
 
 def _system_prompts(system: Any, path: str = "system") -> list[SystemPrompt]:
@@ -205,6 +234,11 @@ class ContextService:
         except FormatError as exc:
             raise InvalidInput(exc.path, exc.problem) from exc
 
+    def _check_session_limits(self, messages: Any, settings: Settings) -> None:
+        """Refuse a batch over limits the session set below the server's (`SESSION_LIMITS`)."""
+        if any(getattr(settings, name) < getattr(self.settings, name) for name in SESSION_LIMITS):
+            self._check_limits(messages, settings)
+
     def _check_limits(self, messages: Any, settings: Settings) -> int:
         """Refuse a batch over the hard caps; return its size in bytes."""
         if not isinstance(messages, list):
@@ -250,11 +284,6 @@ class ContextService:
             tokens = counter.count(text)
         else:
             batch, _ = self._batch(messages, format, limits=False)
-    def _check_session_limits(self, messages: Any, settings: Settings) -> None:
-        """Refuse a batch over limits the session set below the server's (`SESSION_LIMITS`)."""
-        if any(getattr(settings, name) < getattr(self.settings, name) for name in SESSION_LIMITS):
-            self._check_limits(messages, settings)
-
             tokens = sum(count_message(m, counter).tokens for m in batch.messages)
             tokens += sum(p.tokens for p in count_system(batch.system or [], counter))
             tokens += sum(TOOL_OVERHEAD + counter.count(r.output) for r in batch.results)
@@ -396,7 +425,10 @@ class ContextService:
         system: Any = None,
         owner: str = "",
         create: Session | None = None,
+        raw: Any = None,
     ) -> AppendResult:
+        """`raw`: the messages as the caller sent them, checked again against the session's own
+        request limits when it set lower ones than the server's."""
         try:
             reported = parse_usage(safejson.clean(usage, "usage")) if usage is not None else None
         except FormatError as exc:
@@ -406,9 +438,15 @@ class ContextService:
         async with self.store.write(session_id, owner, create=create) as tx:
             session = tx.session
             settings = self._session_settings(session)
+            if raw is not None and settings is not self.settings:
+                self._check_session_limits(raw, settings)
             counter = self._counter(session.model, settings)
             ingest = Ingest(
-                tx, self.outputs, settings, context_window=self._budget(session, settings).context, owner=owner
+                tx,
+                self.outputs,
+                settings,
+                context_window=self._budget(session, settings).context,
+                owner=owner,
             )
             attached, delta = await self._attach_results(tx, batch.results, counter, ingest)
             new = [count_message(await ingest.message(m), counter) for m in batch.messages]
@@ -441,10 +479,7 @@ class ContextService:
             results_attached=attached,
             spilled=ingest.spilled,
             system_updated=prompts is not None,
-        raw: Any = None,
             status=Brief.of(await self._status(tx.session)),
-        """`raw`: the messages as the caller sent them, checked again against the session's own
-        request limits when it set lower ones than the server's."""
         )
 
     async def _make_room(self, incoming: int) -> None:
@@ -455,8 +490,6 @@ class ContextService:
                 "database",
                 f"the database holds {size:,} bytes, at its max_database_bytes limit ({limit:,}); "
                 "delete sessions you no longer need (session_delete) or raise max_database_bytes",
-            if raw is not None and settings is not self.settings:
-                self._check_session_limits(raw, settings)
             )
         await self.outputs.make_room(incoming)
 
@@ -561,6 +594,16 @@ class ContextService:
         )
         return marked
 
+    async def session_view(self, session_id: str, *, owner: str = "") -> tuple[Session, list[Message]]:
+        """The session and the messages its model sees now, in order, as stored (read-only)."""
+        session = await self.store.get_session(session_id, owner)
+        return session, await self._view(session)
+
+    async def session_history(self, session_id: str, *, owner: str = "") -> list[Message]:
+        """Every stored message of the session in order, those out of view included (read-only)."""
+        session = await self.store.get_session(session_id, owner)
+        return await self.store.load_messages(session.id, owner=session.owner, hidden=True)
+
     async def status(self, session_id: str, *, owner: str = "") -> Status:
         return await self._status(await self.store.get_session(session_id, owner))
 
@@ -633,8 +676,8 @@ class ContextService:
         return CompactionMetrics(
             compactions=count,
             tokens_freed=freed,
-            prunes=int(prunes.get("count", 0)),
-            prune_tokens_freed=int(prunes.get("tokens_freed", 0)),
+            prunes=prunes.count,
+            prune_tokens_freed=prunes.tokens_freed,
             recent=[
                 CompactionSummary(
                     at=r.created_at,
@@ -676,6 +719,7 @@ class ContextService:
             counter = self._counter(session.model, settings)
             visible: list[Message] = await view.visible(tx.messages, session.view)
             options = self._prune_options(
+                session,
                 settings,
                 keep_tool_uses=keep_tool_uses,
                 clear_at_least=clear_at_least,
@@ -718,7 +762,6 @@ class ContextService:
         set, the protection and minimum scale down with a small window (`prune_thresholds`)."""
         budget = self._budget(session, settings)
         protect, minimum = prune_thresholds(
-                session,
             budget.usable if budget.context else None, protect=settings.prune_protect, minimum=settings.prune_minimum
         )
         return PruneOptions(
@@ -795,38 +838,20 @@ class ContextService:
 
     def _summarizers(
         self, choice: SummarizerChoice, settings: Settings, sampled: Sampled | None, offered: bool = False
-    ) -> list[Any]:
-        """The chain for `choice`, always ending in the extractive summarizer, which cannot fail.
-
-        `offered`: the client can sample, so a missing `sampled` means it was not asked.
-        """
-        if choice not in ("auto", "anthropic", "sampling", "extractive"):
-            raise InvalidInput("summarizer", f"expected auto, anthropic, sampling or extractive, got {choice!r}")
-        chain: list[Any] = []
-        if choice in ("auto", "anthropic"):
-            anthropic = AnthropicSummarizer.from_env(settings)
-            chain.append(anthropic or _Unavailable("anthropic", "not configured (set ANTHROPIC_API_KEY)"))
-        if choice in ("auto", "sampling"):
-            if sampled is not None:
-                chain.append(SampledSummarizer(sampled))
-            elif offered and choice == "auto":
-                reason = "not asked: the anthropic summarizer was configured and tried instead"
-                chain.append(_Unavailable("sampling", reason))
-            else:
-                chain.append(_Unavailable("sampling", "the client did not offer its model (no sampling capability)"))
-        chain.append(ExtractiveSummarizer())
-        return chain
+    ) -> list[Summarizer]:
+        """The chain for `choice` (`compaction.chain`); a bad choice is an error naming the field."""
+        try:
+            return build_chain(choice, settings, sampled, offered=offered)
+        except ValueError as exc:
+            raise InvalidInput("summarizer", str(exc)) from exc
 
     def wants_sampling(self, choice: str | None, settings: Settings | None = None) -> bool:
         """Whether a summary with this choice would use the client's model (asked before it runs).
 
-        `settings` are the effective settings of the session being compacted: its `summarizer` is
-        the default choice, and `auto` samples only when the Anthropic summarizer is unavailable
-        under them. Without a session (stateless `summarize`) the server's settings decide.
+        `settings` are the effective settings of the session being compacted; without a session
+        (stateless `summarize`) the server's settings decide.
         """
-        settings = settings or self.settings
-        choice = choice or settings.summarizer
-        return choice == "sampling" or (choice == "auto" and AnthropicSummarizer.from_env(settings) is None)
+        return chain_wants_sampling(choice, settings or self.settings)
 
     async def sampling_prompt(
         self,
@@ -902,18 +927,13 @@ class ContextService:
         request = SummaryRequest(
             head=head, previous=previous_summary, counter=counter, budget_tokens=budget, instructions=instructions
         )
-        fallbacks: list[str] = []
-        for candidate in self._summarizers(summarizer or self.settings.summarizer, self.settings, sampled):
-            try:
-                outcome = await candidate.summarize(request)
-            except SummarizerError as exc:
-                fallbacks.append(f"{exc.summarizer}: {exc.reason}")
-                continue
-            text, report = pin_facts(outcome.text, head, previous=previous_summary)
-            return SummarizeResult(
-                summary=text, summarizer=outcome.summarizer, fallbacks=fallbacks, tokens=counter.count(text)
-            )
-        raise CompactionFailed("every summarizer failed: " + "; ".join(fallbacks))  # pragma: no cover
+        chain = self._summarizers(summarizer or self.settings.summarizer, self.settings, sampled)
+        outcome, text, fallbacks = await run_chain(
+            chain, request, lambda outcome: pin_facts(outcome.text, head, previous=previous_summary)[0]
+        )
+        return SummarizeResult(
+            summary=text, summarizer=outcome.summarizer, fallbacks=fallbacks, tokens=counter.count(text)
+        )
 
     def summarize_prompt(self, messages: Any, *, previous_summary: str | None = None) -> tuple[str, str, int]:
         """(system, user, max_tokens) for asking the client's model to summarize `messages`."""
@@ -967,6 +987,10 @@ class ContextService:
         try:
             async with self.store.write(session_id, owner) as tx:
                 settings = self._session_settings(tx.session)
+                if size > settings.max_message_bytes:  # the session's own, lower limit
+                    raise LimitExceeded(
+                        "text", f"{size:,} bytes exceed this session's max_message_bytes ({settings.max_message_bytes:,})"
+                    )
                 new = await self.outputs.add(tx, text, owner=owner, tool=tool, call_id=call_id, stored=stored)
         except Exception:
             await self.outputs.discard(stored)  # e.g. no such session: leave no orphan file behind
@@ -1055,10 +1079,6 @@ class ContextService:
             context_for=lambda session, settings: self._budget(session, settings).context,
             make_room=self._make_room,
             attach_results=self._attach_results,
-                if size > settings.max_message_bytes:  # the session's own, lower limit
-                    raise LimitExceeded(
-                        "text", f"{size:,} bytes exceed this session's max_message_bytes ({settings.max_message_bytes:,})"
-                    )
             with_system=self._with_system,
             status=self._status,
         )
