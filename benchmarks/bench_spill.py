@@ -37,6 +37,7 @@ from typing import Any
 from _harness import Memory, Options, PeakRSS, memory, memory_async, mib, ms, options, ratio, report, timed, timed_async
 
 from contextfold.config import load_settings
+from contextfold.lines import read_lines
 from contextfold.service import ContextService
 
 MB = 1_000_000
@@ -191,7 +192,7 @@ async def measure(opts: Options) -> None:
                     offset = int(out.lines * position) + 1
                     cheap = CHEAP_REPEAT * opts.repeat
                     cf, cf_lines = await timed_async(lambda: cf_read(offset), repeat=cheap)
-                    layer, _ = timed(lambda: files.read_lines(out.digest, offset, SLICE), repeat=cheap)
+                    layer, _ = timed(lambda: read_lines(files, out.digest, offset, SLICE), repeat=cheap)
                     naive, naive_lines = timed(lambda: read_all(out.path, offset), repeat=opts.repeat)
                     stream, stream_lines = timed(lambda: read_islice(out.path, offset), repeat=opts.repeat)
                     if not cf_lines == naive_lines == stream_lines or len(cf_lines) != SLICE:
@@ -247,7 +248,7 @@ async def measure(opts: Options) -> None:
         notes=[
             "cf (contextfold): ContextService.read_output(id, offset, limit=100), which resolves the id in SQLite, "
             "reads through the line index, numbers the lines and records the read; file layer: the index read alone "
-            "(SpillFiles.read_lines). A slice starts at 10, 50 or 90 % of the output's lines.",
+            "(lines.read_lines on the blob store). A slice starts at 10, 50 or 90 % of the output's lines.",
             "read-all: path.read_text().splitlines(), then slice the list; islice: stream the file's lines with "
             "itertools.islice up to the slice; both on the spill file itself.",
             f"Medians of {CHEAP_REPEAT * opts.repeat} runs for contextfold and the file layer, {opts.repeat} for "

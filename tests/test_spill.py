@@ -22,7 +22,7 @@ from conftest import CORPUS, needs_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold import spill
+from contextfold import lineindex, linesearch, spill
 from contextfold.config import load_settings
 from contextfold.outputs import OutputDamaged
 from contextfold.service import ContextService
@@ -373,7 +373,7 @@ def test_failed_writes_leave_nothing(store: SpillFiles) -> None:
         store.write_stream(["text"])  # type: ignore[list-item]
     assert stored_names(store) == []
 
-    with mock.patch("contextfold.spill.os.fsync", side_effect=OSError(28, "No space left on device")):
+    with mock.patch("contextfold.fileblobs.os.fsync", side_effect=OSError(28, "No space left on device")):
         with pytest.raises(OSError, match="No space left"):
             store.write("a" * 10_000)
     assert stored_names(store) == []
@@ -469,7 +469,7 @@ def test_index_is_rebuilt(store: SpillFiles, damage: str) -> None:
     elif damage == "flipped":
         idx.write_bytes(good[:-5] + bytes([good[-5] ^ 0x01]) + good[-4:])
     elif damage == "total":  # 5,500 → 5,501 lines: plausible, only the checksum can tell
-        at = spill._INDEX_HEADER.size - 4 - 16
+        at = lineindex._INDEX_HEADER.size - 4 - 16
         idx.write_bytes(good[:at] + bytes([good[at] ^ 0x01]) + good[at + 1 :])
     elif damage == "truncated":
         idx.write_bytes(good[:-8])
@@ -499,10 +499,10 @@ def test_index_of_other_content_is_detected(store: SpillFiles) -> None:
 
 def test_index_stride_doubles_when_entries_run_out(store: SpillFiles) -> None:
     text = numbered(1_000)
-    with mock.patch.object(spill, "_INDEX_STRIDE", 3), mock.patch.object(spill, "_INDEX_MAX_ENTRIES", 8):
+    with mock.patch.object(lineindex, "_INDEX_STRIDE", 3), mock.patch.object(lineindex, "_INDEX_MAX_ENTRIES", 8):
         written = store.write_stream(text[i : i + 101].encode() for i in range(0, len(text), 101))
-    header = (store.root / f"{written.digest}.idx").read_bytes()[: spill._INDEX_HEADER.size]
-    _, _, stride, size, total, count, _ = spill._INDEX_HEADER.unpack(header)
+    header = (store.root / f"{written.digest}.idx").read_bytes()[: lineindex._INDEX_HEADER.size]
+    _, _, stride, size, total, count, _ = lineindex._INDEX_HEADER.unpack(header)
     # 3 → 6 → … → 192: the smallest stride whose entries (one per started stride) fit in 8.
     assert (stride, size, total) == (3 * 2**6, len(text), 1_000)
     assert count == -(-1_000 // stride) == 6
@@ -744,8 +744,8 @@ def test_pages_reproduce_the_text(
 ) -> None:
     stride, max_entries = index
     with (
-        mock.patch.object(spill, "_INDEX_STRIDE", stride),
-        mock.patch.object(spill, "_INDEX_MAX_ENTRIES", max_entries),
+        mock.patch.object(lineindex, "_INDEX_STRIDE", stride),
+        mock.patch.object(lineindex, "_INDEX_MAX_ENTRIES", max_entries),
     ):
         written = store.write(text)
     # The sidecar may come from an earlier example with another stride: both must read right.
@@ -762,7 +762,7 @@ def test_pages_reproduce_the_text(
     if want:
         needle = max(want, key=len)[:3]
         # Plain text takes the byte-search path; anything with regex syntax is escaped.
-        pattern = needle if spill._REGEX_SYNTAX.isdisjoint(needle) else regex.escape(needle)
+        pattern = needle if linesearch._REGEX_SYNTAX.isdisjoint(needle) else regex.escape(needle)
         literal = [i + 1 for i, line in enumerate(want) if needle in line]
         found = store.grep(written.digest, pattern, max_matches=100)
         assert [m.line.number for m in found.matches] == literal
@@ -791,7 +791,7 @@ def test_the_block_skim_finds_exactly_the_lines_a_line_by_line_search_finds(
     data = "\n".join(lines).encode() + (b"\n" if trailing_newline else b"")
     if invalid:
         data = data.replace(b"1", b"\xff")  # invalid UTF-8 decodes to U+FFFD in both searches
-    monkeypatch.setattr(spill, "_SKIM_BYTES", skim_bytes)  # small blocks: many block boundaries
+    monkeypatch.setattr(linesearch, "_SKIM_BYTES", skim_bytes)  # small blocks: many block boundaries
     digest = store.write(data).digest
     texts = data.decode("utf-8", "replace").split("\n")
     if texts[-1] == "":  # nothing after the last newline is no line (an empty file has none)
@@ -813,7 +813,7 @@ def _later(path: Path) -> None:
 
 def _stamp(store: SpillFiles, digest: str) -> int:
     """The mtime a file's index records as verified."""
-    return spill._INDEX_HEADER.unpack_from((store.root / f"{digest}.idx").read_bytes())[1]
+    return lineindex._INDEX_HEADER.unpack_from((store.root / f"{digest}.idx").read_bytes())[1]
 
 
 def _reads(store: SpillFiles, digest: str) -> list:  # type: ignore[type-arg]
@@ -928,19 +928,19 @@ def _minute(message: str, word: str) -> float:
 @pytest.mark.anyio
 async def test_a_removed_output_says_whether_it_expired_or_was_evicted_and_when(tmp_path: Path) -> None:
     async with await _service(tmp_path, spill_quota_bytes=40_000) as svc:
-        await svc.open_session("s", model="gpt-4o", owner="alice")
-        spill_one = lambda n: svc.spill("s", numbered(200) + f"#{n}\n" + "y" * 7_000, owner="alice")  # noqa: E731
+        await svc.tenant("alice").open_session("s", model="gpt-4o")
+        spill_one = lambda n: svc.tenant("alice").spill("s", numbered(200) + f"#{n}\n" + "y" * 7_000)  # noqa: E731
         old = (await spill_one(0)).output_id
-        await svc.store._conn.execute(  # type: ignore[attr-defined]
+        await svc.backend._conn.execute(  # type: ignore[attr-defined]
             "UPDATE outputs SET created_at = created_at - 8 * 86400 WHERE id = ?", (old,)
         )
         # Past its retention it reads as expired at once, before gc; gc then leaves a tombstone.
         before = time.time()
         with pytest.raises(NotFoundError, match=r"expired at .* UTC \(outputs are kept 7 days"):
-            await svc.read_output(old, owner="alice")
+            await svc.tenant("alice").read_output(old)
         assert (await svc.gc()).outputs_removed == 1
         with pytest.raises(NotFoundError) as caught:
-            await svc.read_output(old, owner="alice")
+            await svc.tenant("alice").read_output(old)
         assert re.fullmatch(
             rf"output {old} expired at .* UTC \(outputs are kept 7 days, spill_retention_days\); "
             "rerun the tool to see it again",
@@ -952,7 +952,7 @@ async def test_a_removed_output_says_whether_it_expired_or_was_evicted_and_when(
         for n in range(2, 7):  # 6 × 11 kB through a 40 kB store: the oldest go
             await spill_one(n)
         with pytest.raises(NotFoundError) as caught:
-            await svc.read_output(first, owner="alice")
+            await svc.tenant("alice").read_output(first)
         assert re.fullmatch(
             rf"output {first} was evicted at .* UTC to keep the spill store under spill_quota_bytes "
             r"\(39.1 KiB\); rerun the tool to see it again, or raise spill_quota_bytes to keep more",
@@ -961,12 +961,12 @@ async def test_a_removed_output_says_whether_it_expired_or_was_evicted_and_when(
         assert before - 60 <= _minute(str(caught.value), "evicted") <= time.time()
         # Another tenant learns nothing: the id reads as one nobody used.
         with pytest.raises(NotFoundError) as caught:
-            await svc.read_output(first, owner="mallory")
+            await svc.tenant("mallory").read_output(first)
         assert "evicted" not in str(caught.value) and first in str(caught.value)
 
         # Tombstones are forgotten after four retention periods; then the read is the plain one.
         await svc.outputs.gc(now=time.time() + 4 * 7 * 86_400 + 60)
         for output_id in (old, first):
-            assert await svc.store.output_tombstone(output_id, "alice") is None
+            assert await svc.tenant("alice").store.output_tombstone(output_id) is None
             with pytest.raises(NotFoundError, match="it may have expired or been deleted"):
-                await svc.read_output(output_id, owner="alice")
+                await svc.tenant("alice").read_output(output_id)

@@ -1,8 +1,8 @@
-"""Spilled outputs: the database rows that own them and the files under them, kept in step.
+"""Spilled outputs: the database rows that own them and the blobs under them, kept in step.
 
 A client only ever holds an opaque id such as `out_01J…`. The id resolves through the store to a
-record (session, owner, content digest); only then does the content-addressed file layer see a
-digest, which it validates again. Retention and quota are enforced by `gc`; an expired output is
+record (session, owner, content digest); only then does the blob store (`blobs.BlobStore`, any
+backend) see a digest, which it validates again. Retention and quota are enforced by `gc`; an expired output is
 refused at read time even before gc has run. Writers call `make_room` first, so a store near its
 quota evicts its oldest outputs instead of refusing new ones; only an output that cannot fit even
 then is refused.
@@ -27,8 +27,10 @@ from datetime import datetime, timezone
 from .domain import new_id
 from .errors import ContextfoldError, LimitExceeded
 from .results import GcResult, OutputRead
-from .spill import DamagedContent, GrepResult, LineSlice, SpilledFile, SpillFiles
-from .store import NotFoundError, OutputRecord, SessionStore, SessionTransaction, Tombstone
+from .blobs import BlobStore, DamagedContent, StoredBlob, encode_text
+from .lines import LineSlice, read_lines, read_text
+from .linesearch import GrepResult, grep
+from .store import NotFoundError, OutputRecord, SessionTransaction, Store, Tombstone
 
 FILE_GRACE_SECONDS = 300
 """gc deletes a file no record points to at once when it has just removed the file's last record,
@@ -84,13 +86,14 @@ class OutputDamaged(ContextfoldError):
 @dataclass(frozen=True)
 class NewOutput:
     record: OutputRecord
-    file: SpilledFile
+    file: StoredBlob
 
 
 class Outputs:
-    def __init__(self, store: SessionStore, files: SpillFiles, *, retention_days: float, quota_bytes: int) -> None:
+    def __init__(self, store: Store, files: BlobStore, *, retention_days: float, quota_bytes: int) -> None:
         self.store = store
         self.files = files
+        """The blobs under the outputs (any backend: every call goes through `blobs.BlobStore`)."""
         self.retention_seconds = retention_days * 86_400
         self.retention_days = retention_days
         self.quota_bytes = quota_bytes
@@ -112,16 +115,16 @@ class Outputs:
         if await self.used_bytes() + incoming > EVICT_AT * self.quota_bytes:
             await self.gc(reserve=incoming)
 
-    async def store_file(self, text: str) -> SpilledFile:
-        """Write the content file of an output about to be recorded.
+    async def store_file(self, text: str) -> StoredBlob:
+        """Write the blob of an output about to be recorded.
 
-        Call it before the transaction that records the output: a file can be hundreds of
+        Call it before the transaction that records the output: a blob can be hundreds of
         megabytes, and the write lock is shared by every process on the store.
         """
-        # File I/O off the event loop.
-        return await asyncio.to_thread(self.files.write, text)
+        # Encoding, hashing and I/O off the event loop.
+        return await asyncio.to_thread(_put_text, self.files, text)
 
-    async def discard(self, file: SpilledFile) -> None:
+    async def discard(self, file: StoredBlob) -> None:
         """Undo `store_file` when no output was recorded for it (the file stays if a row uses it)."""
         if file.created:
             await self._delete_unreferenced({file.digest})
@@ -134,7 +137,7 @@ class Outputs:
         owner: str,
         tool: str | None = None,
         call_id: str | None = None,
-        stored: SpilledFile | None = None,
+        stored: StoredBlob | None = None,
     ) -> NewOutput:
         """Record `text` as an output in the caller's transaction; its file is written here unless
         `stored` (from `store_file`) says it was already."""
@@ -155,11 +158,11 @@ class Outputs:
         # Until the row above existed, a gc in any process could prove the file unreferenced and
         # delete it. Now that this transaction holds the write lock and the row, none can: if
         # one did meanwhile, store the content again.
-        if not await asyncio.to_thread(self.files.exists, spilled.digest):
+        if not await asyncio.to_thread(_exists, self.files, spilled.digest):
             await self.store_file(text)
         return NewOutput(record, spilled)
 
-    async def _fit(self, tx: SessionTransaction, spilled: SpilledFile) -> None:
+    async def _fit(self, tx: SessionTransaction, spilled: StoredBlob) -> None:
         """Check the quota for `spilled`, counted from the database in the writer's transaction.
 
         `make_room` evicted before the transaction; when writers elsewhere have taken that room
@@ -194,16 +197,16 @@ class Outputs:
     async def resolve(self, output_id: str, owner: str) -> OutputRecord:
         """The output's record, once its file is checked to be there at its stored size."""
         try:
-            record = await self.store.get_output(output_id, owner)
+            record = await self.store.tenant(owner).get_output(output_id)
         except NotFoundError:
-            tombstone = await self.store.output_tombstone(output_id, owner)
+            tombstone = await self.store.tenant(owner).output_tombstone(output_id)
             if tombstone is None:
                 raise
             raise self._gone(tombstone) from None
         if time.time() - record.created_at > self.retention_seconds:
             raise OutputExpired(output_id, self.retention_days, record.created_at + self.retention_seconds)
         try:
-            size = await asyncio.to_thread(self.files.size, record.digest)
+            size = (await asyncio.to_thread(self.files.stat, record.digest)).size
         except FileNotFoundError:
             raise await self._vanished(record) from None
         if size != record.bytes:
@@ -222,9 +225,9 @@ class Outputs:
     async def _vanished(self, record: OutputRecord) -> Exception:
         """The error for a file found missing: gc removed the output meanwhile, or someone else the file."""
         try:
-            await self.store.get_output(record.id, record.owner)
+            await self.store.tenant(record.owner).get_output(record.id)
         except NotFoundError:
-            tombstone = await self.store.output_tombstone(record.id, record.owner)
+            tombstone = await self.store.tenant(record.owner).output_tombstone(record.id)
             return self._gone(tombstone) if tombstone else NotFoundError("output", record.id, "it was deleted")
         return OutputDamaged(record.id, "its spilled file was deleted outside contextfold")
 
@@ -244,12 +247,13 @@ class Outputs:
         try:
             if pattern is None:
                 slice_ = await asyncio.to_thread(
-                    self.files.read_lines, record.digest, offset, min(limit, READ_LIMIT_LINES), READ_LIMIT_CHARS
+                    read_lines, self.files, record.digest, offset, min(limit, READ_LIMIT_LINES), READ_LIMIT_CHARS
                 )
                 result = _numbered(output_id, slice_)
             else:
                 found = await asyncio.to_thread(
-                    self.files.grep,
+                    grep,
+                    self.files,
                     record.digest,
                     pattern,
                     offset=offset,
@@ -263,7 +267,7 @@ class Outputs:
             raise await self._vanished(record) from None
         except DamagedContent:
             raise OutputDamaged(output_id, _EDITED) from None
-        await self.store.touch_output(output_id, owner)
+        await self.store.tenant(owner).touch_output(output_id)
         return result
 
     async def full_text(self, output_id: str, *, owner: str, max_bytes: int) -> str:
@@ -274,14 +278,14 @@ class Outputs:
                 "use the read_output tool with offset/limit or pattern"
             )
         try:
-            return await asyncio.to_thread(self.files.read_text, record.digest, max_bytes=max_bytes)
+            return await asyncio.to_thread(read_text, self.files, record.digest, max_bytes=max_bytes)
         except FileNotFoundError:
             raise await self._vanished(record) from None
         except DamagedContent:
             raise OutputDamaged(output_id, _EDITED) from None
 
-    async def session_digests(self, session_id: str, owner: str = "") -> set[str]:
-        return {r.digest for r in await self.store.outputs() if r.session_id == session_id and r.owner == owner}
+    async def session_digests(self, session_id: str, owner: str) -> set[str]:
+        return {r.digest for r in await self.store.tenant(owner).session_outputs(session_id)}
 
     async def delete_unreferenced(self, digests: set[str]) -> int:
         """Delete the files of `digests` that no output record points to any more."""
@@ -321,11 +325,11 @@ class Outputs:
         released = {r.digest for r in expired + evicted} | self._released
         if not dry_run:
             self._released = set()
-        stored = await asyncio.to_thread(lambda: list(self.files.files()))
+        stored = await asyncio.to_thread(lambda: list(self.files.list()))
         candidates = {
             f.digest: f
             for f in stored
-            if f.digest not in keep and (f.digest in released or now - f.mtime > FILE_GRACE_SECONDS)
+            if f.digest not in keep and (f.digest in released or now - f.modified > FILE_GRACE_SECONDS)
         }
         gone = set(candidates) if dry_run else await self._delete_unreferenced(candidates)
         doomed = [candidates[d] for d in gone]
@@ -333,8 +337,8 @@ class Outputs:
             dry_run=dry_run,
             outputs_removed=len(removed),
             files_removed=len(doomed),
-            bytes_freed=sum(f.bytes for f in doomed),
-            bytes_kept=sum(f.bytes for f in stored) - sum(f.bytes for f in doomed),
+            bytes_freed=sum(f.size for f in doomed),
+            bytes_kept=sum(f.size for f in stored) - sum(f.size for f in doomed),
         )
 
     def _plan(
@@ -375,9 +379,21 @@ def _evictions(live: list[OutputRecord], reserve: int, target: float) -> list[Ou
     return evicted
 
 
-def _delete_files(files: SpillFiles, digests: Collection[str]) -> None:
+def _delete_files(files: BlobStore, digests: Collection[str]) -> None:
     for digest in digests:
         files.delete(digest)
+
+
+def _put_text(files: BlobStore, text: str) -> StoredBlob:
+    return files.put(encode_text(text))
+
+
+def _exists(files: BlobStore, digest: str) -> bool:
+    try:
+        files.stat(digest)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _when(at: float) -> str:
