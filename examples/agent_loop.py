@@ -6,7 +6,8 @@ context with `get_context`, call the model, run the tools it asks for, append th
 The model is Anthropic's when ANTHROPIC_API_KEY is set; otherwise a scripted stand-in that emits
 real tool calls, so the loop runs offline as it is:
 
-    python examples/agent_loop.py            # a throwaway data home, printed at the end
+    python examples/agent_loop.py                          # a throwaway data home, removed at the end
+    CONTEXTFOLD_HOME=~/cf-demo python examples/agent_loop.py  # kept: `contextfold show example-agent`
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from mcp import Client, StdioServerParameters
@@ -25,13 +28,24 @@ SESSION = "example-agent"
 TASK = "Find the largest file under this directory and tell me its size. Never modify any file."
 
 
-def workspace() -> str:
-    """A small directory for the agent to look at, so the run is the same everywhere."""
-    root = tempfile.mkdtemp(prefix="contextfold-workspace-")
-    for name, size in [("notes.txt", 120), ("data.csv", 48_000), ("report.md", 2_300)]:
-        with open(os.path.join(root, name), "w") as f:
-            f.write("x" * size)
-    return root
+@contextmanager
+def workspace() -> Iterator[str]:
+    """A small directory for the agent to look at, so the run is the same everywhere; removed after."""
+    with tempfile.TemporaryDirectory(prefix="contextfold-workspace-") as root:
+        for name, size in [("notes.txt", 120), ("data.csv", 48_000), ("report.md", 2_300)]:
+            with open(os.path.join(root, name), "w") as f:
+                f.write("x" * size)
+        yield root
+
+
+@contextmanager
+def data_home() -> Iterator[str]:
+    """$CONTEXTFOLD_HOME when it is set (kept), else a throwaway data home removed at the end."""
+    if os.environ.get("CONTEXTFOLD_HOME"):
+        yield os.environ["CONTEXTFOLD_HOME"]
+        return
+    with tempfile.TemporaryDirectory(prefix="contextfold-example-") as home:
+        yield home
 
 
 def run_tool(name: str, args: dict[str, Any], cwd: str) -> str:
@@ -85,12 +99,20 @@ async def anthropic_reply(context: dict[str, Any]) -> dict[str, Any]:  # needs A
 
 
 async def main() -> None:
-    home = os.environ.get("CONTEXTFOLD_HOME") or tempfile.mkdtemp(prefix="contextfold-example-")
+    with data_home() as home, workspace() as cwd:
+        await run(home, cwd)
+    if os.environ.get("CONTEXTFOLD_HOME"):
+        print(f"the session is kept in {home}: look at it with `contextfold --home {home} show {SESSION}`")
+    else:
+        print(f"(the throwaway data home is removed; set CONTEXTFOLD_HOME=DIR to keep the session, then "
+              f"`contextfold --home DIR show {SESSION}`)")
+
+
+async def run(home: str, cwd: str) -> None:
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "contextfold", "serve"], env={**os.environ, "CONTEXTFOLD_HOME": home}
     )
     model = ScriptedModel()
-    cwd = workspace()
     use_anthropic = bool(os.environ.get("ANTHROPIC_API_KEY"))
     async with Client(server) as cf:
         await cf.call_tool("session_open", {"session_id": SESSION, "model": "gpt-4o", "system": "You are a careful agent."})
@@ -115,7 +137,7 @@ async def main() -> None:
                 output = run_tool(call["function"]["name"], json.loads(call["function"]["arguments"]), cwd)
                 pending.append({"role": "tool", "tool_call_id": call["id"], "content": output})
         final = (await cf.call_tool("status", {"session_id": SESSION})).structured_content
-        print(f"done: {final['message_count']} messages stored, {final['tokens_in_view']:,} tokens in view ({home})")
+        print(f"done: {final['message_count']} messages stored, {final['tokens_in_view']:,} tokens in view")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ A test run prints 60,000 lines; contextfold spills it at ingest and the model se
 whose hint names the output id. The (scripted) agent then greps the spilled output for the
 failure and reads the lines around it, instead of flooding its context with all of it:
 
-    python examples/huge_output.py
+    python examples/huge_output.py      # a throwaway data home, removed at the end (or $CONTEXTFOLD_HOME, kept)
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from mcp import Client, StdioServerParameters
 
@@ -28,8 +30,22 @@ def fake_test_run() -> str:
     return "\n".join(lines) + "\n== 1 failed, 59999 passed in 812.31s ==\n"
 
 
+@contextmanager
+def data_home() -> Iterator[str]:
+    """$CONTEXTFOLD_HOME when it is set (kept), else a throwaway data home removed at the end."""
+    if os.environ.get("CONTEXTFOLD_HOME"):
+        yield os.environ["CONTEXTFOLD_HOME"]
+        return
+    with tempfile.TemporaryDirectory(prefix="contextfold-example-") as home:
+        yield home
+
+
 async def main() -> None:
-    home = os.environ.get("CONTEXTFOLD_HOME") or tempfile.mkdtemp(prefix="contextfold-example-")
+    with data_home() as home:
+        await run(home)
+
+
+async def run(home: str) -> None:
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "contextfold", "serve"], env={**os.environ, "CONTEXTFOLD_HOME": home}
     )

@@ -7,14 +7,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ["agent_loop.py", "huge_output.py"]
 
 
-def _run(script: str, home: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}  # the offline stand-in
+def _run(script: str, home: Path | None, scratch: Path | None = None) -> str:
+    """Run an example; with `home` None it makes its own data home; its temp files go to `scratch`."""
+    drop = ("ANTHROPIC_API_KEY", "CONTEXTFOLD_HOME")  # the offline stand-in; the home is the test's
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    if home is not None:
+        env["CONTEXTFOLD_HOME"] = str(home)
+    if scratch is not None:
+        env["TMPDIR"] = str(scratch)
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / script)],
-        env={**env, "CONTEXTFOLD_HOME": str(home)},
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -24,11 +33,25 @@ def _run(script: str, home: Path) -> str:
 
 
 def test_agent_loop_keeps_its_history_in_contextfold(tmp_path: Path):
-    out = _run("agent_loop.py", tmp_path)
+    home, scratch = tmp_path / "home", tmp_path / "tmp"
+    scratch.mkdir()
+    out = _run("agent_loop.py", home, scratch)
     assert "Step 1: running ls -la" in out and "Step 2: running find" in out
     assert "The largest file is: 48000 ./data.csv" in out
     assert "done: 4 messages stored" in out
-    assert (tmp_path / "contextfold.db").is_file()
+    assert (home / "contextfold.db").is_file()  # a home the user chose is kept, and said so
+    assert f"the session is kept in {home}" in out
+    assert list(scratch.iterdir()) == []  # the workspace the agent looked at is gone
+
+
+@pytest.mark.parametrize("script", EXAMPLES)
+def test_a_run_leaves_nothing_behind(tmp_path: Path, script: str):
+    # Without CONTEXTFOLD_HOME an example makes a throwaway data home: it goes at the end, with
+    # everything else the run put in the temp directory.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    _run(script, None, scratch)
+    assert sorted(p.name for p in scratch.iterdir()) == []
 
 
 def test_huge_output_agent_finds_the_failure_with_read_output(tmp_path: Path):

@@ -1,7 +1,10 @@
-"""The `contextfold` command: serve, demo, import, count, stats.
+"""The `contextfold` command: serve, demo, import, count, stats, and a session's own commands
+(sessions, show, export, delete, prune, compact, watch).
 
 Each subcommand parses its flags, calls one `ContextService` method and prints the result, as a
-table for people or as JSON with `--json`. Errors print one line saying what to do and exit 2.
+table for people or as JSON with `--json` (the wording lives in `cli_views`). Commands that only
+read open the home so that nothing in it is created or changed. Errors print one line saying what
+to do, naming CLI commands, and exit 2.
 """
 
 from __future__ import annotations
@@ -9,21 +12,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import shutil
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import __version__
+from . import cli_views as views
 from .config import Settings, SettingsError, load_settings
-from .errors import brief
-from .auth import TOKENS_ENV, TenantTokens, TokenFileError, add_token
+from .auth import TOKENS_ENV, TenantTokens, TokenFileError
 from .formats.importers import IMPORT_FORMATS, TranscriptError
-from .results import Status
+from .results import SessionInfo, Status
 from .service import USER_ERRORS, ContextService
-from .guard import open_service
+from .strategies import REMOVAL_STRATEGIES
+from .guard import open_for_reading, open_service, without_store
+from .store import NotFoundError
 from .store.schema import SchemaTooNewError
+from .tokencli import default_path as default_tokens_path
+from .tokencli import register as register_token_commands
 
 EXIT_USAGE = 2
 
@@ -32,43 +42,7 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    numeric = [all(isinstance(row[i], (int, float)) for row in rows) for i in range(len(headers))] if rows else []
-
-    def line(row: list[str]) -> str:
-        return "  ".join(c.rjust(w) if numeric and numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-
-    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return "-" if value is None else str(value).lower()
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:.1%}" if value <= 10 else f"{value:,.0f}"
-    return str(value)
-
-
-def _status_lines(status: Status) -> str:
-    rows = [
-        ("session", status.session_id),
-        ("model", status.model + ("" if status.model_known else " (unknown: default limits)")),
-        ("messages", status.message_count),
-        ("tokens in view", f"{status.tokens_in_view:,} ({status.method})"),
-        ("tokens stored", status.tokens_stored),
-        ("usable", status.usable if status.context_window else "unlimited"),
-        ("used", status.ratio),
-        ("state", status.state),
-        ("next", status.recommended_action),
-    ]
-    if status.tokens_reported is not None:
-        rows.insert(4, ("tokens reported", status.tokens_reported))
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {_fmt(v)}" for k, v in rows)
+_table, _fmt, _status_lines = views.table, views.fmt, views.status_lines
 
 
 async def _open(settings: Settings) -> ContextService:
@@ -76,6 +50,29 @@ async def _open(settings: Settings) -> ContextService:
     database) still opens: the first call that needs the store raises one line saying why."""
     service, _ = await open_service(settings)
     return service
+
+
+async def _read_session(settings: Settings, session_id: str) -> ContextService:
+    """The service for a command that only reads `session_id`: nothing in the home is created or
+    changed (see `guard.open_for_reading`)."""
+    service = await open_for_reading(settings)
+    if service is None:
+        raise _no_database(settings, session_id)
+    return service
+
+
+async def _open_session(settings: Settings, session_id: str) -> ContextService:
+    """The service for a command that changes `session_id`; a home without a database gets none."""
+    if not settings.database_path.exists():
+        raise _no_database(settings, session_id)
+    return await _open(settings)
+
+
+def _no_database(settings: Settings, session_id: str) -> views.CliError:
+    return views.CliError(
+        f"no session with id {session_id!r}: the data home {settings.home} holds no database yet (no "
+        f"{settings.database_path}); import a transcript with `contextfold import FILE`, or pass --home"
+    )
 
 
 # -- commands --------------------------------------------------------------------------------------
@@ -93,25 +90,24 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if not args.http:
         build_server(settings).run()
         return 0
-    tokens = TenantTokens.load(Path(args.tokens_file) if args.tokens_file else None)
+    tokens = TenantTokens.load(_tokens_file(args, settings))
     if args.host not in LOOPBACK and not tokens:
         raise SettingsError(
             f"refusing to serve on {args.host} without bearer tokens: anyone who can reach it could read "
-            f"every session. Create one with `contextfold token add TENANT --tokens-file FILE` and pass "
-            f"--tokens-file FILE (or set {TOKENS_ENV}), or bind 127.0.0.1"
+            f"every session. Create one with `contextfold token add NAME` (kept in {default_tokens_path(settings)}, "
+            f"read by default; or pass --tokens-file FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
         )
-    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
-    server = build_server(settings, tokens=tokens or None, url=url)
+    server = build_server(settings, tokens=tokens or None)
     serve_http(server, settings, host=args.host, port=args.port)
     return 0
 
 
-def _cmd_token(args: argparse.Namespace, settings: Settings) -> int:
-    path = Path(args.tokens_file) if args.tokens_file else settings.home / "tokens"
-    token = add_token(path, args.tenant)
-    print(f"token for tenant {args.tenant!r} (shown once; only its hash is stored in {path}):")
-    print(token)
-    return 0
+def _tokens_file(args: argparse.Namespace, settings: Settings) -> Path | None:
+    """--tokens-file (which must exist), else <home>/tokens if `token add` made one, else none."""
+    if args.tokens_file:
+        return Path(args.tokens_file).expanduser()
+    default = default_tokens_path(settings)
+    return default if default.exists() else None
 
 
 async def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
@@ -152,8 +148,7 @@ async def _cmd_count(args: argparse.Namespace, settings: Settings) -> int:
         text = sys.stdin.read()
     else:
         text = Path(args.file).read_text("utf-8", errors="surrogateescape")
-    async with await _open(settings) as service:
-        count = service.count_tokens(text=text, model=args.model)
+    count = without_store(settings).count_tokens(text=text, model=args.model)  # needs no data home
     if args.json:
         _print_json(count.model_dump())
     else:
@@ -165,16 +160,23 @@ async def _cmd_count(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
-    async with await _open(settings) as service:
-        if args.session:
+    if args.session:
+        async with await _read_session(settings, args.session) as service:
             status = await service.status(args.session)
-            if args.json:
-                _print_json(status.model_dump())
-            else:
-                print(_status_lines(status))
-            return 0
-        listing = await service.list_sessions(limit=500)
-        statuses = [await service.status(s.id) for s in listing.sessions]
+        if args.json:
+            _print_json(status.model_dump())
+        else:
+            print(_status_lines(status))
+        return 0
+    reader = await open_for_reading(settings)
+    if reader is None:
+        if args.json:
+            _print_json({"sessions": [], "totals": None})
+        else:
+            print(f"no sessions yet (no database at {settings.database_path})")
+        return 0
+    async with reader as service:
+        statuses = [status for _, status in await _sessions(service)]
         totals = await service.totals()
     if args.json:
         _print_json({"sessions": [s.model_dump() for s in statuses], "totals": totals})
@@ -189,6 +191,166 @@ async def _cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
             f"{totals['prunes']:,} prunes freed {totals['prune_tokens_freed']:,}"
         )
     return 0
+
+
+async def _sessions(service: ContextService) -> list[tuple[SessionInfo, Status]]:
+    """Every session, newest first, with where it stands."""
+    infos: list[SessionInfo] = []
+    cursor: str | None = None
+    while True:
+        page = await service.list_sessions(limit=500, cursor=cursor)
+        infos += page.sessions
+        if not (cursor := page.next_cursor):
+            break
+    return [(info, await service.status(info.id)) for info in infos]
+
+
+async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
+    reader = await open_for_reading(settings)
+    if reader is None:
+        sessions = []
+    else:
+        async with reader as service:
+            sessions = await _sessions(service)
+    if args.json:
+        _print_json(views.sessions_json(sessions))
+    elif reader is None:
+        print(f"no sessions yet (no database at {settings.database_path})")
+    elif not sessions:
+        print(f"no sessions in {settings.database_path}")
+    else:
+        print(views.sessions_table(sessions))
+    return 0
+
+
+async def _cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    async with await _read_session(settings, args.session) as service:
+        if args.format:
+            context = await service.get_context(args.session, format=args.format)
+            _print_json(context.model_dump())
+            return 0
+        session, messages = await service.session_view(args.session)
+        status = await service.status(args.session)
+    print("\n".join(views.view_lines(session, messages, status, shutil.get_terminal_size().columns)))
+    return 0
+
+
+async def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    async with await _read_session(settings, args.session) as service:
+        if args.full:
+            session, view = await service.session_view(args.session)
+            history = await service.session_history(args.session)
+            body = views.full_export(session, history, {m.id for m in view}, args.format)
+        else:
+            body = (await service.get_context(args.session, format=args.format)).model_dump()
+    text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+    if not args.output or args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    if Path(args.output).is_dir():
+        raise views.CliError(f"-o {args.output}: is a directory; name the file to write")
+    _write_whole(Path(args.output), text)
+    what = f"{len(body['messages']):,} stored messages" if args.full else f"the view ({len(body['messages']):,} messages)"
+    print(f"wrote {what} of session {args.session} as {args.format} JSON to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """`text` to `path`, all or nothing: a failed write leaves no half-written file."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(text, "utf-8", errors="surrogateescape")
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+async def _cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
+    async with await _read_session(settings, args.session) as service:
+        status = await service.status(args.session)
+    if not args.yes:
+        raise views.CliError(
+            f"delete removes session {args.session!r} and its {status.message_count:,} stored messages for good; "
+            "pass --yes to confirm (or `contextfold export SESSION --full -o FILE` first to keep a copy)"
+        )
+    async with await _open(settings) as service:
+        await service.delete_session(args.session)
+    print(f"deleted session {args.session} ({status.message_count:,} messages)")
+    return 0
+
+
+async def _cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
+    async with await _open_session(settings, args.session) as service:
+        result = await service.prune(args.session, dry_run=args.dry_run, keep_tool_uses=args.keep_tool_uses)
+    if args.json:
+        _print_json(result.model_dump())
+    else:
+        print("\n".join(views.prune_lines(result)))
+    return 0
+
+
+async def _cmd_compact(args: argparse.Namespace, settings: Settings) -> int:
+    async with await _open_session(settings, args.session) as service:
+        result = await service.compact(
+            args.session,
+            strategy=args.strategy,
+            summarizer=args.summarizer,
+            instructions=args.instructions,
+            dry_run=args.dry_run,
+        )
+    if args.json:
+        _print_json(result.model_dump())
+    else:
+        print("\n".join(views.compact_lines(result)))
+    return 0
+
+
+def _cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
+    """Follow a session's numbers until Ctrl-C: a live table on a terminal, a line per change elsewhere."""
+    if not args.interval > 0:
+        raise views.CliError(f"--interval: expected a positive number of seconds, got {args.interval}")
+
+    async def poll() -> Status:
+        # Opened afresh each time: the home may gain or lose a running server (and its -wal) meanwhile.
+        async with await _read_session(settings, args.session) as service:
+            return await service.status(args.session)
+
+    status = asyncio.run(poll())  # a missing session is an error before anything is shown
+    try:
+        if sys.stdout.isatty():
+            _watch_live(args.interval, status, lambda: asyncio.run(poll()))
+        else:
+            _watch_lines(args.interval, status, lambda: asyncio.run(poll()))
+    except KeyboardInterrupt:
+        return 0
+    except NotFoundError:
+        print(f"session {args.session} was deleted", flush=True)
+        return 1
+    return 0
+
+
+def _watch_lines(interval: float, status: Status, poll: Callable[[], Status]) -> None:
+    print(views.watch_line(status, None, time.time()), flush=True)
+    while True:
+        time.sleep(interval)
+        now = poll()
+        if views.watch_changed(status, now):
+            print(views.watch_line(now, status, time.time()), flush=True)
+            status = now
+
+
+def _watch_live(interval: float, status: Status, poll: Callable[[], Status]) -> None:
+    from rich.live import Live
+
+    changed_at, previous = time.time(), None
+    with Live(views.watch_table(status, previous, changed_at), auto_refresh=False) as live:
+        while True:
+            time.sleep(interval)
+            now = poll()
+            if views.watch_changed(status, now):
+                changed_at, previous, status = time.time(), status, now
+            live.update(views.watch_table(status, previous, changed_at), refresh=True)
 
 
 async def _cmd_gc(args: argparse.Namespace, settings: Settings) -> int:
@@ -228,15 +390,14 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; others need tokens)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    serve.add_argument("--tokens-file", help=f"bearer tokens per tenant (see `token add`; also ${TOKENS_ENV})")
+    serve.add_argument(
+        "--tokens-file",
+        help=f"bearer tokens per tenant (default <home>/tokens if it exists; see `token add`; also ${TOKENS_ENV}); "
+        "re-read when it changes",
+    )
     serve.set_defaults(run=_cmd_serve, is_async=False)
 
-    token = sub.add_parser("token", help="manage bearer tokens for HTTP tenants")
-    token_sub = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
-    token_add = token_sub.add_parser("add", help="create a token for a tenant and store its hash")
-    token_add.add_argument("tenant")
-    token_add.add_argument("--tokens-file", help="where hashes are kept (default <home>/tokens)")
-    token_add.set_defaults(run=_cmd_token, is_async=False)
+    register_token_commands(sub)
 
     demo = sub.add_parser("demo", help="import a bundled real transcript and show its context budget")
     demo.add_argument("--model", default="gpt-4o", help="model to measure against (default gpt-4o)")
@@ -266,11 +427,67 @@ def _build_parser() -> argparse.ArgumentParser:
     stats.add_argument("session", nargs="?", help="one session's details")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(run=_cmd_stats, is_async=True)
+    _add_session_commands(sub)
     gc = sub.add_parser("gc", help="delete expired spilled outputs and enforce the spill quota")
     gc.add_argument("--dry-run", action="store_true", help="report what would be removed")
     gc.add_argument("--json", action="store_true", help="print JSON")
     gc.set_defaults(run=_cmd_gc, is_async=True)
     return parser
+
+
+def _add_session_commands(sub: Any) -> None:
+    """`sessions`, `show`, `export`, `delete`, `prune`, `compact` and `watch`."""
+    listing = sub.add_parser("sessions", help="list sessions: id, title, model, messages, tokens in view, state")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(run=_cmd_sessions, is_async=True)
+
+    show = sub.add_parser("show", help="a session's view as its model sees it, with counts and state")
+    show.add_argument("session")
+    show.add_argument("--format", choices=["anthropic", "openai"], help="print the view as this API's JSON instead")
+    show.set_defaults(run=_cmd_show, is_async=True)
+
+    export = sub.add_parser("export", help="a session as Anthropic or OpenAI JSON: the view, or --full history")
+    export.add_argument("session")
+    export.add_argument("--format", choices=["anthropic", "openai"], default="openai", help="default openai")
+    export.add_argument(
+        "--full", action="store_true", help="every stored message with its id, those out of view included"
+    )
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.set_defaults(run=_cmd_export, is_async=True)
+
+    delete = sub.add_parser("delete", help="delete a session, its messages and its spilled outputs")
+    delete.add_argument("session")
+    delete.add_argument("--yes", action="store_true", help="confirm: the session cannot be recovered")
+    delete.set_defaults(run=_cmd_delete, is_async=True)
+
+    prune = sub.add_parser("prune", help="clear old tool outputs from a session's view (they stay stored)")
+    prune.add_argument("session")
+    prune.add_argument("--dry-run", action="store_true", help="report what would be cleared")
+    prune.add_argument(
+        "--keep-tool-uses", type=int, metavar="N", help="clear every tool result but the newest N tool uses"
+    )
+    prune.add_argument("--json", action="store_true", help="print JSON")
+    prune.set_defaults(run=_cmd_prune, is_async=True)
+
+    compact = sub.add_parser("compact", help="summarize a session's older history (or remove it from view)")
+    compact.add_argument("session")
+    compact.add_argument("--dry-run", action="store_true", help="report what would change, summary included")
+    compact.add_argument(
+        "--strategy", default="anchored", choices=["anchored", "regions", *REMOVAL_STRATEGIES], help="default anchored"
+    )
+    compact.add_argument(
+        "--summarizer",
+        choices=["auto", "anthropic", "extractive"],
+        help="default: the summarizer setting (auto: anthropic when ANTHROPIC_API_KEY is set, else extractive)",
+    )
+    compact.add_argument("--instructions", help="what the summary should focus on")
+    compact.add_argument("--json", action="store_true", help="print JSON")
+    compact.set_defaults(run=_cmd_compact, is_async=True)
+
+    watch = sub.add_parser("watch", help="follow a live session's tokens, usable budget and state until Ctrl-C")
+    watch.add_argument("session")
+    watch.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between looks (default 1)")
+    watch.set_defaults(run=_cmd_watch, is_async=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -279,6 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
+    settings: Settings | None = None
     try:
         settings = load_settings(
             {"home": args.home}, config_file=Path(args.config) if args.config else None
@@ -291,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         *USER_ERRORS, TranscriptError, SettingsError, SchemaTooNewError, TokenFileError, OSError, sqlite3.Error
     ) as exc:
-        print(f"contextfold: error: {brief(str(exc))}", file=sys.stderr)
+        print(f"contextfold: error: {views.error_line(exc, settings.home if settings else None)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -25,7 +25,7 @@ import inspect
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,13 @@ from .config import Settings
 from .domain import Session
 from .errors import ReadOnlyHome, StorageError, StorageFull, StoreUnavailable
 from .service import ContextService
-from .spill import SpilledFile, SpillFiles
-from .store import SessionStore, SessionTransaction, SQLiteStore
+from .blobs import StoredBlob
+from .fileblobs import FileBlobs
+from .store import SessionTransaction, SQLiteStore, Store, TenantStore
 from .store.schema import SCHEMA_VERSION, SchemaTooNewError
 from .store.sqlite import BUSY_TIMEOUT_MS
 
-__all__ = ["GuardedFiles", "GuardedStore", "open_service", "storage_error"]
+__all__ = ["GuardedFiles", "GuardedStore", "GuardedTenant", "open_for_reading", "open_service", "storage_error", "without_store"]
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +192,35 @@ async def open_service(settings: Settings) -> tuple[ContextService, StorageError
     return ContextService(settings, GuardedStore(store, settings, problem), GuardedFiles(settings, problem)), problem
 
 
+async def open_for_reading(settings: Settings) -> ContextService | None:
+    """The service for a command that only reads, or None when the home holds no database yet.
+
+    Nothing in the home is created or changed: not the database, not SQLite's -wal and -shm
+    files, not the spill directory (see `_untouched_uri`). A write through it is refused.
+    """
+    if not _exists(settings.database_path):
+        return None
+    problem = ReadOnlyHome(f"the data home {settings.home} was opened only to read; this command cannot write")
+    try:
+        store = await _open_read_only(settings.database_path, _untouched_uri)
+    except StorageError:
+        raise
+    except Exception as exc:
+        if not os.access(settings.home, os.W_OK):
+            raise await _read_only_failure(exc, settings) from exc
+        failure = storage_error(exc, settings)
+        if failure is None:
+            raise
+        raise failure from exc
+    return ContextService(settings, GuardedStore(store, settings, problem), GuardedFiles(settings, problem))
+
+
+def without_store(settings: Settings) -> ContextService:
+    """The service for calls that need no store (`count_tokens`): the home is not even opened."""
+    problem = StoreUnavailable(f"the data home {settings.home} was not opened for this command")
+    return ContextService(settings, GuardedStore(None, settings, problem), GuardedFiles(settings, problem))
+
+
 async def _open_normally(settings: Settings) -> ContextService:
     store = await SQLiteStore.open(settings.database_path)
     try:
@@ -261,11 +291,11 @@ def _primary(exc: sqlite3.Error) -> int | None:
     return None if code is None else code & 0xFF
 
 
-async def _open_read_only(database: Path) -> SQLiteStore:
+async def _open_read_only(database: Path, uri_for: Callable[[Path], str] | None = None) -> SQLiteStore:
     """The database opened so that nothing, SQLite included, writes to the home."""
     # Probed with the plain driver first: a failed aiosqlite connect leaves its worker thread to
     # report to an event loop that may be gone by then.
-    uri = await asyncio.to_thread(_read_only_uri, database)
+    uri = await asyncio.to_thread(uri_for or _read_only_uri, database)
     conn = await aiosqlite.connect(uri, uri=True, isolation_level=None)
     conn.row_factory = aiosqlite.Row
     try:
@@ -294,14 +324,32 @@ def _read_only_uri(database: Path) -> str:
             raise
         uri = _uri(database, immutable=True)
         version = _version(uri)
+    _check_version(database, version, "make the data home writable once and restart contextfold")
+    return uri
+
+
+def _untouched_uri(database: Path) -> str:
+    """A URI that reads `database` without creating or changing any file of the home.
+
+    A read-only reader of a WAL database creates the -wal and -shm files when the directory is
+    writable, and leaves them behind. With no -wal file no process has the database open (every
+    clean close removes it) and the file alone is the whole database: it is opened immutable, so
+    SQLite creates nothing. With one, a server has it open (or stopped uncleanly) and it is read
+    through those files like any other reader does.
+    """
+    uri = _uri(database, immutable=not _exists(Path(f"{database}-wal")))
+    _check_version(database, _version(uri), "run a command that writes (or `contextfold serve`) once to upgrade it")
+    return uri
+
+
+def _check_version(database: Path, version: int, upgrade: str) -> None:
     if version > SCHEMA_VERSION:
         raise _too_new(database, version)
     if version < SCHEMA_VERSION:
         raise StoreUnavailable(
             f"the database at {database} is at schema {version} and this contextfold needs {SCHEMA_VERSION}; "
-            "the upgrade needs write access: make the data home writable once and restart contextfold"
+            f"the upgrade needs write access: {upgrade}"
         )
-    return uri
 
 
 def _uri(database: Path, *, immutable: bool = False) -> str:
@@ -334,8 +382,8 @@ async def _stored_version(database: Path) -> int | None:
 # -- the store and the spill files, guarded ----------------------------------------------------------
 
 
-class GuardedFiles(SpillFiles):
-    """`SpillFiles` whose writes fail with a `StorageError` that says why (a full or read-only disk).
+class GuardedFiles(FileBlobs):
+    """`FileBlobs` whose puts fail with a `StorageError` that says why (a full or read-only disk).
 
     With a `problem` the home is not used normally and its directory is left as it is: a
     `ReadOnlyHome` is what any refused write reads as; any other problem refuses every write.
@@ -353,68 +401,37 @@ class GuardedFiles(SpillFiles):
         with _explained(self._settings, self._problem if isinstance(self._problem, ReadOnlyHome) else None):
             yield
 
-    def write(self, data: bytes | str) -> SpilledFile:
+    def put(self, content: bytes | Iterable[bytes]) -> StoredBlob:
         with self._writing():
-            return super().write(data)
-
-    def write_stream(self, chunks: Iterable[bytes]) -> SpilledFile:
-        with self._writing():
-            return super().write_stream(chunks)
+            return super().put(content)
 
 
-class GuardedStore:
-    """A `SessionStore` whose storage failures say why (see the module docstring).
+class _Guarded:
+    """Passes calls through to `inner` by name, so its interface can grow without this class;
+    storage failures come out as the one line that says why. Without `inner` (unavailable),
+    every call raises `problem`."""
 
-    Wraps `store`; without one (unavailable), every call raises `problem`. With a `ReadOnlyHome`
-    problem the store was opened read-only: reads pass through and a refused write reads as it.
-    Methods are passed through by name, so the store's interface can grow without this class.
-    """
-
-    def __init__(self, store: SessionStore | None, settings: Settings, problem: StorageError | None = None) -> None:
-        self._store = store
+    def __init__(self, inner: Any | None, settings: Settings, problem: StorageError | None) -> None:
+        self._wrapped = inner
         self._settings = settings
         self._problem = problem
         self._read_only = problem if isinstance(problem, ReadOnlyHome) else None
 
-    def _inner(self) -> SessionStore:
-        if self._store is None:
-            assert self._problem is not None
-            raise _again(self._problem)
-        return self._store
-
-    @asynccontextmanager
-    async def write(
-        self, session_id: str, owner: str = "", *, create: Session | None = None
-    ) -> AsyncIterator[SessionTransaction]:
-        store = self._inner()
-        with _explained(self._settings, self._read_only):
-            async with store.write(session_id, owner, create=create) as tx:
-                yield tx
-
-    async def touch_output(self, output_id: str, owner: str = "") -> None:
-        """Noting when an output was read is bookkeeping: a read must not fail for want of it."""
-        if self._read_only is not None:
-            return
-        try:
-            with _explained(self._settings, self._read_only):
-                await self._inner().touch_output(output_id, owner)
-        except (StorageFull, ReadOnlyHome) as exc:
-            log.debug("not noting that %s was read: %s", output_id, exc)
-
-    async def close(self) -> None:
-        if self._store is not None:
-            await self._store.close()
+    def _inner(self) -> Any:
+        if self._wrapped is None:
+            raise _again(self._problem or StoreUnavailable("the store is closed"))
+        return self._wrapped
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        if self._store is None:
+        if self._wrapped is None:
 
             async def unavailable(*args: Any, **kwargs: Any) -> Any:
                 raise _again(self._problem or StoreUnavailable("the store is closed"))
 
             return unavailable
-        method = getattr(self._store, name)
+        method = getattr(self._wrapped, name)
         if not inspect.iscoroutinefunction(method):
             return method
 
@@ -424,3 +441,47 @@ class GuardedStore:
                 return await method(*args, **kwargs)
 
         return guarded
+
+
+class GuardedStore(_Guarded):
+    """A `Store` whose storage failures say why (see the module docstring).
+
+    With a `ReadOnlyHome` problem the store was opened read-only: reads pass through and a refused
+    write reads as it.
+    """
+
+    def __init__(self, store: Store | None, settings: Settings, problem: StorageError | None = None) -> None:
+        super().__init__(store, settings, problem)
+
+    def tenant(self, owner: str) -> GuardedTenant:
+        inner = self._wrapped.tenant(owner) if self._wrapped is not None else None
+        return GuardedTenant(inner, owner, self._settings, self._problem)
+
+    async def close(self) -> None:
+        if self._wrapped is not None:
+            await self._wrapped.close()
+
+
+class GuardedTenant(_Guarded):
+    """A `TenantStore` whose storage failures say why."""
+
+    def __init__(self, inner: TenantStore | None, owner: str, settings: Settings, problem: StorageError | None) -> None:
+        super().__init__(inner, settings, problem)
+        self.owner = owner
+
+    @asynccontextmanager
+    async def write(self, session_id: str, *, create: Session | None = None) -> AsyncIterator[SessionTransaction]:
+        store = self._inner()
+        with _explained(self._settings, self._read_only):
+            async with store.write(session_id, create=create) as tx:
+                yield tx
+
+    async def touch_output(self, output_id: str) -> None:
+        """Noting when an output was read is bookkeeping: a read must not fail for want of it."""
+        if self._read_only is not None:
+            return
+        try:
+            with _explained(self._settings, self._read_only):
+                await self._inner().touch_output(output_id)
+        except (StorageFull, ReadOnlyHome) as exc:
+            log.debug("not noting that %s was read: %s", output_id, exc)
