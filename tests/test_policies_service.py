@@ -96,35 +96,35 @@ async def test_huge_corpus_output_is_spilled_with_a_hint_and_reads_back_exactly(
 
 
 async def test_output_ids_reach_only_their_own_output(service, tmp_path: Path):
-    await service.open_session("mine", model="gpt-4o", owner="alice")
-    spilled = await service.spill("mine", "secret\n" * 10, owner="alice")
-    assert (await service.read_output(spilled.output_id, owner="alice")).total_lines == 10
+    await service.tenant("alice").open_session("mine", model="gpt-4o")
+    spilled = await service.tenant("alice").spill("mine", "secret\n" * 10)
+    assert (await service.tenant("alice").read_output(spilled.output_id)).total_lines == 10
 
     for bad in ["../../etc/passwd", "out_../../x", "/etc/passwd", "", "out_" + "A" * 26, "%2e%2e%2f"]:
         with pytest.raises((NotFoundError, InvalidInput)):
-            await service.read_output(bad, owner="alice")
+            await service.tenant("alice").read_output(bad)
     with pytest.raises(NotFoundError, match=spilled.output_id):
-        await service.read_output(spilled.output_id, owner="mallory")
+        await service.tenant("mallory").read_output(spilled.output_id)
     with pytest.raises(NotFoundError):
-        await service.output_text(spilled.output_id, owner="mallory")
+        await service.tenant("mallory").output_text(spilled.output_id)
 
     # Expired: refused at once, even before gc runs; gc then removes it.
-    later = await service.spill("mine", "old\n", owner="alice")
-    await service.store._conn.execute(
+    later = await service.tenant("alice").spill("mine", "old\n")
+    await service.backend._conn.execute(
         "UPDATE outputs SET created_at = ? WHERE id = ?", (time.time() - 8 * 86_400, later.output_id)
     )
     with pytest.raises(NotFoundError, match="expired"):
-        await service.read_output(later.output_id, owner="alice")
+        await service.tenant("alice").read_output(later.output_id)
     collected = await service.gc()
     assert collected.outputs_removed == 1
     with pytest.raises(NotFoundError):
-        await service.read_output(later.output_id, owner="alice")
+        await service.tenant("alice").read_output(later.output_id)
 
     # Deleting the session deletes its outputs, files included.
-    digest = (await service.store.get_output(spilled.output_id, "alice")).digest
-    await service.delete_session("mine", owner="alice")
+    digest = (await service.tenant("alice").store.get_output(spilled.output_id)).digest
+    await service.tenant("alice").delete_session("mine")
     with pytest.raises(NotFoundError):
-        await service.read_output(spilled.output_id, owner="alice")
+        await service.tenant("alice").read_output(spilled.output_id)
     assert not service.outputs.files.exists(digest)
 
 

@@ -258,16 +258,16 @@ async def test_bad_settings_are_refused_with_the_name(service):
 
 
 async def test_owners_do_not_see_each_other(service):
-    await service.open_session("mine", owner="alice")
+    await service.tenant("alice").open_session("mine")
     with pytest.raises(NotFoundError):
-        await service.status("mine", owner="bob")
-    assert [s.id for s in (await service.list_sessions(owner="bob")).sessions] == []
+        await service.tenant("bob").status("mine")
+    assert [s.id for s in (await service.tenant("bob").list_sessions()).sessions] == []
     # Session ids are per tenant (issue 12): bob gets a session of his own called "mine",
     # exactly as if alice's did not exist, and neither sees the other's messages.
-    await service.open_session("mine", owner="bob")
-    await service.append("mine", [{"role": "user", "content": "bob's words"}], owner="bob")
-    assert (await service.status("mine", owner="alice")).message_count == 0
-    assert (await service.status("mine", owner="bob")).message_count == 1
+    await service.tenant("bob").open_session("mine")
+    await service.tenant("bob").append("mine", [{"role": "user", "content": "bob's words"}])
+    assert (await service.tenant("alice").status("mine")).message_count == 0
+    assert (await service.tenant("bob").status("mine")).message_count == 1
 
 
 async def test_schema_is_migrated_and_reopens(tmp_path):

@@ -96,10 +96,10 @@ async def test_the_spill_store_size_follows_every_insert_and_delete(tmp_path: Pa
             await service.open_session(session, model="gpt-4o")
             for text in texts:
                 await service.spill(session, text)
-                sizes.append(await service.store.spill_bytes())
+                sizes.append(await service.backend.spill_bytes())
         assert sizes == [200, 440, 440, 860]  # "one" is stored once although two sessions spilled it
-        assert await service.store.spill_bytes() == recomputed()
+        assert await service.backend.spill_bytes() == recomputed()
         await service.delete_session("a")  # its outputs go by cascade; "one" is still b's
-        assert await service.store.spill_bytes() == recomputed() == 200 + 420
+        assert await service.backend.spill_bytes() == recomputed() == 200 + 420
         await service.delete_session("b")
-        assert await service.store.spill_bytes() == recomputed() == 0
+        assert await service.backend.spill_bytes() == recomputed() == 0

@@ -42,7 +42,7 @@ from .policy import view
 from .policy.cut import CutCaps, cut_in_view
 from .policy.turns import tail_budget
 from .results import Brief, CompactResult, Status
-from .store import ConflictError, PartMark, SessionStore, SessionTransaction
+from .store import ConflictError, PartMark, SessionTransaction, TenantStore
 from .tokens import TokenCounter
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -54,7 +54,7 @@ class SessionAccess:
     """The store, and what the service knows about a session: its settings, tokenizer, usable
     budget and status. The service passes this in, so compaction never imports the service."""
 
-    store: SessionStore
+    store: TenantStore
     settings_for: Callable[[Session], Settings]
     counter_for: Callable[[Session, Settings], TokenCounter]
     usable_for: Callable[[Session, Settings], int]
@@ -63,9 +63,9 @@ class SessionAccess:
     def counter(self, session: Session) -> TokenCounter:
         return self.counter_for(session, self.settings_for(session))
 
-    async def status(self, session_id: str, owner: str) -> Status:
+    async def status(self, session_id: str) -> Status:
         """The session's status as it is now, read afresh."""
-        return await self.status_for(await self.store.get_session(session_id, owner))
+        return await self.status_for(await self.store.get_session(session_id))
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,12 @@ class Compactor:
 
     # -- planning --------------------------------------------------------------------------------
 
-    async def prepare(self, session_id: str, owner: str) -> Prepared:
-        session = await self._store.get_session(session_id, owner)
+    async def prepare(self, session_id: str) -> Prepared:
+        session = await self._store.get_session(session_id)
         settings = self._access.settings_for(session)
         usable = self._access.usable_for(session, settings)
         messages = await self._store.load_messages(
-            session.id, owner=session.owner, after_seq=view.load_from(session.view)
+            session.id, after_seq=view.load_from(session.view)
         )
         counter = self._access.counter_for(session, settings)
         plan = _plan(view.in_view(messages, session.view), settings, usable, counter)
@@ -120,7 +120,6 @@ class Compactor:
         self,
         session_id: str,
         *,
-        owner: str,
         summarizers: Sequence[Summarizer],
         instructions: str | None = None,
         auto: bool = False,
@@ -135,7 +134,7 @@ class Compactor:
         named (a note says why when another one's summary was kept)."""
         progress = progress or _no_progress
         await progress(0.05, "selecting the tail")
-        prepared = await self.prepare(session_id, owner)
+        prepared = await self.prepare(session_id)
         session, plan, counter = prepared.session, prepared.plan, prepared.counter
         before = session.tokens_in_view if tokens_before is None else tokens_before
         if check_cooldown:
@@ -194,15 +193,15 @@ class Compactor:
             await progress(1.0, "dry run: nothing written")
             return record, text
         await progress(0.85, "writing the summary")
-        record = await self._write(prepared, new, record, owner)
+        record = await self._write(prepared, new, record)
         await progress(1.0, "done")
         return record, text
 
     async def _write(
-        self, prepared: Prepared, new: list[Message], record: CompactionRecord, owner: str
+        self, prepared: Prepared, new: list[Message], record: CompactionRecord
     ) -> CompactionRecord:
         read, plan = prepared.session, prepared.plan
-        async with self._store.write(read.id, owner) as tx:
+        async with self._store.write(read.id) as tx:
             session = tx.session
             if session.view != read.view:
                 raise ConflictError("the session was compacted by another request meanwhile; try again")
@@ -291,7 +290,6 @@ class Compactor:
         self,
         session: Session,
         *,
-        owner: str,
         summarizers: Sequence[Summarizer],
         instructions: str | None,
         dry_run: bool,
@@ -313,9 +311,9 @@ class Compactor:
         if overflow and not dry_run:
             # Attachments in the newest message can be what broke the window: show them as
             # placeholders with a note, then compact the history before them as usual.
-            media_omitted = await self.omit_newest_media(session_id, owner, self._access.counter(session))
+            media_omitted = await self.omit_newest_media(session_id, self._access.counter(session))
             if media_omitted:
-                status = await self._access.status(session_id, owner)
+                status = await self._access.status(session_id)
         attempts = 0
         outputs_cut = 0
         cut_done = tail_cut = False
@@ -324,7 +322,6 @@ class Compactor:
             try:
                 record, summary = await self.compact(
                     session_id,
-                    owner=owner,
                     summarizers=summarizers,
                     instructions=instructions,
                     auto=auto,
@@ -343,10 +340,10 @@ class Compactor:
                     if dry_run:
                         after = before - sum(c.freed for c in exc.cuts)
                         return _cut_only(before, attempts, len(exc.cuts), status, str(exc), after=after)
-                    cut = await self.cut_tail(session_id, owner)
+                    cut = await self.cut_tail(session_id)
                     if cut:
                         outputs_cut += cut
-                        status = await self._access.status(session_id, owner)
+                        status = await self._access.status(session_id)
                         if not overflow or status.state != "overflow":
                             return _cut_only(before, attempts, outputs_cut, status, str(exc))
                         attempts = 0
@@ -354,11 +351,11 @@ class Compactor:
                 if overflow and not dry_run and not cut_done:
                     # Nothing left to summarize: cut oversized outputs in view once, then retry.
                     cut_done = True
-                    cut = await self.cut_oversized(session_id, owner, status.usable)
+                    cut = await self.cut_oversized(session_id, status.usable)
                     outputs_cut += cut
                     if cut:
                         before = status.tokens_in_view
-                        status = await self._access.status(session_id, owner)
+                        status = await self._access.status(session_id)
                         if status.state != "overflow":
                             return _cut_only(before, attempts, outputs_cut, status, str(exc))
                         attempts = 0
@@ -366,7 +363,7 @@ class Compactor:
                 raise CompactionFailed(
                     f"{exc} ({status.tokens_in_view:,} tokens in view, {status.usable:,} usable)"
                 ) from exc
-            status = await self._access.status(session_id, owner)
+            status = await self._access.status(session_id)
             if dry_run or status.state != "overflow" or not overflow:
                 break
             if attempts >= self._access.settings_for(session).recovery_attempts:
@@ -394,9 +391,9 @@ class Compactor:
             status=Brief.of(status),
         )
 
-    async def omit_newest_media(self, session_id: str, owner: str, counter: TokenCounter) -> int:
+    async def omit_newest_media(self, session_id: str, counter: TokenCounter) -> int:
         """Leave the newest user message's attachments out of the view, with a note (marks only)."""
-        async with self._store.write(session_id, owner) as tx:
+        async with self._store.write(session_id) as tx:
             session = tx.session
             messages = await view.visible(tx.messages, session.view)
             newest = next((m for m in reversed(messages) if m.starts_turn), None)
@@ -414,10 +411,10 @@ class Compactor:
                 await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total}))
         return len(marks)
 
-    async def cut_tail(self, session_id: str, owner: str) -> int:
+    async def cut_tail(self, session_id: str) -> int:
         """When no summary is worth writing, cut the kept tail's largest outputs down in view until
         it fits its budget (planned again under the write lock; marks only)."""
-        async with self._store.write(session_id, owner) as tx:
+        async with self._store.write(session_id) as tx:
             session = tx.session
             settings = self._access.settings_for(session)
             usable = self._access.usable_for(session, settings)
@@ -432,10 +429,10 @@ class Compactor:
                 await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed}))
         return len(marks)
 
-    async def cut_oversized(self, session_id: str, owner: str, usable: int) -> int:
+    async def cut_oversized(self, session_id: str, usable: int) -> int:
         """Cut tool outputs bigger than `oversized_share` of usable down to a preview of at most
         `cut_tokens` tokens in view (once; marks only)."""
-        async with self._store.write(session_id, owner) as tx:
+        async with self._store.write(session_id) as tx:
             session = tx.session
             settings = self._access.settings_for(session)
             counter = self._access.counter_for(session, settings)

@@ -51,7 +51,7 @@ from .ingest import Ingest
 from .outputs import Outputs
 from .policy import view
 from .results import Brief, ImportResult, Status
-from .store import ConflictError, NotFoundError, SessionStore, SessionTransaction
+from .store import ConflictError, NotFoundError, SessionTransaction, TenantStore
 from .tokens import TokenCounter, count_message
 
 ATTEMPTS = 3
@@ -63,7 +63,7 @@ _MESSAGE_INDEX = re.compile(r"^messages\[(\d+)\]")
 class ImportTools:
     """What the service lends an import (as `SessionAccess` does for compaction)."""
 
-    store: SessionStore
+    store: TenantStore
     outputs: Outputs
     default_model: str
     settings_for: Callable[[Session], Settings]
@@ -102,7 +102,7 @@ async def _import_once(
     tools: ImportTools, path: Path, *, session_id: str | None, format: str | None, model: str | None, owner: str
 ) -> ImportResult:
     chosen = cast(ImportFormat, format or detect_import_format(path))
-    existing = await _existing(tools.store, session_id, owner)
+    existing = await _existing(tools.store, session_id)
     marks = marks_in(existing.metadata) if existing else []
     mark, prefix = find_mark(path, chosen, marks, session_id or "")
     size = path.stat().st_size
@@ -134,7 +134,7 @@ async def _import_once(
         title=transcript.title,
         metadata=SessionState(imported_from=path.name, source_format=transcript.source_format),
     )
-    async with tools.store.write(session_id, owner, create=create) as tx:
+    async with tools.store.write(session_id, create=create) as tx:
         if marks_in(tx.session.metadata) != marks:
             raise _MarksMoved
         writer = _Writer.start(tools, tx, owner, transcript, path.name)
@@ -169,11 +169,11 @@ def _nothing_new(session: Session, mark: ImportMark, format: str, status: Status
     )
 
 
-async def _existing(store: SessionStore, session_id: str | None, owner: str) -> Session | None:
+async def _existing(store: TenantStore, session_id: str | None) -> Session | None:
     if not session_id:
         return None
     try:
-        return await store.get_session(session_id, owner)
+        return await store.get_session(session_id)
     except NotFoundError:
         return None
 

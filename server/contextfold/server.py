@@ -51,7 +51,7 @@ from .results import (
 )
 from .results import Context as RenderedContext
 from .errors import MAX_MESSAGE_CHARS, LimitExceeded, brief
-from .service import USER_ERRORS, ContextService
+from .service import USER_ERRORS, ContextService, Tenant
 from .guard import open_service
 
 log = logging.getLogger(__name__)
@@ -114,8 +114,13 @@ def _service(ctx: Context) -> ContextService:
     return ctx.request_context.lifespan_context
 
 
+def _tenant(ctx: Context) -> Tenant:
+    """What this request may do: its bearer token's tenant over HTTP, the local one otherwise."""
+    return _service(ctx).tenant(_owner())
+
+
 def build_server(
-    settings: Settings | None = None, *, tokens: TenantTokens | None = None, url: str | None = None
+    settings: Settings | None = None, *, tokens: TenantTokens | None = None
 ) -> MCPServer:
     """The contextfold MCP server; each connection (or the HTTP process) opens the store once.
 
@@ -143,12 +148,17 @@ def build_server(
 
     auth: dict[str, Any] = {}
     if tokens:
-        base = AnyHttpUrl(url or "http://127.0.0.1")
         auth = {
             "token_verifier": tokens,
-            # No authorization server here: tokens are issued with `contextfold token add`.
-            "auth": AuthSettings(issuer_url=base, resource_server_url=AnyHttpUrl(f"{url}/mcp" if url else base),
-                                 required_scopes=[SCOPE]),
+            # Static bearer tokens from `contextfold token add`, no OAuth. Without a
+            # resource_server_url the SDK serves no /.well-known/oauth-protected-resource and its
+            # 401 has no `resource_metadata`: that metadata would name an authorization server that
+            # does not exist, and OAuth clients (Claude Code) would chase it and report only "Failed
+            # to connect". It also keeps the SDK from warning that `validate_token_resource` is unset.
+            # `issuer_url` is required by AuthSettings but unused without an auth server provider.
+            "auth": AuthSettings(
+                issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None, required_scopes=[SCOPE]
+            ),
         }
     mcp = _CompactSchemas("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
 
@@ -178,8 +188,8 @@ def build_server(
     ) -> Brief:
         """Create a session, or reopen one by id; returns its status."""
         with _user_errors():
-            return await _service(ctx).open_session(
-                session_id, model=model, title=title, settings=settings, system=system, owner=_owner()
+            return await _tenant(ctx).open_session(
+                session_id, model=model, title=title, settings=settings, system=system
             )
 
     @mcp.tool(title="List sessions", annotations=_annotations(read_only=True, idempotent=True))
@@ -190,7 +200,7 @@ def build_server(
     ) -> SessionList:
         """Sessions, most recently updated first."""
         with _user_errors():
-            return await _service(ctx).list_sessions(limit=limit, cursor=cursor, owner=_owner())
+            return await _tenant(ctx).list_sessions(limit=limit, cursor=cursor)
 
     @mcp.tool(
         title="Delete session",
@@ -199,7 +209,7 @@ def build_server(
     async def session_delete(ctx: Context, session_id: SessionId) -> Deleted:
         """Delete a session and all its messages. Cannot be undone."""
         with _user_errors():
-            return await _service(ctx).delete_session(session_id, owner=_owner())
+            return await _tenant(ctx).delete_session(session_id)
 
     @mcp.tool(title="Append messages", annotations=_annotations())
     async def append(
@@ -215,8 +225,8 @@ def build_server(
     ) -> AppendResult:
         """Append messages atomically; returns their ids, token counts and the session status."""
         with _user_errors():
-            return await _service(ctx).append(
-                session_id, messages, format=format, usage=usage, system=system, owner=_owner()
+            return await _tenant(ctx).append(
+                session_id, messages, format=format, usage=usage, system=system
             )
 
     @mcp.tool(title="Get context", annotations=_annotations(read_only=True, idempotent=True))
@@ -231,21 +241,20 @@ def build_server(
     ) -> RenderedContext:
         """A session's model-ready messages in the chosen API format."""
         with _user_errors():
-            return await _service(ctx).get_context(
+            return await _tenant(ctx).get_context(
                 session_id,
                 format=format,
                 limit=limit,
                 cursor=cursor,
                 strip_media=strip_media,
                 cache_anchors=cache_anchors,
-                owner=_owner(),
             )
 
     @mcp.tool(title="Session status", annotations=_annotations(read_only=True, idempotent=True))
     async def status(ctx: Context, session_id: SessionId) -> Status:
         """Tokens in view vs the usable budget, the state and the recommended action."""
         with _user_errors():
-            return await _service(ctx).status(session_id, owner=_owner())
+            return await _tenant(ctx).status(session_id)
 
     @mcp.tool(title="Prune old tool outputs", annotations=_annotations(idempotent=True))
     async def prune(
@@ -259,14 +268,13 @@ def build_server(
     ) -> PruneResult:
         """Clear old tool outputs from the view (kept in the store); reports tokens freed."""
         with _user_errors():
-            return await _service(ctx).prune(
+            return await _tenant(ctx).prune(
                 session_id,
                 dry_run=dry_run,
                 keep_tool_uses=keep_tool_uses,
                 clear_at_least=clear_at_least,
                 exclude_tools=exclude_tools or (),
                 clear_inputs=clear_inputs,
-                owner=_owner(),
             )
 
     @mcp.tool(title="Select tail", annotations=_annotations(read_only=True, idempotent=True))
@@ -278,7 +286,7 @@ def build_server(
     ) -> TailResult:
         """Which recent turns fit the tail budget; the rest is what compaction would summarize."""
         with _user_errors():
-            return await _service(ctx).select_tail(session_id, budget=budget, tail_turns=tail_turns, owner=_owner())
+            return await _tenant(ctx).select_tail(session_id, budget=budget, tail_turns=tail_turns)
 
     @mcp.tool(title="Spill output", annotations=_annotations())
     async def spill(
@@ -290,7 +298,7 @@ def build_server(
     ) -> SpillResult:
         """Store a large text whole; returns the preview to use in context and an output id."""
         with _user_errors():
-            return await _service(ctx).spill(session_id, text, tool=tool, call_id=call_id, owner=_owner())
+            return await _tenant(ctx).spill(session_id, text, tool=tool, call_id=call_id)
 
     @mcp.tool(title="Read output", annotations=_annotations(read_only=True, idempotent=True))
     async def read_output(
@@ -304,21 +312,20 @@ def build_server(
     ) -> OutputRead:
         """Read a spilled output: numbered lines from offset, or regex matches with line numbers."""
         with _user_errors():
-            return await _service(ctx).read_output(
+            return await _tenant(ctx).read_output(
                 id,
                 offset=offset,
                 limit=limit,
                 pattern=pattern,
                 context=context,
                 ignore_case=ignore_case,
-                owner=_owner(),
             )
 
     @mcp.resource("contextfold://outputs/{output_id}", mime_type="text/plain", title="Spilled output")
     async def output_resource(output_id: str, ctx: Context) -> str:
         """The full text of a spilled output."""
         try:
-            return await _service(ctx).output_text(output_id, owner=_owner())
+            return await _tenant(ctx).output_text(output_id)
         except USER_ERRORS as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 
@@ -344,7 +351,7 @@ def build_server(
             await ctx.report_progress(fraction, total=1.0, message=message)
 
         with _user_errors():
-            return await _service(ctx).compact(
+            return await _tenant(ctx).compact(
                 session_id,
                 strategy=strategy,
                 summarizer=summarizer,
@@ -353,7 +360,6 @@ def build_server(
                 sampled=_sampled(summary),
                 sampling_offered=_can_sample(ctx),
                 progress=progress,
-                owner=_owner(),
             )
 
     @mcp.tool(title="Summarize messages", annotations=_annotations(read_only=True))
@@ -384,7 +390,7 @@ def build_server(
     async def summary_resource(session_id: str, ctx: Context) -> str:
         """The session's current anchored summary."""
         try:
-            return await _service(ctx).summary_text(session_id, owner=_owner())
+            return await _tenant(ctx).summary_text(session_id)
         except USER_ERRORS as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 
@@ -435,8 +441,8 @@ async def _sampling_for_compact(
     if dry_run or strategy != "anchored" or not _can_sample(ctx):
         return None
     try:
-        prompt = await _service(ctx).sampling_prompt(
-            session_id, summarizer=summarizer, instructions=instructions, owner=_owner()
+        prompt = await _tenant(ctx).sampling_prompt(
+            session_id, summarizer=summarizer, instructions=instructions
         )
     except USER_ERRORS:
         return None  # the tool body meets the same error and reports it in one line

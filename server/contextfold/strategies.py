@@ -30,10 +30,10 @@ class Strategies:
         self._access = access
         self._store = access.store
 
-    async def regions(self, session_id: str, *, dry_run: bool, owner: str) -> CompactResult:
+    async def regions(self, session_id: str, *, dry_run: bool) -> CompactResult:
         """Claude Code–style: replace the largest runs of tool calls with short digests (no LLM)."""
-        status = await self._access.status(session_id, owner)
-        async with self._store.write(session_id, owner) as tx:
+        status = await self._access.status(session_id)
+        async with self._store.write(session_id) as tx:
             session = tx.session
             settings = self._access.settings_for(session)
             visible = await view.visible(tx.messages, session.view)
@@ -73,12 +73,12 @@ class Strategies:
             tokens_after=plan.tokens_after,
             head_messages=len({m.message_id for m in plan.marks}),
             reason=plan.reason,
-            status=Brief.of(await self._access.status(session_id, owner)),
+            status=Brief.of(await self._access.status(session_id)),
         )
 
-    async def remove(self, session_id: str, strategy: str, *, dry_run: bool, owner: str) -> CompactResult:
+    async def remove(self, session_id: str, strategy: str, *, dry_run: bool) -> CompactResult:
         """Cipher-style removal: take low-priority messages out of the view until the target (no LLM)."""
-        async with self._store.write(session_id, owner) as tx:
+        async with self._store.write(session_id) as tx:
             session = tx.session
             settings = self._access.settings_for(session)
             usable = self._access.usable_for(session, settings)
@@ -125,7 +125,7 @@ class Strategies:
             tokens_after=after,
             head_messages=len(plan.removed_ids),
             reason=reason,
-            status=Brief.of(await self._access.status(session_id, owner)),
+            status=Brief.of(await self._access.status(session_id)),
         )
 
 

@@ -232,72 +232,12 @@ class Store(Protocol):
         """Bytes the stored data takes, for the database quota."""
         ...
 
-    async def close(self) -> None: ...
-
-
-class SessionStore(Protocol):
-    async def create_session(self, session: Session, owner: str = "") -> Session: ...
-
-    async def get_session(self, session_id: str, owner: str = "") -> Session: ...
-
-    async def list_sessions(self, owner: str = "", *, limit: int = 50, cursor: str | None = None) -> SessionPage: ...
-
-    async def delete_session(self, session_id: str, owner: str = "") -> None: ...
-
-    def write(
-        self, session_id: str, owner: str = "", *, create: Session | None = None
-    ) -> AbstractAsyncContextManager[SessionTransaction]:
-        """A transaction on one session; with `create`, the session is created if it does not exist."""
+    async def compactions(self, *, limit: int = 10) -> list[CompactionRecord]:
+        """The latest compactions of every tenant, newest first."""
         ...
 
-    async def load_messages(
-        self,
-        session_id: str,
-        *,
-        owner: str = "",
-        after_seq: int = 0,
-        limit: int | None = None,
-        hidden: bool = False,
-    ) -> list[Message]: ...
-
-    async def rows(self, session_id: str, *, owner: str = "", after_seq: int = 0) -> list[MessageRow]: ...
-
-    async def get_output(self, output_id: str, owner: str = "") -> OutputRecord: ...
-
-    async def touch_output(self, output_id: str) -> None: ...
-
-    async def outputs(self) -> list[OutputRecord]:
-        """Every output record, oldest first."""
-        ...
-
-    def spill_transaction(self) -> AbstractAsyncContextManager[OutputTransaction]:
-        """A write transaction over spilled outputs alone (gc, eviction, deleting files)."""
-        ...
-
-    async def spill_bytes(self) -> int:
-        """`OutputTransaction.spill_bytes` as of now, outside any transaction."""
-        ...
-
-    async def output_tombstone(self, output_id: str, owner: str = "") -> Tombstone | None:
-        """Why and when the output left, if it was expired or evicted (and not forgotten since)."""
-        ...
-
-    async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
-        """The usage reports of the latest assistant messages, oldest first."""
-        ...
-
-    async def compactions(
-        self, session_id: str | None = None, *, owner: str = "", limit: int = 10
-    ) -> list[CompactionRecord]:
-        """The latest compactions, newest first: of one session, or of all."""
-        ...
-
-    async def compaction_totals(self, session_id: str | None = None, *, owner: str = "") -> tuple[int, int]:
-        """(how many compactions, tokens freed in all), for one session or all."""
-        ...
-
-    async def size_bytes(self) -> int:
-        """Bytes the stored data takes, for the database quota."""
+    async def compaction_totals(self) -> tuple[int, int]:
+        """(how many compactions, tokens freed in all) across every tenant."""
         ...
 
     async def close(self) -> None: ...

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +173,7 @@ def _output_from_row(row: aiosqlite.Row) -> OutputRecord:
 
 
 class SQLiteStore:
-    """`SessionStore` on one SQLite file (or `:memory:`)."""
+    """`Store` on one SQLite file (or `:memory:`): every tenant, each through `tenant(owner)`."""
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
@@ -232,51 +232,6 @@ class SQLiteStore:
         """This database as one tenant sees it: its sessions and outputs, nobody else's."""
         return SQLiteTenant(self, owner)
 
-    # Callers that still pass an owner per call (being moved to `tenant(owner)`).
-
-    async def create_session(self, session: Session, owner: str = "") -> Session:
-        return await self.tenant(owner).create_session(session)
-
-    async def get_session(self, session_id: str, owner: str = "") -> Session:
-        return await self.tenant(owner).get_session(session_id)
-
-    async def list_sessions(self, owner: str = "", *, limit: int = 50, cursor: str | None = None) -> SessionPage:
-        return await self.tenant(owner).list_sessions(limit=limit, cursor=cursor)
-
-    async def delete_session(self, session_id: str, owner: str = "") -> None:
-        await self.tenant(owner).delete_session(session_id)
-
-    def write(
-        self, session_id: str, owner: str = "", *, create: Session | None = None
-    ) -> AbstractAsyncContextManager[_SQLiteTransaction]:
-        return self.tenant(owner).write(session_id, create=create)
-
-    async def load_messages(
-        self,
-        session_id: str,
-        *,
-        owner: str = "",
-        after_seq: int = 0,
-        limit: int | None = None,
-        hidden: bool = False,
-    ) -> list[Message]:
-        return await self.tenant(owner).load_messages(session_id, after_seq=after_seq, limit=limit, hidden=hidden)
-
-    async def rows(self, session_id: str, *, owner: str = "", after_seq: int = 0) -> list[MessageRow]:
-        return await self.tenant(owner).rows(session_id, after_seq=after_seq)
-
-    async def get_output(self, output_id: str, owner: str = "") -> OutputRecord:
-        return await self.tenant(owner).get_output(output_id)
-
-    async def touch_output(self, output_id: str, owner: str = "") -> None:
-        await self.tenant(owner).touch_output(output_id)
-
-    async def output_tombstone(self, output_id: str, owner: str = "") -> Tombstone | None:
-        return await self.tenant(owner).output_tombstone(output_id)
-
-    async def recent_usages(self, session_id: str, *, owner: str = "", limit: int = 10) -> list[Usage]:
-        return await self.tenant(owner).recent_usages(session_id, limit=limit)
-
     # -- every tenant: spill store upkeep and totals ---------------------------------------------
 
     async def outputs(self) -> list[OutputRecord]:
@@ -292,19 +247,15 @@ class SQLiteStore:
         row = await self._fetchone(_SPILL_BYTES)
         return int(row[0]) if row else 0
 
-    async def compactions(
-        self, session_id: str | None = None, *, owner: str = "", limit: int = 10
-    ) -> list[CompactionRecord]:
-        if session_id is not None:
-            return await self.tenant(owner).compactions(session_id, limit=limit)
+    async def compactions(self, *, limit: int = 10) -> list[CompactionRecord]:
+        """The latest compactions of every tenant, newest first (for the CLI's stats)."""
         rows = await self._fetchall(
             "SELECT data FROM compactions ORDER BY created_at DESC, id DESC LIMIT ?", (limit,)
         )
         return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
 
-    async def compaction_totals(self, session_id: str | None = None, *, owner: str = "") -> tuple[int, int]:
-        if session_id is not None:
-            return await self.tenant(owner).compaction_totals(session_id)
+    async def compaction_totals(self) -> tuple[int, int]:
+        """(how many compactions, tokens freed in all) across every tenant."""
         return _totals(await self._fetchone(_COMPACTION_TOTALS.format(where=""), ()))
 
     async def integrity_check(self) -> str:

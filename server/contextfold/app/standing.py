@@ -1,0 +1,154 @@
+"""Where a session stands: its status, the advice that goes with it, and compaction metrics.
+
+`status` is read on every append and prune as well as on its own; in the `soft` state it runs the
+prune plan that `prune` would run, so the advice it gives is one that works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import catalog
+from ..config import Settings
+from ..domain import Message, MessageRow, Session
+from ..formats import RenderOptions
+from ..policy import view
+from ..policy.cache import cache_health
+from ..policy.overflow import RECOMMENDATIONS, assess, calibrated_tokens, prune_falls_short
+from ..policy.prune import (
+    PruneOptions,
+    PrunePlan,
+    plan_prune,
+    prune_ceiling,
+    prune_thresholds,
+    remaining_counter,
+    shown_counter,
+)
+from ..results import CompactionMetrics, CompactionSummary, Status
+from ..tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from .runtime import Scope
+
+
+class Standing:
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+
+    async def status(self, session: Session, visible: Sequence[Message] | None = None) -> Status:
+        """Where `session` stands and what to do next; `visible` is its view when the caller has it loaded."""
+        settings = self._scope.settings_for(session)
+        budget = self._scope.budget(session, settings)
+        reported = None
+        if session.last_usage is not None:
+            # What the provider saw at its last report, plus what our count says changed since.
+            seen = session.last_usage.total_input + session.last_usage.output
+            reported = seen + session.tokens_in_view - session.usage_baseline
+        in_view = calibrated_tokens(session.tokens_in_view, reported)
+        verdict = assess(in_view, budget, soft_ratio=settings.soft_ratio, hard_ratio=settings.hard_ratio)
+        counter = self._scope.counter(session.model, settings)
+        health = (
+            cache_health(await self._scope.store.recent_usages(session.id))
+            if session.last_usage
+            else None
+        )
+        return Status(
+            session_id=session.id,
+            model=session.model,
+            model_known=catalog.lookup(session.model).known,
+            method=counter.method,
+            tokens_in_view=in_view,
+            tokens_counted=session.tokens_in_view,
+            tokens_reported=reported,
+            usable=verdict.usable,
+            context_window=budget.context,
+            ratio=verdict.ratio,
+            state=verdict.state,
+            recommended_action=(
+                await self._soft_advice(session, settings, counter, visible)
+                if verdict.state == "soft"
+                else verdict.recommended_action
+            ),
+            message_count=session.message_count,
+            tokens_stored=session.tokens_stored,
+            compaction=await self._compaction_metrics(session),
+            cache_hit_rate=round(health.hit_rate, 4) if health and health.requests else None,
+            cache_warning=health.warning if health else None,
+        )
+
+    async def _soft_advice(
+        self, session: Session, settings: Settings, counter: TokenCounter, visible: Sequence[Message] | None
+    ) -> str:
+        """Advise prune only if the prune `prune` would run now frees more than the minimum.
+
+        Runs on every status and append in the `soft` state, so it first bounds what a prune can
+        free from the light rows; only when that bound clears the minimum does it load the view
+        (unless the caller passed it) and run the real plan. Both paths give the same advice
+        for the same view, whoever asks.
+        """
+        options = self.prune_options(session, settings)
+        if visible is None:
+            stored = await self._scope.store.rows(session.id, after_seq=view.load_from(session.view))
+            rows = view.in_view(stored, session.view)
+        else:
+            rows = [MessageRow(m.id, m.seq, m.role, m.in_view_tokens, m.starts_turn, m.summary) for m in visible]
+        ceiling = prune_ceiling(rows, options)
+        if ceiling <= options.minimum:
+            return prune_falls_short(ceiling, options.minimum, at_most=True)
+        if visible is None:
+            visible = await self._scope.view(session)
+        plan = self.plan_prune(visible, options, counter)
+        if plan.applies:
+            return RECOMMENDATIONS["soft"]
+        return prune_falls_short(plan.tokens_freed, options.minimum, at_most=False)
+
+    async def _compaction_metrics(self, session: Session) -> CompactionMetrics | None:
+        count, freed = await self._scope.store.compaction_totals(session.id)
+        prunes = session.metadata.prunes
+        if not count and not prunes.count:
+            return None
+        recent = await self._scope.store.compactions(session.id, limit=10)
+        return CompactionMetrics(
+            compactions=count,
+            tokens_freed=freed,
+            prunes=prunes.count,
+            prune_tokens_freed=prunes.tokens_freed,
+            recent=[
+                CompactionSummary(
+                    at=r.created_at,
+                    summarizer=r.summarizer,
+                    fallbacks=r.fallbacks,
+                    tokens_before=r.tokens_before,
+                    tokens_after=r.tokens_after,
+                    auto=r.auto,
+                    overflow=r.overflow,
+                )
+                for r in recent
+            ],
+        )
+
+    def prune_options(self, session: Session, settings: Settings, **anthropic: Any) -> PruneOptions:
+        """The session's prune rule, with any of Anthropic's context-editing options given; unless
+        set, the protection and minimum scale down with a small window (`prune_thresholds`)."""
+        budget = self._scope.budget(session, settings)
+        protect, minimum = prune_thresholds(
+            budget.usable if budget.context else None, protect=settings.prune_protect, minimum=settings.prune_minimum
+        )
+        return PruneOptions(
+            protect=protect,
+            minimum=minimum,
+            keep_turns=settings.prune_keep_turns,
+            protected_tools=frozenset(t.lower() for t in settings.prune_protected_tools),
+            **anthropic,
+        )
+
+    def plan_prune(self, visible: Sequence[Message], options: PruneOptions, counter: TokenCounter) -> PrunePlan:
+        """The plan `prune` runs, exactly counted; `status` runs the same one for its advice."""
+        return plan_prune(
+            visible,
+            options,
+            placeholder_tokens=counter.count(RenderOptions().pruned_placeholder),
+            remaining_tokens=remaining_counter(counter, clear_inputs=options.clear_inputs),
+            shown_tokens=shown_counter(counter),
+        )
