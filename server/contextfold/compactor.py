@@ -28,6 +28,7 @@ from .compaction.engine import (
     Plan,
     accept,
     anchor_for,
+    compacted,
     compaction_messages,
     is_continue,
     plan_compaction,
@@ -237,19 +238,7 @@ class Compactor:
             metadata = session.metadata.model_copy(
                 update={"last_compaction": LastCompaction(at=time.time(), tokens_after=after)}
             )
-            session = session.model_copy(
-                update={
-                    "view": anchor,
-                    "message_count": session.message_count + len(stored),
-                    "tokens_stored": session.tokens_stored + sum(m.tokens for m in stored),
-                    "tokens_in_view": after,
-                    # The provider's last report described the old, longer context.
-                    "last_usage": None,
-                    "last_usage_message_id": None,
-                    "usage_baseline": 0,
-                    "metadata": metadata,
-                }
-            )
+            session = compacted(session, anchor, stored, after).model_copy(update={"metadata": metadata})
             await tx.save_session(session)
         return record
 

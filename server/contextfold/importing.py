@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .compaction.engine import CONTINUE_TEXT
+from .compaction.engine import CONTINUE_TEXT, compacted
 from .config import Settings
 from .domain import (
     CompactionPart,
@@ -327,18 +327,8 @@ class _Writer:
                 notes=[note],
             )
         )
-        self.session = session.model_copy(
-            update={
-                "view": ViewAnchor(marker_seq=stored[0].seq, summary_seq=stored[1].seq),
-                "message_count": session.message_count + len(stored),
-                "tokens_stored": session.tokens_stored + sum(m.tokens for m in stored),
-                "tokens_in_view": after,
-                # A report from before the compaction described a context that no longer exists.
-                "last_usage": None,
-                "last_usage_message_id": None,
-                "usage_baseline": 0,
-            }
-        )
+        anchor = ViewAnchor(marker_seq=stored[0].seq, summary_seq=stored[1].seq)
+        self.session = compacted(session, anchor, stored, after)
         self._last = None
         self.stored.extend(stored)
         self.compactions += 1

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..domain import CompactionPart, Message, TextPart, ViewAnchor
+from ..domain import CompactionPart, Message, Session, TextPart, ViewAnchor
+from ..policy.cut import CutCaps
 from ..policy.turns import TailSelection, rows, select_tail
 from ..store.base import PartMark
 from ..tokens import TokenCounter, count_message
 from .base import SummarizerError
 from .pins import PinReport, pin_facts
-from ..policy.cut import CutCaps
 from .thread import keep_thread
 
 CONTINUE_TEXT = (
@@ -186,3 +186,21 @@ def anchor_for(stored: Sequence[Message], plan: Plan) -> ViewAnchor:
         tail_start_seq=plan.tail_start.seq if plan.tail_start else None,
         prompt_seq=stored[2].seq if plan.prompt is not None else None,
     )
+
+
+def compacted(session: Session, anchor: ViewAnchor, stored: Sequence[Message], tokens_in_view: int) -> Session:
+    """`session` once a compaction's marker and summary (`stored`) are written: the view starts at
+    `anchor`, and the provider's last usage report is dropped, since it described the old, longer
+    context (counting starts again from contextfold's own count)."""
+    return session.model_copy(
+        update={
+            "view": anchor,
+            "message_count": session.message_count + len(stored),
+            "tokens_stored": session.tokens_stored + sum(m.tokens for m in stored),
+            "tokens_in_view": tokens_in_view,
+            "last_usage": None,
+            "last_usage_message_id": None,
+            "usage_baseline": 0,
+        }
+    )
+
