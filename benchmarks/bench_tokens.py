@@ -37,8 +37,8 @@ from _sessions import synthetic_session, transcripts, write_normalized
 from contextfold.config import load_settings
 from contextfold.domain import Message, ReasoningPart, Session, SystemPrompt, TextPart, ToolPart
 from contextfold.formats import parse
-from contextfold.formats.importers.base import ImportedTranscript
-from contextfold.formats.importers.normalized import load_normalized
+from contextfold.importers.base import ImportedTranscript
+from contextfold.importers.normalized import load_normalized
 from contextfold.service import ContextService
 from contextfold.tokens import TokenCounter, count_message, count_system, counter_for, tool_input_text
 

@@ -7,7 +7,7 @@ import pytest
 
 from contextfold.domain import Message, SystemPrompt
 from contextfold.formats import parse
-from contextfold.formats.importers.normalized import load_normalized
+from contextfold.importers.normalized import load_normalized
 from contextfold.tokens import count_message, count_system, counter_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 from contextfold.compaction.engine import CONTINUE_TEXT
 from contextfold.config import load_settings
 from contextfold.formats import INTERRUPTED_RESULT
-from contextfold.formats.importers import load_transcript
+from contextfold.importers import load_transcript
 from contextfold.service import ContextService
 
 pytestmark = [pytest.mark.anyio, needs_corpus]

@@ -45,7 +45,7 @@ from mcp import Client, MCPError
 from mcp.types import CallToolResult
 
 from contextfold.config import Settings, load_settings
-from contextfold.formats.importers import IMPORT_FORMATS, TranscriptError, detect_import_format, load_transcript
+from contextfold.importers import IMPORT_FORMATS, TranscriptError, detect_import_format, load_transcript
 from contextfold.server import build_server
 from contextfold.service import USER_ERRORS, ContextService
 from test_importers import _cc

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import CORPUS, corpus_files, needs_corpus
-from contextfold.formats.importers import (
+from contextfold.importers import (
     IMPORT_FORMATS,
     ImportedTranscript,
     TranscriptError,

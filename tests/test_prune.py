@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.formats import RenderOptions, parse, render
-from contextfold.formats.importers.normalized import load_normalized
+from contextfold.importers.normalized import load_normalized
 from contextfold.policy.prune import (
     PrunedPart,
     PruneOptions,

@@ -25,7 +25,7 @@ from . import __version__
 from . import cli_views as views
 from .config import Settings, SettingsError, load_settings
 from .auth import TOKENS_ENV, TenantTokens, TokenFileError
-from .formats.importers import IMPORT_FORMATS, TranscriptError
+from .importers import IMPORT_FORMATS, TranscriptError
 from .results import SessionInfo, Status
 from .service import USER_ERRORS, ContextService
 from .strategies import REMOVAL_STRATEGIES

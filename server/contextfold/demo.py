@@ -33,7 +33,7 @@ from rich.text import Text
 
 from . import catalog, domain
 from .config import Settings
-from .formats.importers import load_transcript
+from .importers import load_transcript
 from .server import build_server
 
 BUNDLED_TRANSCRIPT = "mini-swe-agent__psf__requests-1142.jsonl.gz"

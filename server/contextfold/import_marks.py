@@ -18,7 +18,7 @@ from typing import Any
 
 from .domain import SessionState
 from .errors import InvalidInput
-from .formats.importers import Resume
+from .importers import Resume
 HEAD_BYTES = 65_536
 _CHUNK = 1 << 20
 

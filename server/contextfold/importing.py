@@ -35,7 +35,7 @@ from .domain import (
 )
 from .errors import InvalidInput
 from .formats import FormatError, parse
-from .formats.importers import (
+from .importers import (
     START,
     ImportedCompaction,
     ImportedTranscript,

@@ -3,7 +3,7 @@
 `parse` turns a batch of wire messages into domain messages; `render` turns domain messages back
 into a request body for either API. Both are pure functions: no I/O, no token counting.
 Importers for whole transcript files (Claude Code, Codex, normalized JSONL) live in
-`formats.importers` and produce wire messages that go through `parse`.
+`importers` and produce wire messages that go through `parse`.
 """
 
 from __future__ import annotations

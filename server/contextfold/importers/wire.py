@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import WireFormat, detect_format
+from ..formats import WireFormat, detect_format
 from .base import (
     START,
     UTF8_BOM,

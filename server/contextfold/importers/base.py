@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ... import safejson
-from ...errors import ContextfoldError, LimitExceeded
-from .. import WireFormat
+from .. import safejson
+from ..errors import ContextfoldError, LimitExceeded
+from ..formats import WireFormat
 
 ImportFormat = Literal[
     "claude-code", "codex", "normalized", "anthropic", "openai", "mini-swe-agent", "swe-agent", "openhands"

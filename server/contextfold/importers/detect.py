@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import detect_format
+from ..formats import detect_format
 from .base import ImportFormat, TranscriptError, iter_jsonl
 from .claude_code import looks_like_claude_code
 from .codex import looks_like_codex
