@@ -352,3 +352,27 @@ def test_a_used_up_disk_quota_reads_as_such(tmp_path: Path) -> None:
     assert isinstance(problem, StorageFull)
     assert f"disk quota on the disk holding {settings.spill_path} is used up" in str(problem)
     assert "contextfold gc" in str(problem)
+
+
+async def test_a_remote_tenant_learns_why_but_not_the_servers_paths(tmp_path: Path) -> None:
+    """Over HTTP with bearer tokens, a storage error says what is wrong and what to do, with the
+    server's data home named as such instead of its filesystem path."""
+    from _servers import client as http_client
+    from _servers import serve
+
+    home = tmp_path / "home"
+    await populate(home)
+    with sqlite3.connect(home / "contextfold.db") as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 2}")
+    tokens = tmp_path / "tokens"
+    added = subprocess.run(
+        [sys.executable, "-m", "contextfold", "token", "add", "alice", "--tokens-file", str(tokens)],
+        capture_output=True, text=True, check=True, env={**os.environ, "CONTEXTFOLD_HOME": str(home)},
+    )
+    token = added.stdout.strip().splitlines()[-1]
+    with serve(home, "--tokens-file", str(tokens)) as server:
+        async with http_client(server.url, token) as alice:
+            result = await alice.call_tool("status", {"session_id": "s"})
+    text = result.content[0].text
+    assert result.is_error and "upgrade contextfold" in text and "the server's data home" in text, text
+    assert str(tmp_path) not in text

@@ -50,7 +50,7 @@ from .results import (
     TokenCount,
 )
 from .results import Context as RenderedContext
-from .errors import MAX_MESSAGE_CHARS, LimitExceeded, brief
+from .errors import MAX_MESSAGE_CHARS, LimitExceeded, StorageError, brief
 from .service import USER_ERRORS, ContextService, Tenant
 from .guard import open_service
 
@@ -161,6 +161,9 @@ def build_server(
             ),
         }
     mcp = _CompactSchemas("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
+    mcp.private_paths = tuple(
+        sorted({str(settings.home), str(settings.database_path), str(settings.spill_path)}, key=len, reverse=True)
+    )
 
     @mcp.tool(title="Count tokens", annotations=_annotations(read_only=True, idempotent=True))
     async def count_tokens(
@@ -473,8 +476,12 @@ class _CompactSchemas(MCPServer):
     Validation is unchanged: it runs on the pydantic models, not on these listings.
 
     Every tool call also passes `call_tool` first, where arguments are made safe (`safejson`) and
-    a validation failure becomes `field: problem` pairs instead of pydantic's report.
+    a validation failure becomes `field: problem` pairs instead of pydantic's report. A storage
+    error answered to a remote tenant names "the server's data home" rather than its paths.
     """
+
+    private_paths: tuple[str, ...] = ()
+    """The server's own paths (data home, database, spill store), longest first."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
@@ -492,9 +499,17 @@ class _CompactSchemas(MCPServer):
             if isinstance(cause, ValidationError):
                 # Keep the ValidationError as the cause: the SDK then logs only the field names.
                 raise ToolError(f"Error executing tool {name}: {_invalid_arguments(cause)}") from cause
+            if _owner() and _caused_by(exc, StorageError):
+                # A tenant over HTTP learns what is wrong and what to do, not the server's layout.
+                raise ToolError(self._redacted(str(exc))) from cause
             if len(str(exc)) > MAX_MESSAGE_CHARS:  # it echoes a huge argument
                 raise ToolError(brief(str(exc))) from cause
             raise
+
+    def _redacted(self, message: str) -> str:
+        for path in self.private_paths:
+            message = message.replace(path, "the server's data home")
+        return message
 
     async def list_tools(self) -> list[Tool]:
         return [
@@ -621,6 +636,17 @@ def _count_refs(node: Any, uses: dict[str, int]) -> None:
 
 
 _MAX_PROBLEMS = 5
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` was raised from a `kind` (through the SDK's own wrapping)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        if isinstance(current, kind):
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
 
 
 def _invalid_arguments(error: ValidationError) -> str:
