@@ -333,12 +333,6 @@ class ContextService(Tenant):
             factor=counter.factor,
         )
 
-    def _summarizers(self, choice: SummarizerChoice, settings: Settings, sampled: Sampled | None) -> list[Any]:
-        try:
-            return list(build_chain(choice, settings, sampled))
-        except ValueError as exc:
-            raise InvalidInput("summarizer", str(exc)) from exc
-
     def wants_sampling(self, choice: str | None, settings: Settings | None = None) -> bool:
         """Whether a stateless summary with `choice` would use the client's model."""
         return chain_wants_sampling(choice, settings or self._runtime.settings)
@@ -359,7 +353,7 @@ class ContextService(Tenant):
         request = SummaryRequest(
             head=head, previous=previous_summary, counter=counter, budget_tokens=budget, instructions=instructions
         )
-        chain = self._summarizers(summarizer or self._runtime.settings.summarizer, self._runtime.settings, sampled)
+        chain = build_chain(summarizer or self._runtime.settings.summarizer, self._runtime.settings, sampled)
         outcome, text, fallbacks = await run_chain(
             chain, request, lambda outcome: pin_facts(outcome.text, head, previous=previous_summary)[0]
         )

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..compaction.base import Summarizer
-from ..compaction.chain import Sampled, SummarizerChoice, build_chain
-from ..compaction.chain import wants_sampling as chain_wants_sampling
+from ..compaction.chain import Sampled, SummarizerChoice, build_chain, wants_sampling
 from ..compaction.engine import NothingToCompact
 from ..compactor import Progress
 from ..config import Settings
@@ -29,19 +28,8 @@ class Compacting:
     def _summarizers(
         self, choice: SummarizerChoice, settings: Settings, sampled: Sampled | None, offered: bool = False
     ) -> list[Summarizer]:
-        """The chain for `choice` (`compaction.chain`); a bad choice is an error naming the field."""
-        try:
-            return build_chain(choice, settings, sampled, offered=offered)
-        except ValueError as exc:
-            raise InvalidInput("summarizer", str(exc)) from exc
-
-    def wants_sampling(self, choice: str | None, settings: Settings | None = None) -> bool:
-        """Whether a summary with this choice would use the client's model (asked before it runs).
-
-        `settings` are the effective settings of the session being compacted; without a session
-        (stateless `summarize`) the server's settings decide.
-        """
-        return chain_wants_sampling(choice, settings or self._scope.settings)
+        """The chain `compact` runs for `choice` (`compaction.chain`)."""
+        return build_chain(choice, settings, sampled, offered=offered)
 
     async def sampling_prompt(
         self,
@@ -55,7 +43,8 @@ class Compacting:
         is nothing to compact."""
         try:
             session = await self._scope.store.get_session(session_id)
-            if not self.wants_sampling(summarizer, self._scope.settings_for(session)):
+            # The session's effective settings decide, as they decide the chain `compact` runs.
+            if not wants_sampling(summarizer, self._scope.settings_for(session)):
                 return None
             prepared = await self._scope.compactor.prepare(session_id)
         except (NothingToCompact, NotFoundError):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from ..config import Settings
+from ..errors import InvalidInput
 from .anthropic import AnthropicSummarizer
 from .base import Summarizer, SummarizerError, SummaryOutcome, SummaryRequest
 from .extractive import ExtractiveSummarizer
@@ -77,7 +78,7 @@ def build_chain(
     missing answer means it was not asked.
     """
     if choice not in CHOICES:
-        raise ValueError(f"expected auto, anthropic, sampling or extractive, got {choice!r}")
+        raise InvalidInput("summarizer", f"expected auto, anthropic, sampling or extractive, got {choice!r}")
     chain: list[Summarizer] = []
     if choice in ("auto", "anthropic"):
         anthropic = AnthropicSummarizer.from_env(settings)
