@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
 
-from . import __version__, safejson
+from . import __version__, bigstrings, safejson
 from .auth import SCOPE, TenantTokens
 from .config import Settings, load_settings
 from .compaction.prompt import anchored_summary_prompt
@@ -475,7 +475,8 @@ class _CompactSchemas(MCPServer):
     strings, and the `anyOf` around a nullable object (a type list says the same).
     Validation is unchanged: it runs on the pydantic models, not on these listings.
 
-    Every tool call also passes `call_tool` first, where arguments are made safe (`safejson`) and
+    Every tool call also passes `call_tool` first, where arguments are made safe (`safejson`), the
+    large strings an HTTP request carried are put back (`bigstrings`), and
     a validation failure becomes `field: problem` pairs instead of pydantic's report. A storage
     error answered to a remote tenant names "the server's data home" rather than its paths.
     """
@@ -487,7 +488,7 @@ class _CompactSchemas(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            arguments = safejson.clean(arguments, "")
+            arguments = bigstrings.restore(safejson.clean(arguments, ""))
         except LimitExceeded as exc:
             raise ToolError(f"Error executing tool {name}: {exc}") from exc
         try:
