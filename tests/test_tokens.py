@@ -95,22 +95,22 @@ def test_loading_never_touches_the_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # and no cache to fall back on
-    tokens.encoding.cache_clear()
+    tokens._encodings.clear()
     try:
         assert counter_for("gpt-4o").count("hello world") == 2
         assert counter_for("gpt-4").count("hello world") == 2
     finally:
-        tokens.encoding.cache_clear()
+        tokens._encodings.clear()
 
 
 def test_a_rank_file_with_the_wrong_hash_is_refused(monkeypatch):
     monkeypatch.setitem(tokens._EXPECTED_SHA256, "cl100k_base", "0" * 64)
-    tokens.encoding.cache_clear()
+    tokens._encodings.clear()
     try:
         with pytest.raises(TokenizerDataError, match="sha256"):
             tokens.encoding("cl100k_base")
     finally:
-        tokens.encoding.cache_clear()
+        tokens._encodings.clear()
 
 
 def test_special_token_text_is_counted_as_ordinary_text():

@@ -17,7 +17,6 @@ import struct
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
 from importlib import resources
 from typing import Literal
 
@@ -95,23 +94,42 @@ def _packaged_ranks(name: Encoding, expected_hash: str | None) -> dict[bytes, in
     return ranks
 
 
-@cache
+_encodings: dict[str, tiktoken.Encoding] = {}
+
+
 def encoding(name: Encoding) -> tiktoken.Encoding:
-    """The tiktoken encoding `name`, built from the packaged rank file (never downloaded)."""
+    """The tiktoken encoding `name`, built from the packaged rank file (never downloaded).
+
+    Built once per process (about 0.4 s): a thread that asks while another builds it waits.
+    """
+    found = _encodings.get(name)
+    if found is not None:
+        return found
     if name not in _EXPECTED_SHA256:
         raise ValueError(f"unknown encoding {name!r}; contextfold ships o200k_base and cl100k_base")
+    with _load_lock:
+        if name not in _encodings:
+            _encodings[name] = _build(name)
+        return _encodings[name]
+
+
+def warm() -> None:
+    """Build every packaged encoding now. A server serving many sessions over HTTP calls this in a
+    thread at start, so that its first count does not hold the event loop for 0.4 s."""
+    for name in _EXPECTED_SHA256:
+        encoding(name)  # type: ignore[arg-type]
+
+
+def _build(name: Encoding) -> tiktoken.Encoding:
     constructor = getattr(_openai_public, name)
     # tiktoken's constructor knows the split pattern, the special tokens and the expected hash;
     # only its loader would go to the network. Swap in one that reads the packaged bytes.
-    with _load_lock:
-        original = _openai_public.load_tiktoken_bpe
-        _openai_public.load_tiktoken_bpe = lambda _url, expected_hash=None: _packaged_ranks(
-            name, expected_hash
-        )
-        try:
-            params = constructor()
-        finally:
-            _openai_public.load_tiktoken_bpe = original
+    original = _openai_public.load_tiktoken_bpe
+    _openai_public.load_tiktoken_bpe = lambda _url, expected_hash=None: _packaged_ranks(name, expected_hash)
+    try:
+        params = constructor()
+    finally:
+        _openai_public.load_tiktoken_bpe = original
     return tiktoken.Encoding(**params)
 
 
