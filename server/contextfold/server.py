@@ -7,8 +7,10 @@ what to fix; anything else is a bug and is logged with its traceback before the 
 from __future__ import annotations
 
 import asyncio
+import functools
+import gc
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Annotated, Any, Literal
 
@@ -25,12 +27,12 @@ from mcp.types import (
     Tool,
     ToolAnnotations,
 )
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
 
-from . import __version__, bigstrings, safejson
+from . import __version__, answers, bigstrings, safejson
 from .auth import SCOPE, TenantTokens
 from .config import Settings, load_settings
 from .compaction.prompt import anchored_summary_prompt
@@ -136,6 +138,7 @@ def build_server(
         service, problem = await open_service(settings)
         if problem is not None:
             log.warning("%s", problem)
+        _settle_heap()
         collector = asyncio.create_task(_collect_garbage(service)) if problem is None else None
         try:
             yield service
@@ -464,6 +467,38 @@ async def _sampling_for_summarize(
     return _sample(prompt)
 
 
+_heap_settled = False
+
+
+def _settle_heap() -> None:
+    """Once per process, when a server has loaded: what exists now (the SDK, the schemas, the
+    tokenizer tables once built) lives as long as the process, so it is moved out of the cyclic
+    collector's reach. Full collections then no longer walk it: their median pause under a long
+    agent loop fell from 56 ms to a few (issue 15; `benchmarks/bench_turns.py` measures it)."""
+    global _heap_settled
+    if not _heap_settled:
+        _heap_settled = True
+        gc.collect()
+        gc.freeze()
+
+
+def _answered_once(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """`fn` answering with its result once: structured, beside a one-line text (`answers`)."""
+
+    @functools.wraps(fn)  # the SDK reads the signature and return type through `__wrapped__`
+    async def answer(*args: Any, **kwargs: Any) -> Any:
+        result = await fn(*args, **kwargs)
+        if not isinstance(result, BaseModel):
+            return result
+        data = result.model_dump(mode="json", by_alias=True)
+        ctx = kwargs.get("ctx")
+        version = ctx.protocol_version if isinstance(ctx, Context) else None
+        text = answers.summary_text(data) if answers.reads_structured(version) else answers.compact_json(data)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+    return answer
+
+
 class _CompactSchemas(MCPServer):
     """`tools/list` without schema noise: every byte of it is read by the model on each request.
 
@@ -483,6 +518,16 @@ class _CompactSchemas(MCPServer):
 
     private_paths: tuple[str, ...] = ()
     """The server's own paths (data home, database, spill store), longest first."""
+
+    def tool(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        """The SDK's decorator, registering the tool to answer once (`_answered_once`)."""
+        register = super().tool(*args, **kwargs)
+
+        def decorator(fn: Any) -> Any:
+            register(_answered_once(fn))
+            return fn
+
+        return decorator
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
