@@ -23,6 +23,10 @@ Steps item moves to Done when a todo with the same text is now completed, when a
 edited, or when a command it names (in backticks) now succeeds. A Blocked or Critical Context item
 whose command (in backticks) now succeeds is dropped. Goal, constraints, decisions and files are
 kept; new ones are merged in (a file's bullet is replaced when the new history says more about it).
+Then each section is held to its cap (`SECTION_CAPS`), least important and oldest bullets first,
+so a summary updated any number of times stays about the size of one: the new history's edited
+files, its open error, the latest request and the constraints (bounded by `pins`) always stay, and
+older edited files outlast every other file.
 
 **Focus.** `request.instructions` is read as a focus: its words (three letters or more, minus
 common words) and CJK runs are keywords. Bullets that mention one are trimmed last when the budget
@@ -32,7 +36,8 @@ are added to Critical Context.
 **Budget.** The rendered summary must fit `request.budget_tokens` counted with `request.counter`.
 Bullets are dropped least important first: oldest Done, files only read, decisions, older context,
 later next steps; then long bullets are shortened; only then, for a budget too small for them, the
-essentials go (constraints, edited files, the unresolved error, the goal). Sections are never
+essentials go (constraints, edited files, the unresolved error, the goal). Each bullet is counted
+once and the summary rendered a few times, not once per bullet dropped. Sections are never
 dropped: an emptied section reads `(none)`. When even the empty template does not fit, the empty
 template is returned (the section list is the contract; the engine decides what to do with it).
 """
@@ -112,36 +117,59 @@ class _Item:
     verbatim: bool = False
     """Never shortened: constraints, error lines and the latest request must stay word for word
     (pinning checks for them and would add them back)."""
+    carried: bool = False
+    """Comes from the previous summary (the anchor), not from the new history."""
 
 
 @dataclass
 class _Draft:
     sections: dict[str, list[_Item]] = field(default_factory=lambda: {name: [] for name in SECTIONS})
+    _keys: dict[str, set[str]] = field(
+        default_factory=lambda: {name: set() for name in SECTIONS}, init=False, repr=False
+    )
+    """Each section's texts, casefolded: the duplicate check of `add`."""
 
     def add(
-        self, section: str, text: str, tier: int, rank: float, path: str | None = None, verbatim: bool = False
+        self,
+        section: str,
+        text: str,
+        tier: int,
+        rank: float,
+        path: str | None = None,
+        verbatim: bool = False,
+        carried: bool = False,
     ) -> bool:
         text = collapse(text)
         if not text or text == EMPTY:
             return False
         key = text.casefold()
-        if any(item.text.casefold() == key for item in self.sections[section]):
+        if key in self._keys[section]:
             return False
-        self.sections[section].append(_Item(text, tier, rank, path, verbatim))
+        self._keys[section].add(key)
+        self.sections[section].append(_Item(text, tier, rank, path, verbatim, carried))
         return True
 
     def texts(self, section: str) -> list[str]:
         return [item.text for item in self.sections[section]]
 
-    def summary(self) -> Summary:
+    def summary(self, leaving_out: frozenset[int] = frozenset()) -> Summary:
+        """The draft as a summary, without the items whose `id` is in `leaving_out`."""
         summary = Summary()
         for name in SECTIONS:
             for item in self.sections[name]:
-                summary.add(name, item.text)
+                if id(item) not in leaving_out:
+                    summary.add(name, item.text)
         return summary
 
-    def render(self) -> str:
-        return self.summary().render()
+    def render(self, leaving_out: frozenset[int] = frozenset()) -> str:
+        return self.summary(leaving_out).render()
+
+    def remove(self, gone: frozenset[int]) -> None:
+        """Drop the items whose `id` is in `gone`, in one pass over each section."""
+        if gone:
+            for name, items in self.sections.items():
+                self.sections[name] = [item for item in items if id(item) not in gone]
+                self._keys[name] = {item.text.casefold() for item in self.sections[name]}
 
 
 class ExtractiveSummarizer:
@@ -183,6 +211,8 @@ def build_summary(
     _context(draft, facts, prior, head, keywords)
     _files(draft, facts, prior)
     _protect_focus(draft, keywords)
+    if prior is not None:
+        _cap(draft)
     return _fit(draft, counter, budget_tokens)
 
 
@@ -203,7 +233,7 @@ def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         if latest and bullet.startswith(LATEST_REQUEST):
             bullet = EARLIER_REQUEST + bullet[len(LATEST_REQUEST) :]
         tier = _ESSENTIAL_TIER if index == 0 else _CONTEXT_TIER
-        draft.add(GOAL, bullet, tier, index, verbatim=latest is not None and latest in bullet)
+        draft.add(GOAL, bullet, tier, index, verbatim=latest is not None and latest in bullet, carried=True)
     stated = " ".join(draft.texts(GOAL))
     if first and first != latest and first not in stated:
         draft.add(GOAL, REQUEST + first, _CONTEXT_TIER, len(bullets))
@@ -304,8 +334,8 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     """Edited files first, then read-only ones. The anchor's entries are kept; a file the new
     history edits gets the new bullet, and one edited before and only read since keeps its old one."""
     new = {f.path: f for f in facts.files}
-    edited: list[tuple[str, str]] = []
-    read: list[tuple[str, str]] = []
+    edited: list[tuple[str, str, bool]] = []
+    read: list[tuple[str, str, bool]] = []
     kept_edits: set[str] = set()
     if prior:
         for bullet in prior[FILES]:
@@ -316,14 +346,14 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
                 continue  # the new history says more about this file
             if touch is not None:
                 kept_edits.add(path)  # edited before, only read since: it stays an edited file
-            (edited if was_edited else read).append((bullet, path))
+            (edited if was_edited else read).append((bullet, path, True))
     for touch in facts.files:
         if touch.path not in kept_edits:
-            (edited if touch.action == "edited" else read).append((_file_bullet(touch), touch.path))
-    for index, (bullet, path) in enumerate(edited):
-        draft.add(FILES, bullet, _ESSENTIAL_TIER, index, path=path)
-    for index, (bullet, path) in enumerate(read):
-        draft.add(FILES, bullet, _READ_FILE_TIER, index, path=path)
+            (edited if touch.action == "edited" else read).append((_file_bullet(touch), touch.path, False))
+    for index, (bullet, path, carried) in enumerate(edited):
+        draft.add(FILES, bullet, _ESSENTIAL_TIER, index, path=path, carried=carried)
+    for index, (bullet, path, carried) in enumerate(read):
+        draft.add(FILES, bullet, _READ_FILE_TIER, index, path=path, carried=carried)
 
 
 def _file_bullet(touch: FileTouch) -> str:
@@ -477,7 +507,43 @@ def _protect_focus(draft: _Draft, keywords: list[str]) -> None:
                 item.tier = _FOCUS_TIER
 
 
+# -- bounds ----------------------------------------------------------------------------------------
+
+SECTION_CAPS: dict[str, int] = {
+    GOAL: 3,
+    DONE: 30,
+    IN_PROGRESS: 4,
+    BLOCKED: 2,
+    DECISIONS: 8,
+    NEXT_STEPS: 6,
+    CRITICAL: 5,
+    FILES: 25,
+}
+"""Bullets a section keeps when a previous summary is merged in, so that a summary updated any
+number of times stays about the size of one (Constraints are bounded by `pins`). Beyond the cap
+only the new history's essentials and verbatim bullets stay (its edited files, the error that
+blocks the work, the latest request)."""
+
+
+def _cap(draft: _Draft) -> None:
+    """Hold each section to its cap, dropping least important first: the lowest tier, then the
+    lowest rank (within most tiers, the oldest). Never dropped here: the new history's essentials,
+    and verbatim bullets (constraints, the latest request, the open error)."""
+    gone: set[int] = set()
+    for name, cap in SECTION_CAPS.items():
+        items = draft.sections[name]
+        if len(items) <= cap:
+            continue
+        droppable = [i for i in items if (i.carried or i.tier < _ESSENTIAL_TIER) and not i.verbatim]
+        droppable.sort(key=lambda item: (item.tier, item.rank))
+        gone.update(id(item) for item in droppable[: len(items) - cap])
+    draft.remove(frozenset(gone))
+
+
 # -- budget ---------------------------------------------------------------------------------------
+
+_ESTIMATED_TRIES = 3
+"""Drops guided by the running estimate before `_drop` falls back to a binary search."""
 
 
 def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
@@ -487,30 +553,11 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
     if total <= budget:
         return text
 
-    def cost(item: _Item) -> int:
-        return counter.count(f"- {item.text}\n")
-
-    def drop(candidates: list[tuple[str, _Item]]) -> bool:
-        """Remove candidates in order until the estimate fits and the exact count agrees."""
-        nonlocal total, text
-        for section, item in candidates:
-            draft.sections[section].remove(item)
-            total -= cost(item)
-            if total <= budget:
-                text = draft.render()
-                total = counter.count(text)
-                if total <= budget:
-                    return True
-        text = draft.render()
-        total = counter.count(text)
-        return total <= budget
-
-    optional = [
-        (name, item) for name in SECTIONS for item in draft.sections[name] if item.tier < _ESSENTIAL_TIER
-    ]
-    optional.sort(key=lambda pair: (pair[1].tier, pair[1].rank))
-    if drop(optional):
-        return text
+    optional = [item for name in SECTIONS for item in draft.sections[name] if item.tier < _ESSENTIAL_TIER]
+    optional.sort(key=lambda item: (item.tier, item.rank))
+    fitted = _drop(draft, optional, counter, budget, total)
+    if fitted is not None:
+        return fitted
 
     # Only essentials left: shorten before dropping any of them.
     for items in draft.sections.values():
@@ -531,8 +578,52 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
         (name, item) for name in SECTIONS for item in draft.sections[name] if item.tier >= _ESSENTIAL_TIER
     ]
     essentials.sort(key=lambda pair: (order.get(pair[0], -1), pair[1].rank))
-    drop(essentials)
-    return text
+    fitted = _drop(draft, [item for _, item in essentials], counter, budget, total)
+    return fitted if fitted is not None else draft.render()
+
+
+def _drop(draft: _Draft, candidates: list[_Item], counter: TokenCounter, budget: int, total: int) -> str | None:
+    """Remove the fewest leading `candidates` (in order) for the draft, now `total` tokens, to fit;
+    the fitting text, or None when even removing them all does not fit (they are all removed then).
+
+    Each bullet's cost is counted once; a running total says how many to remove, and the rendered
+    text, counted exactly, confirms it. A few such tries, then a binary search: the summary is
+    rendered O(log n) times, never once per bullet.
+    """
+    costs = [counter.count(f"- {item.text}\n") for item in candidates]
+
+    def without(k: int) -> tuple[str, int]:
+        text = draft.render(frozenset(id(item) for item in candidates[:k]))
+        return text, counter.count(text)
+
+    def done(k: int, text: str | None) -> str | None:
+        draft.remove(frozenset(id(item) for item in candidates[:k]))
+        return text
+
+    removed = 0
+    known_over = 0  # removals known not to be enough
+    for _ in range(_ESTIMATED_TRIES):
+        while removed < len(candidates) and total > budget:
+            total -= costs[removed]
+            removed += 1
+        text, total = without(removed)
+        if total <= budget:
+            return done(removed, text)
+        if removed == len(candidates):
+            return done(removed, None)
+        known_over = removed
+    text, total = without(len(candidates))
+    if total > budget:
+        return done(len(candidates), None)
+    low, high = known_over, len(candidates)
+    while high - low > 1:
+        middle = (low + high) // 2
+        attempt, total = without(middle)
+        if total <= budget:
+            high, text = middle, attempt
+        else:
+            low = middle
+    return done(high, text)
 
 
 __all__ = ["ExtractiveSummarizer", "build_summary", "focus_keywords"]

@@ -7,6 +7,7 @@ the stored summary has every section in this order and nothing else.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 GOAL = "Goal"
@@ -34,11 +35,21 @@ _ALIASES = {name.casefold(): name for name in (*SECTIONS, PROGRESS)}
 _ALIASES.update({"constraints": CONSTRAINTS, "preferences": CONSTRAINTS, "files": FILES, "decisions": DECISIONS})
 
 
+def _bullet_key(bullet: str) -> str:
+    """What two bullets share when they say the same thing: the text, case and spacing aside."""
+    return " ".join(bullet.split()).casefold()
+
+
 @dataclass
 class Summary:
-    """Bullets per section (`SECTIONS` keys). Order within a section is kept."""
+    """Bullets per section (`SECTIONS` keys). Order within a section is kept.
+
+    Read `sections` freely; add bullets with `add`, which keeps an index of each section's keys so
+    the duplicate check costs the same however long the section is.
+    """
 
     sections: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in SECTIONS})
+    _keys: dict[str, Counter[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getitem__(self, name: str) -> list[str]:
         return self.sections[name]
@@ -48,11 +59,29 @@ class Summary:
         bullet = " ".join(bullet.split())
         if not bullet or bullet == EMPTY:
             return False
+        keys = self._section_keys(name)
         key = bullet.casefold()
-        if any(" ".join(b.split()).casefold() == key for b in self.sections[name]):
+        if key in keys:
             return False
+        keys[key] = 1
         self.sections[name].append(bullet)
         return True
+
+    def _section_keys(self, name: str) -> Counter[str]:
+        keys = self._keys.get(name)
+        if keys is None:  # first use, or sections given to the constructor
+            keys = self._keys[name] = Counter(_bullet_key(b) for b in self.sections[name])
+        return keys
+
+    def _continue_last(self, name: str, text: str) -> None:
+        """Join a wrapped continuation line to the section's last bullet."""
+        bullets, keys = self.sections[name], self._section_keys(name)
+        old = _bullet_key(bullets[-1])
+        keys[old] -= 1
+        if not keys[old]:
+            del keys[old]
+        bullets[-1] += " " + text
+        keys[_bullet_key(bullets[-1])] += 1
 
     def mentions(self, text: str) -> bool:
         """True when `text` appears in any bullet (exact substring)."""
@@ -93,7 +122,7 @@ def parse_summary(markdown: str) -> Summary:
             summary.add(current, bullet.group(1))
         elif raw.strip() and raw.startswith(("  ", "\t")) and summary.sections[current]:
             # A wrapped continuation of the previous bullet.
-            summary.sections[current][-1] += " " + raw.strip()
+            summary._continue_last(current, raw.strip())
         elif raw.strip() and not raw.strip().startswith(("```", "---")):
             summary.add(current, raw.strip())
     return summary
