@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .names import TOKENS_ENV
 from .tokenfile import TokenFileError, digest, parse
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ __all__ = ["SCOPE", "TOKENS_ENV", "TenantTokens", "TokenFileError", "unauthorize
 
 log = logging.getLogger(__name__)
 
-TOKENS_ENV = "CONTEXTFOLD_TOKENS"
 SCOPE = "contextfold"
 
 Entries = tuple[tuple[str, str], ...]

@@ -1,8 +1,9 @@
 """How the `contextfold` command shows things: tables, a session's view, exports, results, errors.
 
-Pure functions from the service's results to text (or JSON values); `cli.py` does the calling
-and the printing. Errors are worded here with CLI commands, since the messages the service
-raises name the MCP tools a model would call.
+Pure functions from the service's results to text (or JSON values); the command modules
+(`contextfold.commands`) do the calling and the printing. Errors are worded with CLI commands, since
+the messages the service raises name the MCP tools a model would call: in `cli_errors`, which
+light commands can load without this module (re-exported here).
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .cli_errors import CliError, cli_words, error_line
 from .domain import CompactionPart, FilePart, Message, ReasoningPart, Session, TextPart, ToolPart
-from .errors import ContextfoldError, brief
 from .formats import RenderOptions, WireFormat, render
 from .shown import COMPACTION_PROMPT, shown_result
 from .results import CompactResult, PruneResult, SessionInfo, Status
-from .store import NotFoundError
 
 __all__ = [
     "CliError",
@@ -33,10 +33,6 @@ __all__ = [
     "view_lines",
     "watch_line",
 ]
-
-
-class CliError(ContextfoldError):
-    """A command the CLI refuses before calling the service; the message says what to do."""
 
 
 # -- tables ----------------------------------------------------------------------------------------
@@ -379,31 +375,3 @@ def watch_line(status: Status, previous: Status | None, at: float) -> str:
         f"{time.strftime('%H:%M:%S', time.localtime(at))}  {status.tokens_in_view:,} / {status.usable:,} tokens "
         f"({status.ratio:.1%})  {status.state}  {status.message_count:,} messages{change}"
     )
-
-
-# -- errors ----------------------------------------------------------------------------------------
-
-_CLI_WORDS = (
-    ("(session_delete)", "(`contextfold delete SESSION --yes`)"),
-    ("use the read_output tool with offset/limit or pattern", "read it through an MCP client's read_output tool"),
-    ("store huge outputs with the spill tool and send its preview", "split the message"),
-    ("the client did not offer its model (no sampling capability)", "the command line has no client model to ask"),
-)
-"""The MCP words some service messages use for the way forward, and what a CLI user reads instead."""
-
-
-def cli_words(text: str) -> str:
-    for tool_words, words in _CLI_WORDS:
-        text = text.replace(tool_words, words)
-    return text
-
-
-def error_line(exc: BaseException, home: object = None) -> str:
-    """`exc` as one line naming CLI commands rather than MCP tools."""
-    if isinstance(exc, NotFoundError) and exc.kind == "session":
-        where = f" in the data home {home}" if home else ""
-        return (
-            f"no session with id {exc.key!r}{where}; list sessions with `contextfold sessions`, "
-            "or import one with `contextfold import FILE --session ID`"
-        )
-    return brief(cli_words(str(exc)))

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ContextfoldError
@@ -30,7 +28,11 @@ class SettingsError(ContextfoldError, ValueError):
 
 def default_home() -> Path:
     env = os.environ.get("CONTEXTFOLD_HOME")
-    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("contextfold", appauthor=False))
+    if env:
+        return Path(env).expanduser()
+    import platformdirs  # only when no home is given: a command's start-up pays for what it uses
+
+    return Path(platformdirs.user_data_dir("contextfold", appauthor=False))
 
 
 class Settings(BaseModel):
@@ -248,6 +250,8 @@ def load_settings(
     file_values: dict[str, Any] = {}
     candidate = path or home / "config.toml"
     if candidate.is_file():
+        import tomllib  # only when there is a file to read
+
         try:
             file_values = tomllib.loads(candidate.read_text("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -14,13 +14,12 @@ from . import catalog
 from .compactor import SessionAccess
 from .domain import CompactionRecord
 from .errors import CompactionFailed
+from .names import REMOVAL_STRATEGIES
 from .policy import view
 from .policy.regions import plan_regions
 from .policy.removal import plan_hybrid, plan_middle, plan_oldest, provider_defaults
 from .results import Brief, CompactResult
 from .store import PartMark
-
-REMOVAL_STRATEGIES = ("middle", "oldest", "hybrid")
 
 
 class Strategies:

@@ -2,7 +2,8 @@
 
 A token is printed once, when it is made; the file keeps only its hash. `list` shows names,
 creation times and a short fingerprint of each hash, never a secret. A running
-`contextfold serve --http` notices every change at its next request (see `auth`).
+`contextfold serve --http` notices every change at its next request (see `auth`). The parser is
+in `cli`, which imports this module only when a token command runs.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import tokenfile
-from .config import Settings
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 DEFAULT_NAME = "tokens"
 
@@ -34,21 +38,21 @@ def _print_new(tenant: str, token: str, path: Path, replaced: list[tokenfile.Ent
     print(token)  # the last line, alone, for scripts
 
 
-def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
+def add(args: argparse.Namespace, settings: Settings) -> int:
     path = _path(args, settings)
     token, replaced = tokenfile.add(path, args.tenant, rotate=args.rotate)
     _print_new(args.tenant, token, path, replaced)
     return 0
 
 
-def _cmd_rotate(args: argparse.Namespace, settings: Settings) -> int:
+def rotate(args: argparse.Namespace, settings: Settings) -> int:
     path = _path(args, settings)
     token, replaced = tokenfile.rotate(path, args.tenant)
     _print_new(args.tenant, token, path, replaced)
     return 0
 
 
-def _cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
+def remove(args: argparse.Namespace, settings: Settings) -> int:
     path = _path(args, settings)
     removed = tokenfile.remove(path, args.tenant)
     prints = ", ".join(e.fingerprint for e in removed)
@@ -56,7 +60,7 @@ def _cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+def list_tokens(args: argparse.Namespace, settings: Settings) -> int:
     path = _path(args, settings)
     entries = tokenfile.read_entries(path)
     if args.json:
@@ -73,30 +77,3 @@ def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
         print(f"\n{len(entries)} token(s) in {path}")
     return 0
 
-
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add `token` and its actions to the `contextfold` parser's subcommands."""
-    token = sub.add_parser("token", help="manage bearer tokens for HTTP tenants (add, rotate, remove, list)")
-    actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
-    where = "tokens file (default <home>/tokens, which serve --http reads)"
-
-    add = actions.add_parser("add", help="create a tenant's token (printed once) and store its hash")
-    add.add_argument("tenant")
-    add.add_argument("--rotate", action="store_true", help="replace the tenant's token if it has one")
-    add.set_defaults(run=_cmd_add)
-
-    rotate = actions.add_parser("rotate", help="replace a tenant's token with a new one (printed once)")
-    rotate.add_argument("tenant")
-    rotate.set_defaults(run=_cmd_rotate)
-
-    remove = actions.add_parser("remove", help="delete a tenant's token; servers refuse it at once")
-    remove.add_argument("tenant")
-    remove.set_defaults(run=_cmd_remove)
-
-    listing = actions.add_parser("list", help="tenants, creation times and hash fingerprints (no secrets)")
-    listing.add_argument("--json", action="store_true", help="print JSON")
-    listing.set_defaults(run=_cmd_list)
-
-    for action in (add, rotate, remove, listing):
-        action.add_argument("--tokens-file", help=where)
-        action.set_defaults(is_async=False)

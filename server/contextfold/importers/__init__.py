@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..names import IMPORT_FORMATS, ImportFormat
 from .base import (
-    IMPORT_FORMATS,
     START,
     ImportedCompaction,
     ImportedTranscript,
-    ImportFormat,
     Resume,
     TranscriptError,
 )

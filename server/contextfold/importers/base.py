@@ -13,25 +13,12 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from .. import safejson
 from ..errors import ContextfoldError, LimitExceeded
 from ..formats import WireFormat
-
-ImportFormat = Literal[
-    "claude-code", "codex", "normalized", "anthropic", "openai", "mini-swe-agent", "swe-agent", "openhands"
-]
-IMPORT_FORMATS: tuple[ImportFormat, ...] = (
-    "claude-code",
-    "codex",
-    "normalized",
-    "anthropic",
-    "openai",
-    "mini-swe-agent",
-    "swe-agent",
-    "openhands",
-)
+from ..names import ImportFormat
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _TITLE_LIMIT = 80

@@ -1,0 +1,40 @@
+"""`contextfold serve`: the MCP server on stdio, or on streamable HTTP with `--http`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..auth import TenantTokens
+from ..config import Settings, SettingsError
+from ..names import TOKENS_ENV
+from ..server import build_server
+from ..tokencli import default_path as default_tokens_path
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.http:
+        build_server(settings).run()
+        return 0
+    from ..httpserve import serve_http  # the HTTP transport, for this branch only
+
+    tokens = TenantTokens.load(_tokens_file(args, settings))
+    if args.host not in LOOPBACK and not tokens:
+        raise SettingsError(
+            f"refusing to serve on {args.host} without bearer tokens: anyone who can reach it could read "
+            f"every session. Create one with `contextfold token add NAME` (kept in {default_tokens_path(settings)}, "
+            f"read by default; or pass --tokens-file FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
+        )
+    server = build_server(settings, tokens=tokens or None)
+    serve_http(server, settings, host=args.host, port=args.port)
+    return 0
+
+
+def _tokens_file(args: argparse.Namespace, settings: Settings) -> Path | None:
+    """--tokens-file (which must exist), else <home>/tokens if `token add` made one, else none."""
+    if args.tokens_file:
+        return Path(args.tokens_file).expanduser()
+    default = default_tokens_path(settings)
+    return default if default.exists() else None
