@@ -35,7 +35,9 @@ def squeeze(text: str) -> str:
 
 
 def test_there_are_benchmarks() -> None:
-    assert {"bench_tail.py", "bench_tokens.py", "bench_compaction.py"} <= {p.name for p in SCRIPTS}
+    assert {"bench_tail.py", "bench_tokens.py", "bench_compaction.py", "bench_compaction_flat.py", "bench_coldstart.py"} <= {
+        p.name for p in SCRIPTS
+    }
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
