@@ -191,6 +191,41 @@ async def test_hidden_messages_are_read_only_when_asked_for(store):
     assert [r.seq for r in await alice.rows("s")] == [2]
 
 
+async def test_each_write_stamps_what_it_changed_for_readers_keeping_a_view(store, reopen):
+    await _session(store, "alice", "s")
+    alice = store.tenant("alice")
+    async with alice.write("s") as tx:
+        kept, call = await tx.insert_messages([_text("user", "kept"), _call("c1")])
+    seen = await alice.get_session("s")
+    assert await alice.changed_messages("s", since=seen.revision) == ([], set())
+    other = await reopen()  # another process's writes are stamped just the same
+    try:
+        async with other.tenant("alice").write("s") as tx:
+            (new,) = await tx.insert_messages([_text("user", "new")])
+        async with other.tenant("alice").write("s") as tx:
+            stored = (await tx.open_calls(["c1"]))["c1"]
+            await tx.update_part(stored, stored.part.model_copy(update={"state": "completed", "output": "ok"}))
+        changed, hidden = await alice.changed_messages("s", since=seen.revision)
+        assert [m.id for m in changed] == [call.id, new.id] and not hidden
+        assert changed[0].parts[0].output == "ok"
+        marked = await alice.get_session("s")
+        assert marked.revision == seen.revision + 2 and marked.reset_revision <= seen.revision
+        async with other.tenant("alice").write("s") as tx:
+            await tx.hide_messages([kept.id])
+            part = new.parts[0].model_copy(update={"text": "edited"})
+            await tx.mark_parts([PartMark(new.id, 0, part, 0)])
+        changed, hidden = await alice.changed_messages("s", since=marked.revision)
+        assert [m.text for m in changed] == ["edited"] and hidden == {kept.id}
+        assert await alice.changed_messages("s", since=marked.revision, after_seq=new.seq) == ([], set())
+    finally:
+        await other.close()
+    # Nothing another tenant does is stamped on alice's session.
+    await _session(store, "bob", "s")
+    async with store.tenant("bob").write("s") as tx:
+        await tx.insert_messages([_text("user", "bob's")])
+    assert (await alice.get_session("s")).revision == marked.revision + 1
+
+
 async def test_recent_usages_are_the_latest_reports_oldest_first(store):
     await _session(store, "alice", "s")
     alice = store.tenant("alice")

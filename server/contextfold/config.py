@@ -107,6 +107,11 @@ class Settings(BaseModel):
     http_session_idle_seconds: float = Field(
         600.0, gt=0, description="A session with no request in flight and no open stream this long is closed."
     )
+    view_cache_sessions: int = Field(
+        16,
+        ge=0,
+        description="Sessions whose view a server keeps loaded and rendered between requests (0: none).",
+    )
 
     # -- compaction, recovery and the strategies without an LLM -----------------------------------
     recovery_attempts: int = Field(3, ge=1, description="Compactions overflow recovery tries before giving up.")
@@ -187,6 +192,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "http_sessions_per_tenant",
         "http_max_sessions",
         "http_session_idle_seconds",
+        "view_cache_sessions",
     }
 )
 """Server-wide: where data lives and the limits that guard the whole process or data home (one

@@ -310,6 +310,12 @@ class Session(_Model):
     view: ViewAnchor | None = None
     """Set by compaction: the model sees the marker, the summary, the kept tail and what came after."""
     metadata: SessionState = Field(default_factory=SessionState)
+    revision: int = 0
+    """Kept by the store: each write transaction on the session takes the next revision, and every
+    message it inserts or changes (a part included) is stamped with it (`changed_messages`)."""
+    reset_revision: int = 0
+    """Kept by the store: the revision of the last transaction that deleted a message, which a
+    reader holding an older copy of the view cannot follow message by message."""
 
 
 class ToolResult(_Model):

@@ -65,7 +65,10 @@ class Reading:
             )
             page = await self._load_page(session, visible[start : start + limit])
         system = session.system if start == 0 else []
-        body = formats.render(system, page, format, RenderOptions(strip_media=strip_media))
+        options = RenderOptions(strip_media=strip_media)
+        # The whole view renders from the renderings kept beside it: only new messages render.
+        memo = await self._scope.rendered(session, (format, options)) if limit is None else None
+        body = formats.render(system, page, format, options, memo)
         if cache_anchors:
             body = self._with_cache_anchors(body, session)
         end = start + len(page)

@@ -23,6 +23,7 @@ from ..policy import view
 from ..results import Status
 from ..store import Store, TenantStore
 from ..tokens import TokenCounter, counter_for
+from .viewcache import Rendered, ViewCache
 
 if TYPE_CHECKING:
     from ..compactor import Compactor
@@ -44,6 +45,7 @@ class Runtime:
         self.settings = settings
         self.store = store
         self.outputs = outputs
+        self.views = ViewCache(settings.view_cache_sessions)
 
     def settings_for(self, session: Session) -> Settings:
         """The session's effective settings: the server's with the session's overrides."""
@@ -187,9 +189,13 @@ class Scope:
         return await self.standing.status(session, visible)
 
     async def view(self, session: Session) -> list[Message]:
-        """The messages the model sees now, in the order it sees them."""
-        messages = await self.store.load_messages(session.id, after_seq=view.load_from(session.view))
-        return view.in_view(messages, session.view)
+        """The messages the model sees now, in the order it sees them (for readers: the messages
+        are shared with later calls through the view cache and must not be modified)."""
+        return view.in_view(await self.runtime.views.messages(self.store, session), session.view)
+
+    async def rendered(self, session: Session, key: tuple[Any, ...]) -> Rendered:
+        """Renderings kept beside the session's cached view, for `key` (format and options)."""
+        return await self.runtime.views.rendered(self.store, session, key)
 
 
 def json_size(value: Any) -> int:

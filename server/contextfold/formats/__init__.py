@@ -90,15 +90,22 @@ def render(
     messages: Sequence[Message],
     format: WireFormat,
     options: RenderOptions = RenderOptions(),
+    memo: dict[str, tuple[Message, list[dict[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
-    """A request body fragment: `{"system": …, "messages": […]}` (Anthropic) or `{"messages": […]}` (OpenAI)."""
+    """A request body fragment: `{"system": …, "messages": […]}` (Anthropic) or `{"messages": […]}` (OpenAI).
+
+    `memo` keeps each message's rendering between calls where the format renders messages one
+    by one (OpenAI); Anthropic's merges neighbours and renders everything each time.
+    """
     if format == "anthropic":
-        from .anthropic import render_messages
-    elif format == "openai":
-        from .openai import render_messages
-    else:
-        raise FormatError("format", f"unknown format {format!r}; use 'anthropic' or 'openai'")
-    return render_messages(system, messages, options)
+        from .anthropic import render_messages as render_anthropic
+
+        return render_anthropic(system, messages, options)
+    if format == "openai":
+        from .openai import render_messages as render_openai
+
+        return render_openai(system, messages, options, memo)
+    raise FormatError("format", f"unknown format {format!r}; use 'anthropic' or 'openai'")
 
 
 __all__ = [

@@ -263,19 +263,31 @@ _Wire = dict[str, Any]
 
 
 def render_messages(
-    system: Sequence[SystemPrompt], messages: Sequence[Message], options: RenderOptions
+    system: Sequence[SystemPrompt],
+    messages: Sequence[Message],
+    options: RenderOptions,
+    memo: dict[str, tuple[Message, list[_Wire]]] | None = None,
 ) -> dict[str, Any]:
-    """A Chat Completions body fragment: `{"messages": [...]}`, system prompts first."""
+    """A Chat Completions body fragment: `{"messages": [...]}`, system prompts first.
+
+    Each message renders on its own, so `memo` (message id → the message object and what it
+    rendered to) can keep renderings between calls: a message is rendered again only when it is
+    not the same object as the one memoized. Renderings are shared, never to be modified.
+    """
     wire: list[_Wire] = [{"role": prompt.role, "content": prompt.text} for prompt in system]
     previous: Message | None = None
     for message in messages:
         if after_summary(previous, message):
             wire.append({"role": "user", "content": CONTINUATION_TEXT})  # as the Anthropic format sends it
         previous = message
-        if message.role == "assistant":
-            wire.extend(_render_assistant(message, options))
-        else:
-            wire.extend(_render_user(message, options))
+        known = memo.get(message.id) if memo is not None else None
+        if known is not None and known[0] is message:
+            wire.extend(known[1])
+            continue
+        rendered = _render_assistant(message, options) if message.role == "assistant" else _render_user(message, options)
+        if memo is not None:
+            memo[message.id] = (message, rendered)
+        wire.extend(rendered)
     return {"messages": wire}
 
 

@@ -187,6 +187,14 @@ class TenantStore(Protocol):
 
     async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]: ...
 
+    async def changed_messages(
+        self, session_id: str, *, since: int, after_seq: int = 0
+    ) -> tuple[list[Message], set[str]]:
+        """What changed after revision `since` among the messages after `after_seq`, read in one
+        snapshot: the ones in view now (as `load_messages` reads them), and the ids of those
+        hidden since. A message deleted after `since` shows only as `Session.reset_revision`."""
+        ...
+
     async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""
         ...

@@ -258,6 +258,45 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE spill_usage SET bytes = bytes - OLD.bytes WHERE id = 1;
     END;
     """,
+    # 7: revisions, so a reader can keep a session's view and read only what changed. A write
+    # transaction bumps its session's revision first (the store does); these triggers stamp every
+    # message it inserts or changes, a part included, with that revision, and a deleted message
+    # marks the revision as one a kept copy cannot follow.
+    """
+    ALTER TABLE sessions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN reset_revision INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX messages_by_rev ON messages (owner, session_id, rev);
+    CREATE TRIGGER messages_stamp_insert AFTER INSERT ON messages
+    BEGIN
+        UPDATE messages SET rev = (SELECT revision FROM sessions WHERE owner = NEW.owner AND id = NEW.session_id)
+        WHERE id = NEW.id;
+    END;
+    CREATE TRIGGER messages_stamp_update AFTER UPDATE ON messages WHEN NEW.rev = OLD.rev
+    BEGIN
+        UPDATE messages SET rev = (SELECT revision FROM sessions WHERE owner = NEW.owner AND id = NEW.session_id)
+        WHERE id = NEW.id;
+    END;
+    CREATE TRIGGER messages_stamp_delete AFTER DELETE ON messages
+    BEGIN
+        UPDATE sessions SET reset_revision = revision WHERE owner = OLD.owner AND id = OLD.session_id;
+    END;
+    CREATE TRIGGER parts_stamp_insert AFTER INSERT ON parts
+    BEGIN
+        UPDATE messages SET rev = (SELECT revision FROM sessions WHERE owner = NEW.owner AND id = NEW.session_id)
+        WHERE id = NEW.message_id;
+    END;
+    CREATE TRIGGER parts_stamp_update AFTER UPDATE ON parts
+    BEGIN
+        UPDATE messages SET rev = (SELECT revision FROM sessions WHERE owner = NEW.owner AND id = NEW.session_id)
+        WHERE id = NEW.message_id;
+    END;
+    CREATE TRIGGER parts_stamp_delete AFTER DELETE ON parts
+    BEGIN
+        UPDATE messages SET rev = (SELECT revision FROM sessions WHERE owner = OLD.owner AND id = OLD.session_id)
+        WHERE id = OLD.message_id;
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

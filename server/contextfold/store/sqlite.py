@@ -54,7 +54,8 @@ _SESSION_COLUMNS = ", ".join(_SESSION_FIELDS)
 _INSERT_SESSION = (
     f"INSERT INTO sessions (owner, {_SESSION_COLUMNS}) VALUES (?, {', '.join('?' * len(_SESSION_FIELDS))})"
 )
-_UPDATABLE = tuple(f for f in _SESSION_FIELDS if f not in ("id", "created_at"))
+_UPDATABLE = tuple(f for f in _SESSION_FIELDS if f not in ("id", "created_at", "revision", "reset_revision"))
+"""Revisions are the store's own: a transaction takes one as it starts, triggers keep the rest."""
 _UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in _UPDATABLE)} WHERE owner = ? AND id = ?"
 
 
@@ -89,25 +90,33 @@ async def _load_messages(
     limit: int | None,
     *,
     hidden: bool = False,
+    since_rev: int | None = None,
 ) -> list[Message]:
     # Messages a removal strategy took out of the view are read only when asked for (full history).
     visible = "" if hidden else " AND hidden = 0"
+    changed = "" if since_rev is None else " AND rev > ?"
+    changed_args: tuple[Any, ...] = () if since_rev is None else (since_rev,)
     async with db.execute(
         "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
         "metadata, tokens, view_tokens FROM messages WHERE owner = ? AND session_id = ? AND seq > ?"
-        f"{visible} ORDER BY seq LIMIT ?",
-        (owner, session_id, after_seq, -1 if limit is None else limit),
+        f"{visible}{changed} ORDER BY seq LIMIT ?",
+        (owner, session_id, after_seq, *changed_args, -1 if limit is None else limit),
     ) as cur:
         message_rows = list(await cur.fetchall())
     if not message_rows:
         return []
     parts: dict[str, list[Part]] = {}
+    if since_rev is None:
+        where, args = "m.seq BETWEEN ? AND ?", (message_rows[0]["seq"], message_rows[-1]["seq"])
+    else:  # changed messages are sparse: select them again rather than every seq between
+        where, args = f"m.seq > ?{visible.replace('hidden', 'm.hidden')} AND m.rev > ?", (after_seq, since_rev)
     async with db.execute(
         "SELECT p.message_id, p.data, p.tokens FROM parts p JOIN messages m ON m.id = p.message_id "
-        "WHERE m.owner = ? AND m.session_id = ? AND m.seq BETWEEN ? AND ? ORDER BY m.seq, p.idx",
-        (owner, session_id, message_rows[0]["seq"], message_rows[-1]["seq"]),
+        f"WHERE m.owner = ? AND m.session_id = ? AND {where} ORDER BY m.seq, p.idx",
+        (owner, session_id, *args),
     ) as cur:
-        async for row in cur:
+        # One fetch: iterating would cross to the database thread and back every 64 rows.
+        for row in await cur.fetchall():
             parts.setdefault(row["message_id"], []).append(_load_part(row["data"], row["tokens"]))
     return [
         Message(
@@ -340,7 +349,13 @@ class SQLiteTenant:
                 row = await self._session_row(db, session_id)
             if row is None:
                 raise NotFoundError("session", session_id, "open it first with session_open")
-            yield _SQLiteTransaction(db, self.owner, _session_from_row(row), row["next_seq"])
+            # The transaction's revision: the triggers stamp every message it touches with it.
+            await db.execute(
+                "UPDATE sessions SET revision = revision + 1 WHERE owner = ? AND id = ?", (self.owner, session_id)
+            )
+            session = _session_from_row(row)
+            session = session.model_copy(update={"revision": session.revision + 1})
+            yield _SQLiteTransaction(db, self.owner, session, row["next_seq"])
 
     async def _session_row(self, db: aiosqlite.Connection, session_id: str) -> aiosqlite.Row | None:
         async with db.execute(
@@ -358,6 +373,25 @@ class SQLiteTenant:
     async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]:
         async with self._store._lock:
             return await _rows(self._store._conn, self.owner, session_id, after_seq)
+
+    async def changed_messages(
+        self, session_id: str, *, since: int, after_seq: int = 0
+    ) -> tuple[list[Message], set[str]]:
+        async with self._store._lock:
+            db = self._store._conn
+            await db.execute("BEGIN")  # one snapshot for the ids and the messages
+            try:
+                async with db.execute(
+                    "SELECT id, seq, hidden FROM messages WHERE owner = ? AND session_id = ? AND rev > ? "
+                    "AND seq > ? ORDER BY seq",
+                    (self.owner, session_id, since, after_seq),
+                ) as cur:
+                    rows = list(await cur.fetchall())
+                hidden = {row["id"] for row in rows if row["hidden"]}
+                messages = await _load_messages(db, self.owner, session_id, after_seq, None, since_rev=since)
+            finally:
+                await db.execute("COMMIT")
+            return messages, hidden
 
     async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""
