@@ -72,7 +72,9 @@ class Reading:
         if cache_anchors:
             body = self._with_cache_anchors(body, session)
         end = start + len(page)
-        return Context(
+        # Built from what this module rendered: validating thousands of rendered messages again
+        # would cost more than loading them from the cache did.
+        return Context.model_construct(
             format=format,
             system=body.get("system"),
             messages=body["messages"],

@@ -96,13 +96,14 @@ async def _load_messages(
     visible = "" if hidden else " AND hidden = 0"
     changed = "" if since_rev is None else " AND rev > ?"
     changed_args: tuple[Any, ...] = () if since_rev is None else (since_rev,)
-    async with db.execute(
-        "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
-        "metadata, tokens, view_tokens FROM messages WHERE owner = ? AND session_id = ? AND seq > ?"
-        f"{visible}{changed} ORDER BY seq LIMIT ?",
-        (owner, session_id, after_seq, *changed_args, -1 if limit is None else limit),
-    ) as cur:
-        message_rows = list(await cur.fetchall())
+    message_rows = list(
+        await db.execute_fetchall(
+            "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
+            "metadata, tokens, view_tokens FROM messages WHERE owner = ? AND session_id = ? AND seq > ?"
+            f"{visible}{changed} ORDER BY seq LIMIT ?",
+            (owner, session_id, after_seq, *changed_args, -1 if limit is None else limit),
+        )
+    )
     if not message_rows:
         return []
     parts: dict[str, list[Part]] = {}
@@ -110,14 +111,13 @@ async def _load_messages(
         where, args = "m.seq BETWEEN ? AND ?", (message_rows[0]["seq"], message_rows[-1]["seq"])
     else:  # changed messages are sparse: select them again rather than every seq between
         where, args = f"m.seq > ?{visible.replace('hidden', 'm.hidden')} AND m.rev > ?", (after_seq, since_rev)
-    async with db.execute(
+    # One trip to the database thread: iterating a cursor would cross and back every 64 rows.
+    for row in await db.execute_fetchall(
         "SELECT p.message_id, p.data, p.tokens FROM parts p JOIN messages m ON m.id = p.message_id "
         f"WHERE m.owner = ? AND m.session_id = ? AND {where} ORDER BY m.seq, p.idx",
         (owner, session_id, *args),
-    ) as cur:
-        # One fetch: iterating would cross to the database thread and back every 64 rows.
-        for row in await cur.fetchall():
-            parts.setdefault(row["message_id"], []).append(_load_part(row["data"], row["tokens"]))
+    ):
+        parts.setdefault(row["message_id"], []).append(_load_part(row["data"], row["tokens"]))
     return [
         Message(
             id=row["id"],
@@ -226,14 +226,13 @@ class SQLiteStore:
             await self._conn.execute("COMMIT")
 
     async def _fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
-        async with self._lock:
-            async with self._conn.execute(sql, params) as cur:
-                return await cur.fetchone()
+        rows = await self._fetchall(sql, params)
+        return rows[0] if rows else None
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+        # One trip to the database thread (a cursor would take three: execute, fetch, close).
         async with self._lock:
-            async with self._conn.execute(sql, params) as cur:
-                return list(await cur.fetchall())
+            return list(await self._conn.execute_fetchall(sql, params))
 
     # -- one tenant ------------------------------------------------------------------------------
 
@@ -381,13 +380,14 @@ class SQLiteTenant:
             db = self._store._conn
             await db.execute("BEGIN")  # one snapshot for the ids and the messages
             try:
-                async with db.execute(
-                    "SELECT id, seq, hidden FROM messages WHERE owner = ? AND session_id = ? AND rev > ? "
-                    "AND seq > ? ORDER BY seq",
-                    (self.owner, session_id, since, after_seq),
-                ) as cur:
-                    rows = list(await cur.fetchall())
-                hidden = {row["id"] for row in rows if row["hidden"]}
+                hidden = {
+                    row["id"]
+                    for row in await db.execute_fetchall(
+                        "SELECT id FROM messages WHERE owner = ? AND session_id = ? AND rev > ? AND seq > ? "
+                        "AND hidden = 1",
+                        (self.owner, session_id, since, after_seq),
+                    )
+                }
                 messages = await _load_messages(db, self.owner, session_id, after_seq, None, since_rev=since)
             finally:
                 await db.execute("COMMIT")
