@@ -136,3 +136,40 @@ async def test_a_server_sees_what_another_process_changed(tmp_path: Path):
         assert any(m.get("content") == "[Old tool result content cleared]" for m in truth["messages"])
     finally:
         await reader.close()
+
+
+async def test_since_a_version_only_what_follows_it_is_sent(services):
+    reader, writer, fresh = services
+    await writer.open_session("s", model="gpt-4o", settings={"context_window": 24_000})
+    await writer.append("s", _turns(0, 6), system="Be brief.")
+    for format in ("openai", "anthropic"):
+        held = await reader.get_context("s", format=format)
+        # The same view has the same version in any process: it names the rendered bytes.
+        assert (await fresh.get_context("s", format=format)).version == held.version
+        assert held.version.startswith(f"{len(held.messages)}.")
+    held = await reader.get_context("s")
+    await writer.append("s", _turns(6, 2))
+    whole = await fresh.get_context("s")
+    later = await reader.get_context("s", since=held.version)
+    assert later.version == whole.version and later.messages == whole.messages[len(held.messages):]
+    assert later.messages and later.tokens == whole.tokens
+    # Unchanged since: nothing to send.
+    assert (await reader.get_context("s", since=whole.version)).messages == []
+    # The prefix changed (a prune cleared old outputs): everything comes back.
+    assert (await writer.prune("s", keep_tool_uses=1)).applied
+    after_prune = await reader.get_context("s", since=whole.version)
+    assert after_prune.messages == (await fresh.get_context("s")).messages
+    # A version from another format, or that was never issued, is no prefix of this view.
+    anthropic = await reader.get_context("s", format="anthropic")
+    for since in (anthropic.version, "3.00", "nonsense", "", f"{10**6}.ab"):
+        assert len((await reader.get_context("s", since=since)).messages) == len(after_prune.messages), since
+
+
+async def test_since_names_the_whole_view_not_a_page(services):
+    reader, writer, _ = services
+    await writer.open_session("s", model="gpt-4o")
+    await writer.append("s", _turns(0, 2))
+    page = await reader.get_context("s", limit=2)
+    assert page.version is None and page.next_cursor
+    with pytest.raises(Exception, match="since: a version names the whole view"):
+        await reader.get_context("s", limit=2, since="1.00")

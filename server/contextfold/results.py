@@ -123,7 +123,12 @@ class Context(BaseModel):
     system: list[dict[str, Any]] | None
     messages: list[dict[str, Any]]
     tokens: int
+    """Of the whole view (or page), whatever part of it `messages` carries."""
     next_cursor: str | None
+    version: str | None = None
+    """Names the whole view's rendered messages (None for a page): `N.digest`, N messages. Passed
+    back as `since`, the answer carries only the messages after the prefix it names when the
+    view still starts with it; `messages` are always the last ones of the view `version` names."""
 
 
 class ImportResult(BaseModel):

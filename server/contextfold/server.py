@@ -71,10 +71,11 @@ WireMessages = Annotated[
 FormatArg = Literal["anthropic", "openai", "auto"]
 
 def _annotations(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
-    # The title lives on the tool itself (`Tool.title`); repeating it here would cost context.
+    """Every hint, but `destructiveHint` only where it means something: the protocol reads it
+    only when `readOnlyHint` is false. The title lives on the tool itself (`Tool.title`)."""
     return ToolAnnotations(
         read_only_hint=read_only,
-        destructive_hint=destructive,
+        destructive_hint=None if read_only else destructive,
         idempotent_hint=idempotent,
         open_world_hint=False,
     )
@@ -244,6 +245,7 @@ def build_server(
         cursor: str | None = None,
         strip_media: bool = False,
         cache_anchors: Annotated[bool, Field(description="anthropic: add cache_control breakpoints.")] = False,
+        since: Annotated[str | None, Field(description="A version you hold: only messages after it.")] = None,
     ) -> RenderedContext:
         """A session's model-ready messages in the chosen API format."""
         with _user_errors():
@@ -254,6 +256,7 @@ def build_server(
                 cursor=cursor,
                 strip_media=strip_media,
                 cache_anchors=cache_anchors,
+                since=since,
             )
 
     @mcp.tool(title="Session status", annotations=_annotations(read_only=True, idempotent=True))

@@ -130,9 +130,16 @@ class Tenant:
         cursor: str | None = None,
         strip_media: bool = False,
         cache_anchors: bool = False,
+        since: str | None = None,
     ) -> Context:
         return await self._reading.get_context(
-            session_id, format=format, limit=limit, cursor=cursor, strip_media=strip_media, cache_anchors=cache_anchors
+            session_id,
+            format=format,
+            limit=limit,
+            cursor=cursor,
+            strip_media=strip_media,
+            cache_anchors=cache_anchors,
+            since=since,
         )
 
     async def status(self, session_id: str) -> Status:

@@ -47,10 +47,13 @@ class Reading:
         cursor: str | None = None,
         strip_media: bool = False,
         cache_anchors: bool = False,
+        since: str | None = None,
     ) -> Context:
         session = await self._scope.store.get_session(session_id)
         if cache_anchors and format != "anthropic":
             raise InvalidInput("cache_anchors", "cache_control breakpoints exist only in the anthropic format")
+        if since is not None and (limit is not None or cursor is not None):
+            raise InvalidInput("since", "a version names the whole view; leave out limit and cursor")
         start = parse_cursor(cursor)
         if limit is not None and limit < 1:
             raise InvalidInput("limit", f"expected a positive number of messages, got {limit}")
@@ -72,14 +75,23 @@ class Reading:
         if cache_anchors:
             body = self._with_cache_anchors(body, session)
         end = start + len(page)
+        messages, version, resumed = body["messages"], None, 0
+        if limit is None and start == 0:  # the whole view has a version; a caller may hold part of it
+            chain = await self._scope.chain(session, (format, options, cache_anchors))
+            chain.update(format, body.get("system"), messages)
+            version = chain.version
+            if since is not None:
+                resumed = chain.resume_at(since)
+                messages = messages[resumed:]
         # Built from what this module rendered: validating thousands of rendered messages again
         # would cost more than loading them from the cache did.
         return Context.model_construct(
             format=format,
             system=body.get("system"),
-            messages=body["messages"],
+            messages=messages,
             tokens=sum(m.in_view_tokens for m in page) + sum(p.tokens for p in system),
             next_cursor=str(end) if end < len(visible) else None,
+            version=version,
         )
 
     def _with_cache_anchors(self, body: dict[str, Any], session: Session) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from ..policy import view
 from ..results import Status
 from ..store import Store, TenantStore
 from ..tokens import TokenCounter, counter_for
+from ..versions import Chain
 from .viewcache import Rendered, ViewCache
 
 if TYPE_CHECKING:
@@ -196,6 +197,10 @@ class Scope:
     async def rendered(self, session: Session, key: tuple[Any, ...]) -> Rendered:
         """Renderings kept beside the session's cached view, for `key` (format and options)."""
         return await self.runtime.views.rendered(self.store, session, key)
+
+    async def chain(self, session: Session, key: tuple[Any, ...]) -> Chain:
+        """The version chain kept beside the session's cached view, for `key`."""
+        return await self.runtime.views.chain(self.store, session, key)
 
 
 def json_size(value: Any) -> int:

@@ -9,7 +9,8 @@ deleted, or the session is not the one cached (deleted and made again). Nothing 
 any process may have written meanwhile, and the stamps are in the database.
 
 Rendered messages are kept per format beside the loaded ones, tied to the message objects they
-came from: a spliced-in message is a new object, so it alone is rendered again. The cache holds a
+came from: a spliced-in message is a new object, so it alone is rendered again; so is each
+format's version chain (`versions`), which then hashes only the new renderings. The cache holds a
 bounded number of sessions, least recently used first out. Only readers use it (`get_context`,
 `status`); a write reads its messages inside its own transaction.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from ..domain import Message, Session, ViewAnchor
 from ..policy import view
 from ..store import TenantStore
+from ..versions import Chain
 
 Rendered = dict[str, tuple[Message, list[dict[str, Any]]]]
 """Message id → the message object rendered and what it rendered to."""
@@ -36,6 +38,7 @@ class _Entry:
     messages: list[Message]
     """After `view.load_from(anchor)`, none hidden, in seq order."""
     rendered: dict[tuple[Any, ...], Rendered] = field(default_factory=dict)
+    chains: dict[tuple[Any, ...], Chain] = field(default_factory=dict)
 
     def holds(self, session: Session) -> bool:
         return (
@@ -60,6 +63,10 @@ class ViewCache:
     async def rendered(self, store: TenantStore, session: Session, key: tuple[Any, ...]) -> Rendered:
         """The rendered messages kept for `key` (format and options) beside the session's view."""
         return (await self._entry(store, session)).rendered.setdefault(key, {})
+
+    async def chain(self, store: TenantStore, session: Session, key: tuple[Any, ...]) -> Chain:
+        """The version chain kept for `key` (format and options) beside the session's view."""
+        return (await self._entry(store, session)).chains.setdefault(key, Chain())
 
     def forget(self, owner: str, session_id: str) -> None:
         self._entries.pop((owner, session_id), None)
