@@ -135,8 +135,11 @@ def test_tools_list_has_schemas_and_annotations(cli: Inspector) -> None:
         assert tool["outputSchema"]["properties"], name
         annotations = tool["annotations"]
         assert tool["title"], name
-        for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"):
+        for hint in ("readOnlyHint", "idempotentHint", "openWorldHint"):
             assert isinstance(annotations[hint], bool), (name, hint)
+        # The protocol reads destructiveHint only when readOnlyHint is false.
+        assert ("destructiveHint" in annotations) is not annotations["readOnlyHint"], name
+        assert isinstance(annotations.get("destructiveHint", False), bool), name
     assert tools["status"]["annotations"]["readOnlyHint"] is True
     assert tools["append"]["annotations"]["readOnlyHint"] is False
     assert tools["session_delete"]["annotations"]["destructiveHint"] is True
