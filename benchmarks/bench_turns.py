@@ -3,14 +3,16 @@
 Each turn appends the agent's next step (an assistant message with its tool calls and their
 results, or a user instruction), asks `status`, prunes on `soft`, compacts (extractive) on
 `hard`, and reads the whole view with `get_context` — as a harness does on claude-sonnet-4-5
-(200k window). The floor of a `get_context` is what shipping its messages over a pipe costs at
-least: encoding them to JSON once and decoding them once, timed in this process on each answer.
+(200k window). The floor of a `get_context` is what shipping the whole view over a pipe costs at least:
+encoding its messages to JSON once and decoding them once, timed in this process on each answer.
 
 Three servers run the same loop, side by side:
 - *before*: tool results as the MCP SDK builds them (an indented JSON copy of every result in the
   text content beside the structured one) and no frozen heap — contextfold before issue 15;
 - *answer once*: structured content plus one line of text;
-- *answer once + frozen heap*: the default server (`gc.freeze()` once it has loaded).
+- *answer once + frozen heap*: the default server (`gc.freeze()` once it has loaded);
+- *the same, get_context(since=version)*: the client passes back the version it holds and gets
+  only the messages after it (all of them when the prefix changed: a prune, a compaction).
 The first two are made by switching the change off in the server process before it starts.
 Full (generation 2) collections in the server are timed with `gc.callbacks`.
 """
@@ -56,11 +58,13 @@ from contextfold.cli import main
 main()
 """
 
-ARMS = {
-    "before (SDK text copy, no freeze)": {"BENCH_NO_FREEZE": "1", "BENCH_SDK_TEXT": "1"},
-    "answer once": {"BENCH_NO_FREEZE": "1"},
-    "answer once + frozen heap": {},
+ARMS: dict[str, tuple[dict[str, str], bool]] = {
+    "before (SDK text copy, no freeze)": ({"BENCH_NO_FREEZE": "1", "BENCH_SDK_TEXT": "1"}, False),
+    "answer once": ({"BENCH_NO_FREEZE": "1"}, False),
+    "answer once + frozen heap": ({}, False),
+    "the same, get_context(since=version)": ({}, True),
 }
+"""Server environment, and whether the client passes back the version it holds."""
 
 
 class Stdio:
@@ -122,7 +126,7 @@ def _turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return turns
 
 
-def _loop(arm: str, env: dict[str, str], turns: list[list[dict[str, Any]]]) -> dict[str, Any]:
+def _loop(arm: str, env: dict[str, str], since: bool, turns: list[list[dict[str, Any]]]) -> dict[str, Any]:
     times: dict[str, list[float]] = {"append": [], "status": [], "get_context": [], "prune": [], "compact": []}
     floors: list[float] = []
     answer_bytes = messages_bytes = 0
@@ -132,6 +136,8 @@ def _loop(arm: str, env: dict[str, str], turns: list[list[dict[str, Any]]]) -> d
         wall = time.perf_counter()
         try:
             server.call("session_open", {"session_id": "loop", "model": MODEL})
+            held: list[dict[str, Any]] = []
+            version: str | None = None
             for batch in turns:
                 times["append"].append(server.call("append", {"session_id": "loop", "messages": batch})[2])
                 status, _, seconds = server.call("status", {"session_id": "loop"})
@@ -142,10 +148,15 @@ def _loop(arm: str, env: dict[str, str], turns: list[list[dict[str, Any]]]) -> d
                     )
                 elif status["state"] == "soft":
                     times["prune"].append(server.call("prune", {"session_id": "loop"})[2])
-                context, size, seconds = server.call("get_context", {"session_id": "loop"})
+                arguments = {"session_id": "loop", **({"since": version} if since and version else {})}
+                context, size, seconds = server.call("get_context", arguments)
                 times["get_context"].append(seconds)
+                # The whole view the caller now holds: what it kept, then what came.
+                count = int(context["version"].partition(".")[0])
+                held = held[: count - len(context["messages"])] + context["messages"]
+                version = context["version"]
                 start = time.perf_counter()
-                encoded = json.dumps(context["messages"])
+                encoded = json.dumps(held)
                 json.loads(encoded)
                 floors.append(time.perf_counter() - start)
                 answer_bytes += size
@@ -188,7 +199,7 @@ def main() -> None:
     opts = options(__doc__.splitlines()[0], repeat=1)
     count = 300 if opts.quick else 4_500
     turns = _turns(synthetic_session(count))
-    runs = [_loop(arm, env, turns) for arm, env in ARMS.items()]
+    runs = [_loop(arm, env, since, turns) for arm, (env, since) in ARMS.items()]
     rows = [_row(run) for run in runs]
     calls = {name: len(values) for name, values in runs[-1]["times"].items()}
     report(
@@ -200,8 +211,9 @@ def main() -> None:
             f"{len(turns):,} turns ({count:,} messages, seeded), {MODEL}: per turn append, status, get_context "
             f"(openai); prune on soft, extractive compaction on hard. Calls in the last run: "
             + ", ".join(f"{n} {name}" for name, n in calls.items()) + ".",
-            "floor: json.dumps + json.loads of the messages each get_context returned, in the client. "
-            "answer/messages bytes: the JSON-RPC answer lines over the messages' JSON.",
+            "floor: json.dumps + json.loads of the whole view's messages, in the client (with since=version, "
+            "the view it holds after the answer: what it kept plus what came). answer/messages bytes: the "
+            "JSON-RPC answer lines over that view's JSON.",
             "Targets (issue 15): get_context p50 <= 3x the floor, p95 <= 2x its own p50, answer <= 1.3x the "
             "messages' bytes.",
         ],
