@@ -252,6 +252,45 @@ async def test_compactions_newest_first_with_totals(store):
     assert await store.tenant("bob").compaction_totals("s") == (0, 0)
 
 
+def _compaction(before: int, after: int) -> CompactionRecord:
+    return CompactionRecord(summarizer="x", tokens_before=before, tokens_after=after, head_messages=1,
+                            head_tokens=1, summary_tokens=1)
+
+
+async def test_the_session_carries_its_compaction_totals_kept_by_the_store(store, reopen):
+    # `status` reads the totals with the session instead of summing the compaction history.
+    def totals(session: Session) -> tuple[int, int]:
+        return session.compaction_count, session.compaction_tokens_freed
+
+    await _session(store, "alice", "s")
+    await _session(store, "bob", "s")
+    alice = store.tenant("alice")
+    async with alice.write("s") as tx:
+        before = tx.session
+        await tx.add_compaction(_compaction(100, 40))
+        assert totals(tx.session) == (1, 60)
+        # The caller's copy predates the compaction: saving it must not wind the totals back.
+        await tx.save_session(before.model_copy(update={"title": "renamed"}))
+        assert totals(tx.session) == (1, 60)
+    other = await reopen()  # another process's compactions count just the same
+    try:
+        async with other.tenant("alice").write("s") as tx:
+            await tx.add_compaction(_compaction(90, 30))
+    finally:
+        await other.close()
+    got = await alice.get_session("s")
+    assert totals(got) == (2, 120) and got.title == "renamed"
+    assert await alice.compaction_totals("s") == (2, 120)
+    assert totals(await store.tenant("bob").get_session("s")) == (0, 0)
+    # Totals are never taken from a session handed in, and go with the session's history.
+    await alice.delete_session("s")
+    claimed = Session(id="s", model="gpt-4o", compaction_count=5, compaction_tokens_freed=500)
+    assert totals(await alice.create_session(claimed)) == (0, 0)
+    assert totals(await alice.get_session("s")) == (0, 0)
+    async with alice.write("t", create=claimed) as tx:
+        assert totals(tx.session) == (0, 0)
+
+
 async def test_concurrent_writers_on_two_connections_serialize(store, reopen):
     await _session(store, "alice", "s")
     other = await reopen()

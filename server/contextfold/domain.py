@@ -316,6 +316,10 @@ class Session(_Model):
     reset_revision: int = 0
     """Kept by the store: the revision of the last transaction that deleted a message, which a
     reader holding an older copy of the view cannot follow message by message."""
+    compaction_count: int = 0
+    """Kept by the store as compactions are recorded (`add_compaction`): how many the session has had."""
+    compaction_tokens_freed: int = 0
+    """Kept by the store with `compaction_count`: the tokens those compactions freed in all."""
 
 
 class ToolResult(_Model):

@@ -14,7 +14,7 @@ from ..errors import InvalidInput
 from ..formats import FormatError, ParsedBatch
 from ..formats.usage import parse_usage
 from ..ingest import Ingest, Prespill, big_texts
-from ..results import AppendedMessage, AppendResult, Brief
+from ..results import AppendedMessage, AppendResult
 from ..store import NotFoundError, SessionTransaction
 from ..tokens import TokenCounter, count_message, count_part
 from .runtime import FormatArg, system_prompts, title_from
@@ -109,7 +109,7 @@ class Appending:
             results_attached=attached,
             spilled=ingest.spilled,
             system_updated=prompts is not None,
-            status=Brief.of(await self._scope.status(tx.session)),
+            status=await self._scope.standing.brief(tx.session),
         )
 
     @asynccontextmanager

@@ -1,12 +1,15 @@
 """Where a session stands: its status, the advice that goes with it, and compaction metrics.
 
-`status` is read on every append and prune as well as on its own; in the `soft` state it runs the
-prune plan that `prune` would run, so the advice it gives is one that works.
+`status` is read on every prune as well as on its own, and every append answers with its `brief`;
+in the `soft` state both run the prune plan that `prune` would run, so the advice they give is one
+that works. Neither reads more as history grows: the compaction totals come with the session, and
+the rows read are the view's, or the latest few usage reports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import catalog
@@ -15,7 +18,7 @@ from ..domain import Message, MessageRow, Session
 from ..formats import RenderOptions
 from ..policy import view
 from ..policy.cache import cache_health
-from ..policy.overflow import RECOMMENDATIONS, assess, calibrated_tokens, prune_falls_short
+from ..policy.overflow import RECOMMENDATIONS, Assessment, assess, calibrated_tokens, prune_falls_short
 from ..policy.prune import (
     PruneOptions,
     PrunePlan,
@@ -25,11 +28,23 @@ from ..policy.prune import (
     remaining_counter,
     shown_counter,
 )
-from ..results import CompactionMetrics, CompactionSummary, Status
+from ..results import Brief, CompactionMetrics, CompactionSummary, Status
 from ..tokens import TokenCounter
 
 if TYPE_CHECKING:
     from .runtime import Scope
+
+
+@dataclass(frozen=True)
+class _Standing:
+    """What `status` and `brief` share: the calibrated count, the verdict and the advice."""
+
+    context_window: int
+    reported: int | None
+    in_view: int
+    verdict: Assessment
+    counter: TokenCounter
+    action: str
 
 
 class Standing:
@@ -38,6 +53,48 @@ class Standing:
 
     async def status(self, session: Session, visible: Sequence[Message] | None = None) -> Status:
         """Where `session` stands and what to do next; `visible` is its view when the caller has it loaded."""
+        standing = await self._standing(session, visible)
+        health = (
+            cache_health(await self._scope.store.recent_usages(session.id))
+            if session.last_usage
+            else None
+        )
+        return Status(
+            session_id=session.id,
+            model=session.model,
+            model_known=catalog.lookup(session.model).known,
+            method=standing.counter.method,
+            tokens_in_view=standing.in_view,
+            tokens_counted=session.tokens_in_view,
+            tokens_reported=standing.reported,
+            usable=standing.verdict.usable,
+            context_window=standing.context_window,
+            ratio=standing.verdict.ratio,
+            state=standing.verdict.state,
+            recommended_action=standing.action,
+            message_count=session.message_count,
+            tokens_stored=session.tokens_stored,
+            compaction=await self._compaction_metrics(session),
+            cache_hit_rate=round(health.hit_rate, 4) if health and health.requests else None,
+            cache_warning=health.warning if health else None,
+        )
+
+    async def brief(self, session: Session, visible: Sequence[Message] | None = None) -> Brief:
+        """`Brief.of(status)` without reading what a brief leaves out (cache health, compactions):
+        what every append answers with."""
+        standing = await self._standing(session, visible)
+        return Brief(
+            session_id=session.id,
+            tokens_in_view=standing.in_view,
+            tokens_reported=standing.reported,
+            tokens_stored=session.tokens_stored,
+            usable=standing.verdict.usable,
+            ratio=standing.verdict.ratio,
+            state=standing.verdict.state,
+            recommended_action=standing.action,
+        )
+
+    async def _standing(self, session: Session, visible: Sequence[Message] | None) -> _Standing:
         settings = self._scope.settings_for(session)
         budget = self._scope.budget(session, settings)
         reported = None
@@ -48,34 +105,12 @@ class Standing:
         in_view = calibrated_tokens(session.tokens_in_view, reported)
         verdict = assess(in_view, budget, soft_ratio=settings.soft_ratio, hard_ratio=settings.hard_ratio)
         counter = self._scope.counter(session.model, settings)
-        health = (
-            cache_health(await self._scope.store.recent_usages(session.id))
-            if session.last_usage
-            else None
+        action = (
+            await self._soft_advice(session, settings, counter, visible)
+            if verdict.state == "soft"
+            else verdict.recommended_action
         )
-        return Status(
-            session_id=session.id,
-            model=session.model,
-            model_known=catalog.lookup(session.model).known,
-            method=counter.method,
-            tokens_in_view=in_view,
-            tokens_counted=session.tokens_in_view,
-            tokens_reported=reported,
-            usable=verdict.usable,
-            context_window=budget.context,
-            ratio=verdict.ratio,
-            state=verdict.state,
-            recommended_action=(
-                await self._soft_advice(session, settings, counter, visible)
-                if verdict.state == "soft"
-                else verdict.recommended_action
-            ),
-            message_count=session.message_count,
-            tokens_stored=session.tokens_stored,
-            compaction=await self._compaction_metrics(session),
-            cache_hit_rate=round(health.hit_rate, 4) if health and health.requests else None,
-            cache_warning=health.warning if health else None,
-        )
+        return _Standing(budget.context, reported, in_view, verdict, counter, action)
 
     async def _soft_advice(
         self, session: Session, settings: Settings, counter: TokenCounter, visible: Sequence[Message] | None
@@ -104,14 +139,14 @@ class Standing:
         return prune_falls_short(plan.tokens_freed, options.minimum, at_most=False)
 
     async def _compaction_metrics(self, session: Session) -> CompactionMetrics | None:
-        count, freed = await self._scope.store.compaction_totals(session.id)
+        # The totals come with the session (the store keeps them); only the latest records are read.
         prunes = session.metadata.prunes
-        if not count and not prunes.count:
+        if not session.compaction_count and not prunes.count:
             return None
-        recent = await self._scope.store.compactions(session.id, limit=10)
+        recent = await self._scope.store.compactions(session.id, limit=10) if session.compaction_count else []
         return CompactionMetrics(
-            compactions=count,
-            tokens_freed=freed,
+            compactions=session.compaction_count,
+            tokens_freed=session.compaction_tokens_freed,
             prunes=prunes.count,
             prune_tokens_freed=prunes.tokens_freed,
             recent=[

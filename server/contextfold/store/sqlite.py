@@ -50,18 +50,19 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
 _SESSION_FIELDS = tuple(f for f in Session.model_fields if f != "owner")
 """Session fields map one to one onto columns of `sessions`; these are stored as JSON text."""
 _JSON_FIELDS = frozenset({"settings", "system", "last_usage", "view", "metadata"})
+_KEPT = ("compaction_count", "compaction_tokens_freed")
+"""Kept by triggers on `compactions` (migration 8): read with the session, never written from one."""
+_WRITTEN = tuple(f for f in _SESSION_FIELDS if f not in _KEPT)
 _SESSION_COLUMNS = ", ".join(_SESSION_FIELDS)
-_INSERT_SESSION = (
-    f"INSERT INTO sessions (owner, {_SESSION_COLUMNS}) VALUES (?, {', '.join('?' * len(_SESSION_FIELDS))})"
-)
-_UPDATABLE = tuple(f for f in _SESSION_FIELDS if f not in ("id", "created_at", "revision", "reset_revision"))
+_INSERT_SESSION = f"INSERT INTO sessions (owner, {', '.join(_WRITTEN)}) VALUES (?, {', '.join('?' * len(_WRITTEN))})"
+_UPDATABLE = tuple(f for f in _WRITTEN if f not in ("id", "created_at", "revision", "reset_revision"))
 """Revisions are the store's own: a transaction takes one as it starts, triggers keep the rest."""
 _UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in _UPDATABLE)} WHERE owner = ? AND id = ?"
 
 
 def _session_columns(session: Session) -> dict[str, Any]:
     data = session.model_dump(mode="json")
-    return {f: _json(data[f]) if f in _JSON_FIELDS and data[f] is not None else data[f] for f in _SESSION_FIELDS}
+    return {f: _json(data[f]) if f in _JSON_FIELDS and data[f] is not None else data[f] for f in _WRITTEN}
 
 
 def _session_from_row(row: aiosqlite.Row) -> Session:
@@ -96,10 +97,13 @@ async def _load_messages(
     visible = "" if hidden else " AND hidden = 0"
     changed = "" if since_rev is None else " AND rev > ?"
     changed_args: tuple[Any, ...] = () if since_rev is None else (since_rev,)
+    # Changed messages are found by their revision, never by walking every seq after `after_seq`
+    # (all of a history a removal strategy hid, on every append).
+    by_rev = "" if since_rev is None else " INDEXED BY messages_by_rev"
     message_rows = list(
         await db.execute_fetchall(
             "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
-            "metadata, tokens, view_tokens FROM messages WHERE owner = ? AND session_id = ? AND seq > ?"
+            f"metadata, tokens, view_tokens FROM messages{by_rev} WHERE owner = ? AND session_id = ? AND seq > ?"
             f"{visible}{changed} ORDER BY seq LIMIT ?",
             (owner, session_id, after_seq, *changed_args, -1 if limit is None else limit),
         )
@@ -108,12 +112,14 @@ async def _load_messages(
         return []
     parts: dict[str, list[Part]] = {}
     if since_rev is None:
-        where, args = "m.seq BETWEEN ? AND ?", (message_rows[0]["seq"], message_rows[-1]["seq"])
+        # Not the parts of messages hidden in between (a removal strategy hides most of a history).
+        where = f"m.seq BETWEEN ? AND ?{visible.replace('hidden', 'm.hidden')}"
+        args = (message_rows[0]["seq"], message_rows[-1]["seq"])
     else:  # changed messages are sparse: select them again rather than every seq between
         where, args = f"m.seq > ?{visible.replace('hidden', 'm.hidden')} AND m.rev > ?", (after_seq, since_rev)
     # One trip to the database thread: iterating a cursor would cross and back every 64 rows.
     for row in await db.execute_fetchall(
-        "SELECT p.message_id, p.data, p.tokens FROM parts p JOIN messages m ON m.id = p.message_id "
+        f"SELECT p.message_id, p.data, p.tokens FROM parts p JOIN messages m{by_rev} ON m.id = p.message_id "
         f"WHERE m.owner = ? AND m.session_id = ? AND {where} ORDER BY m.seq, p.idx",
         (owner, session_id, *args),
     ):
@@ -294,7 +300,9 @@ class SQLiteTenant:
 
     async def create_session(self, session: Session) -> Session:
         now = time.time()
-        session = session.model_copy(update={"owner": self.owner, "created_at": now, "updated_at": now})
+        session = session.model_copy(
+            update={"owner": self.owner, "created_at": now, "updated_at": now, **dict.fromkeys(_KEPT, 0)}
+        )
         async with self._store._transaction() as db:
             async with db.execute(
                 "SELECT 1 FROM sessions WHERE owner = ? AND id = ?", (self.owner, session.id)
@@ -348,13 +356,7 @@ class SQLiteTenant:
                 row = await self._session_row(db, session_id)
             if row is None:
                 raise NotFoundError("session", session_id, "open it first with session_open")
-            # The transaction's revision: the triggers stamp every message it touches with it.
-            await db.execute(
-                "UPDATE sessions SET revision = revision + 1 WHERE owner = ? AND id = ?", (self.owner, session_id)
-            )
-            session = _session_from_row(row)
-            session = session.model_copy(update={"revision": session.revision + 1})
-            yield _SQLiteTransaction(db, self.owner, session, row["next_seq"])
+            yield _SQLiteTransaction(db, self.owner, _session_from_row(row), row["next_seq"])
 
     async def _session_row(self, db: aiosqlite.Connection, session_id: str) -> aiosqlite.Row | None:
         async with db.execute(
@@ -443,7 +445,8 @@ class SQLiteTenant:
 
     async def compaction_totals(self, session_id: str) -> tuple[int, int]:
         row = await self._store._fetchone(
-            _COMPACTION_TOTALS.format(where="WHERE owner = ? AND session_id = ?"), (self.owner, session_id)
+            "SELECT compaction_count, compaction_tokens_freed FROM sessions WHERE owner = ? AND id = ?",
+            (self.owner, session_id),
         )
         return _totals(row)
 
@@ -532,11 +535,25 @@ class _SQLiteTransaction(_OutputStatements):
         self._owner = owner
         self.session = session
         self._next_seq = next_seq
+        self._stamped = False
+
+    async def _stamp(self) -> None:
+        """Before the first write to a message: take the session's next revision, which the
+        triggers stamp on every message this transaction changes. A transaction that changes no
+        message takes none (and writes nothing: a read-only home can still answer it)."""
+        if self._stamped:
+            return
+        self._stamped = True
+        await self._db.execute(
+            "UPDATE sessions SET revision = revision + 1 WHERE owner = ? AND id = ?", (self._owner, self.session.id)
+        )
+        self.session = self.session.model_copy(update={"revision": self.session.revision + 1})
 
     async def messages(self, after_seq: int = 0, *, hidden: bool = False) -> list[Message]:
         return await _load_messages(self._db, self._owner, self.session.id, after_seq, None, hidden=hidden)
 
     async def hide_messages(self, message_ids: Sequence[str]) -> None:
+        await self._stamp()
         await self._db.executemany("UPDATE messages SET hidden = 1 WHERE id = ?", [(i,) for i in message_ids])
 
     async def open_calls(self, call_ids: Sequence[str]) -> dict[str, StoredToolPart]:
@@ -563,6 +580,7 @@ class _SQLiteTransaction(_OutputStatements):
         return found
 
     async def update_part(self, stored: StoredToolPart, part: ToolPart) -> None:
+        await self._stamp()
         delta = part.tokens - stored.part.tokens
         await self._db.execute(
             "UPDATE parts SET data = ?, state = ?, tokens = ? WHERE message_id = ? AND idx = ?",
@@ -575,6 +593,7 @@ class _SQLiteTransaction(_OutputStatements):
             )
 
     async def insert_messages(self, messages: Sequence[Message]) -> list[Message]:
+        await self._stamp()
         now = time.time()
         stored: list[Message] = []
         message_rows: list[tuple[Any, ...]] = []
@@ -643,6 +662,7 @@ class _SQLiteTransaction(_OutputStatements):
         return stored
 
     async def mark_parts(self, marks: Sequence[PartMark]) -> None:
+        await self._stamp()
         await self._db.executemany(
             "UPDATE parts SET data = ? WHERE message_id = ? AND idx = ?",
             [(_part_json(m.part), m.message_id, m.index) for m in marks],
@@ -663,10 +683,18 @@ class _SQLiteTransaction(_OutputStatements):
             "INSERT INTO compactions (id, owner, session_id, created_at, data) VALUES (?,?,?,?,?)",
             (record.id, self._owner, record.session_id, record.created_at, record.model_dump_json()),
         )
+        # The database keeps the totals (a trigger); keep this transaction's copy of the session in step.
+        self.session = self.session.model_copy(
+            update={
+                "compaction_count": self.session.compaction_count + 1,
+                "compaction_tokens_freed": self.session.compaction_tokens_freed + record.tokens_freed,
+            }
+        )
         return record
 
     async def replace_counts(self, messages: Sequence[Message]) -> None:
         """Store new token counts for already-stored messages (after a tokenizer change)."""
+        await self._stamp()
         await self._db.executemany(
             "UPDATE messages SET tokens = ?, view_tokens = ? WHERE id = ?",
             [(m.tokens, m.view_tokens, m.id) for m in messages],
@@ -677,7 +705,9 @@ class _SQLiteTransaction(_OutputStatements):
         )
 
     async def save_session(self, session: Session) -> None:
-        session = session.model_copy(update={"updated_at": time.time()})
+        # What the store keeps comes from its own copy: the caller's may predate `add_compaction`.
+        kept = {f: getattr(self.session, f) for f in _KEPT}
+        session = session.model_copy(update={"updated_at": time.time(), **kept})
         columns = _session_columns(session)
         await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in _UPDATABLE), self._owner, session.id))
         self.session = session
