@@ -10,17 +10,37 @@ tokens, head messages summarized, and the median compaction time.
 
 Why: SPEC §15 lists extractive compaction of the largest corpus transcript among the numbers the
 README quotes; it is what runs when no model is available, so it must stay fast on real sessions.
+
+Second table, `compaction_recall` (issue 16): what the compaction carries across. Each long
+transcript is read by the package's importers from its original file (the corpus's raw file, via
+`sources.json`; any file the importers read works), the agent's own compaction summaries taken
+out of the message list and their positions kept as real compaction points. It is cut at each real
+point and at 40/60/80 % (see `_recall.cut_points`); for each cut the first k messages (and the
+system prompts) are written as a request body and imported into a fresh session
+(`import_transcript`), compacted with `compact(summarizer="extractive")` (tail rules as
+configured), and the rendered `get_context` (system and messages, as text) is what the model sees.
+Measured on it, by `_recall.measure` (whose docstring defines every term): needed-later recall
+(facts — file base names, backticked identifiers, test names, exception names — the agent used in
+the 60 messages from k on, in its text, its call arguments and the user's own words, that already
+occurred before k), user instructions kept (openings of the user's own messages before k found
+verbatim), the summary's tokens and the edited files named. Beside it, at real compaction points,
+the same numbers for the agent's own summary (Claude Code's), taken as all the model sees then.
+Lists of what was missed go to `compaction_recall_missed.json` (full runs).
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from _harness import CORPUS, Options, Timing, ms, options, report, run
+from _recall import CutMeasure, Share, cut_points, seen_text, text_of
+from _recall import measure as measure_cut
 from _sessions import synthetic_session, transcripts, write_normalized
 
 from contextfold.config import load_settings
@@ -79,6 +99,215 @@ async def measure(files: Sequence[Path], opts: Options) -> list[dict[str, Any]]:
     return rows
 
 
+# -- needed-later recall (issue 16) ---------------------------------------------------------------
+
+TOKENS_TARGET = 4_500
+"""Issue 16: summaries at most this many tokens (with recall ≥ 90 % and every instruction kept)."""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A transcript ready to cut: its conversation with the agent's own summaries taken out."""
+
+    name: str
+    format: str
+    """Wire format of `messages` ("anthropic" or "openai")."""
+    system: list[dict[str, str]]
+    messages: list[dict[str, Any]]
+    real: list[tuple[int, str]]
+    """(k, the agent's summary text) at each compaction the agent made."""
+
+
+def original_of(normalized: Path) -> Path:
+    """The corpus file `normalized` was made from (`sources.json`), else `normalized` itself."""
+    try:
+        sources = json.loads((CORPUS / "sources.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return normalized
+    for entry in sources:
+        if entry.get("normalized") == normalized.name and (CORPUS / "raw" / entry["local"]).is_file():
+            return CORPUS / "raw" / entry["local"]
+    return normalized
+
+
+def read_transcript(path: Path, name: str) -> Transcript:
+    """Any file the importers read, as wire messages; the agent's compaction summaries become cut points."""
+    from contextfold.importers import load_transcript
+
+    loaded = load_transcript(path)
+    summaries = {c.summary_index for c in loaded.compactions}
+    summaries |= set(loaded.metadata.get("compact_summary_indexes", []))  # named summary lines not replayed
+    messages: list[dict[str, Any]] = []
+    real: list[tuple[int, str]] = []
+    for i, message in enumerate(loaded.messages):
+        if i in summaries:
+            real.append((len(messages), text_of(message)))
+        else:
+            messages.append(message)
+    return Transcript(name, loaded.format, loaded.system, messages, real)
+
+
+def prefix_body(transcript: Transcript, k: int) -> dict[str, Any]:
+    """The first k messages and the system prompts as a request body the wire importer reads."""
+    if transcript.format == "anthropic":
+        body: dict[str, Any] = {"messages": transcript.messages[:k]}
+        if transcript.system:
+            body["system"] = [{"type": "text", "text": p["text"]} for p in transcript.system]
+        return body
+    prompts = [{"role": p["role"], "content": p["text"]} for p in transcript.system]
+    return {"messages": prompts + transcript.messages[:k]}
+
+
+@dataclass(frozen=True)
+class Compacted:
+    seen: str
+    summary: str
+    summary_tokens: int
+    compacted: bool
+
+
+async def compact_prefix(svc: ContextService, transcript: Transcript, k: int, scratch: Path) -> Compacted:
+    """Import the first k messages into a fresh session, compact it, and read what the model sees."""
+    file = scratch / f"prefix-{k}.json"
+    file.write_text(json.dumps(prefix_body(transcript, k), ensure_ascii=False), "utf-8")
+    imported = await svc.import_transcript(file, format=transcript.format, model=MODEL)
+    try:
+        result = await svc.compact(imported.session_id, summarizer="extractive")
+        context = await svc.get_context(imported.session_id, format="openai")
+        summary = await svc.summary_text(imported.session_id) if result.compacted else ""
+    finally:
+        await svc.delete_session(imported.session_id)
+        file.unlink()
+    return Compacted(seen_text(context.messages, context.system), summary, result.summary_tokens, result.compacted)
+
+
+def pct(share: Share) -> str:
+    value = share.share
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def ratio_of(share: Share) -> str:
+    return f"{share.kept}/{len(share.wanted)}"
+
+
+def missed(m: CutMeasure) -> dict[str, list[str]]:
+    return {
+        "facts": list(m.recall.missed),
+        "instructions": list(m.instructions.missed),
+        "edited_files": list(m.edited.missed),
+    }
+
+
+async def recall_rows(
+    svc: ContextService, transcript: Transcript, scratch: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[CutMeasure, int, CutMeasure | None]]]:
+    """One row per cut: ours, and the agent's own summary where it compacted there."""
+    system = [p["text"] for p in transcript.system]
+    real = {k: summary for k, summary in transcript.real}
+    cuts = [(k, "real", summary) for k, summary in real.items()]
+    for c in cut_points(transcript.messages):
+        if c.k not in real:  # a share that falls on a real compaction point is that point
+            cuts.append((c.k, c.label + ("" if c.kind == "user" else "·step"), None))
+    rows, details, measures = [], [], []
+    for k, label, theirs in sorted(cuts, key=lambda c: (c[0], c[1] != "real")):
+        ours = await compact_prefix(svc, transcript, k, scratch)
+        m = measure_cut(transcript.messages, k, ours.seen, system=system)
+        row: dict[str, Any] = {
+            "transcript": transcript.name,
+            "cut": label,
+            "k": f"{k}/{len(transcript.messages)}",
+            "facts": len(m.recall.wanted),
+            "recall": pct(m.recall),
+            "in summary": pct(measure_cut(transcript.messages, k, ours.summary, system=system).recall),
+            "instr": ratio_of(m.instructions),
+            "tokens": f"{ours.summary_tokens:,}" if ours.compacted else "not compacted",
+            "edited": ratio_of(m.edited),
+        }
+        detail: dict[str, Any] = {"transcript": transcript.name, "cut": label, "k": k, "ours": missed(m)}
+        agent: CutMeasure | None = None
+        if theirs is not None:
+            agent = measure_cut(transcript.messages, k, theirs, system=system)
+            tokens = svc.count_tokens(text=theirs, model=MODEL).tokens
+            row |= {
+                "agent recall": pct(agent.recall),
+                "agent instr": ratio_of(agent.instructions),
+                "agent tokens": f"{tokens:,}",
+                "agent edited": ratio_of(agent.edited),
+            }
+            detail["agent"] = missed(agent)
+        rows.append(row)
+        details.append(detail)
+        measures.append((m, ours.summary_tokens, agent))
+    return rows, details, measures
+
+
+def pooled(shares: Sequence[Share]) -> str:
+    wanted = sum(len(s.wanted) for s in shares)
+    kept = sum(s.kept for s in shares)
+    return "n/a" if not wanted else f"{kept / wanted:.0%} ({kept}/{wanted})"
+
+
+def recall_notes(measures: list[tuple[str, CutMeasure, int, CutMeasure | None]]) -> list[str]:
+    ours = [m for _, m, _, _ in measures]
+    theirs = [(m, a) for _, m, _, a in measures if a is not None]
+    low = sorted({name for name, m, _, _ in measures if m.recall.share is not None and m.recall.share < 0.9})
+    lost = sorted({name for name, m, _, _ in measures if m.instructions.missed})
+    big = sorted({name for name, _, tokens, _ in measures if tokens > TOKENS_TARGET})
+    notes = [
+        f"All cuts pooled — recall {pooled([m.recall for m in ours])}, instructions kept "
+        f"{pooled([m.instructions for m in ours])}, edited files named {pooled([m.edited for m in ours])}; "
+        f"largest summary {max((t for _, _, t, _ in measures), default=0):,} tokens.",
+    ]
+    if theirs:
+        notes.append(
+            f"At the agent's own compaction points ({len(theirs)}) — ours: recall "
+            f"{pooled([m.recall for m, _ in theirs])}, instructions {pooled([m.instructions for m, _ in theirs])}, "
+            f"edited {pooled([m.edited for m, _ in theirs])}; the agent's summary: recall "
+            f"{pooled([a.recall for _, a in theirs])}, instructions {pooled([a.instructions for _, a in theirs])}, "
+            f"edited {pooled([a.edited for _, a in theirs])}."
+        )
+    notes.append(
+        f"Targets (issue 16): recall ≥ 90 % and every instruction kept on every cut, summaries ≤ {TOKENS_TARGET:,} "
+        f"tokens. Recall below 90 %: {', '.join(low) or 'none'}. Instructions lost: {', '.join(lost) or 'none'}. "
+        f"Summaries over the limit: {', '.join(big) or 'none'}."
+    )
+    return notes
+
+
+async def measure_recall(files: Sequence[Path], opts: Options) -> None:
+    rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    measures: list[tuple[str, CutMeasure, int, CutMeasure | None]] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-recall-") as home:
+        scratch = Path(home) / "prefixes"
+        scratch.mkdir()
+        if not files:  # no corpus (--quick only): a generated session stands in
+            files = [write_normalized(synthetic_session(200), Path(home) / "synthetic.jsonl")]
+        async with await ContextService.open(load_settings({"home": Path(home) / "data"}, environ={})) as svc:
+            for path in files:
+                transcript = read_transcript(original_of(path), short(path.name))
+                got, detail, cut_measures = await recall_rows(svc, transcript, scratch)
+                rows += got
+                details += detail
+                measures += [(transcript.name, m, tokens, agent) for m, tokens, agent in cut_measures]
+    notes = recall_notes(measures) + [
+        "recall: share of the facts needed after the cut found in what the model sees after compact (the summary "
+        "and the kept tail); in summary: the same counted in the summary alone; facts: how many were needed; "
+        "instr: the user's own messages before the cut whose opening (60 characters) is found verbatim; "
+        "tokens: the summary's; edited: files edited before the cut whose base name is found. "
+        "agent …: the agent's own summary at its real compaction, the whole of what the model saw then.",
+        "cut: real = where the agent compacted; 40/60/80 % = just before the user's own message nearest that share "
+        "of the messages, or ·step = before the agent's next step when no user message is near. Definitions: "
+        f"benchmarks/_recall.py. Model {MODEL} (o200k counts for both summaries). "
+        f"{len(rows)} cuts in {time.perf_counter() - started:,.0f} s.",
+    ]
+    report("compaction_recall", "Needed-later recall and user instructions kept after compaction", rows, opts, notes=notes)
+    if opts.out is not None:
+        missed_file = opts.out / "compaction_recall_missed.json"
+        missed_file.write_text(json.dumps(details, indent=1, ensure_ascii=False) + "\n")
+
+
 async def main(opts: Options) -> None:
     notes = []
     with tempfile.TemporaryDirectory(prefix="bench-compaction-data-") as scratch:
@@ -111,6 +340,16 @@ async def main(opts: Options) -> None:
         opts,
         notes=notes,
     )
+    await measure_recall(recall_files(opts), opts)
+
+
+def recall_files(opts: Options) -> list[Path]:
+    """Every long transcript; --quick: the smallest, and the smallest where the agent compacted."""
+    files = transcripts(min_bytes=LONG_BYTES)
+    if not opts.quick:
+        return files
+    compacted = [f for f in files if read_transcript(original_of(f), f.name).real]
+    return list(dict.fromkeys(files[:1] + compacted[:1]))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import user_instruction
 from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS
+from contextfold.compaction.userwords import QUOTE_CHARS
 from contextfold.compaction.template import FILES, GOAL, NEXT_STEPS, SECTIONS, missing_sections, parse_summary
 from contextfold.config import Settings
 from contextfold.config import load_settings
@@ -186,24 +187,30 @@ async def test_a_second_compaction_updates_the_first(tmp_path: Path):
 
 async def test_a_user_stating_many_rules_does_not_grow_the_summary_without_bound(tmp_path: Path):
     """Pins re-add only the newest MAX_PINNED_CONSTRAINTS rules; before the cap every compaction
-    re-pinned every rule ever stated, until compaction freed nothing."""
+    re-pinned every rule ever stated, until compaction freed nothing. The user's messages are also
+    quoted (issue 16), newest first within QUOTE_CHARS, so older quotes shrink to their openings
+    and the rules said after an opening are kept as rules, under the cap."""
     settings = _settings(tmp_path, preserve_recent_tokens=0)
     async with await ContextService.open(settings) as service:
         await service.open_session("s", model="gpt-4o")
         sizes = []
+        quoted = []
         for round_ in range(12):
             await service.append("s", [
                 message
                 for i in range(5)
                 for message in (
-                    {"role": "user", "content": f"You must keep module_{round_}_{i} backwards compatible."},
+                    {"role": "user", "content": f"Step {round_}.{i}: " + "context " * 30 + f"You must keep module_{round_}_{i} backwards compatible."},
                     {"role": "assistant", "content": f"Understood, step {round_}.{i}. " + "notes " * 200},
                 )
             ])
             result = await service.compact("s", summarizer="extractive")
             assert result.compacted
-            sizes.append(len(parse_summary(await service.summary_text("s"))["Constraints & Preferences"]))
+            constraints = parse_summary(await service.summary_text("s"))["Constraints & Preferences"]
+            sizes.append(len([c for c in constraints if not c.startswith("User")]))
+            quoted.append(sum(len(c) for c in constraints if c.startswith("User")))
         assert max(sizes) <= MAX_PINNED_CONSTRAINTS
+        assert max(quoted) <= QUOTE_CHARS + 20 * len("User [m999]: ")
         rules = parse_summary(await service.summary_text("s"))["Constraints & Preferences"]
         assert any("module_11_4" in r for r in rules)  # the newest rule is always kept
         pinned = [p for c in await service.store.compactions("s", limit=1) for p in c.pinned]

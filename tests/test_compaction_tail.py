@@ -24,7 +24,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 from validators import assert_anthropic_valid, assert_openai_valid
 
-from contextfold.compaction.engine import CONTINUE_TEXT
+from contextfold.compaction.engine import CONTINUE_TEXT, summary_budget
 from contextfold.compaction.pins import pin_facts
 from contextfold.compaction.chain import Sampled
 from contextfold.config import load_settings
@@ -183,13 +183,16 @@ async def test_a_compaction_that_frees_nothing_by_our_count_is_refused_and_not_a
         "g",
         [
             {"role": "user", "content": "Explain how the cache works. " * 20},
-            {"role": "assistant", "content": "It keeps the newest entries and drops the oldest. " * 15},
+            # Long enough that a summary carrying the user's quoted words and the closing line about
+            # the stored history (issue 16) can still be padded to just under it.
+            {"role": "assistant", "content": "It keeps the newest entries and drops the oldest. " * 30},
         ],
         usage={"prompt_tokens": 50_000, "completion_tokens": 200},
     )
     head = await service.store.load_messages("g")
     replaced = sum(m.in_view_tokens for m in head)
-    summary = _summary_of(replaced - 8, head)  # passes the summarizer check, frees nothing with its marker
+    budget = summary_budget((await service.status("g")).usable, replaced)  # sizes the pinned quotes (issue 16)
+    summary = _summary_of(replaced - 8, head, budget)  # passes the summarizer check, frees nothing with its marker
     before = await _conversation(service, "g")
     with pytest.raises(CompactionFailed, match=r"would not free anything: ([\d,]+) tokens in view before, [\d,]+ after"):
         await service.compact("g", summarizer="sampling", sampled=Sampled(summary, "client-model"))
@@ -197,11 +200,11 @@ async def test_a_compaction_that_frees_nothing_by_our_count_is_refused_and_not_a
     assert await _conversation(service, "g") == before
 
 
-def _summary_of(tokens: int, head: list[Message]) -> str:
+def _summary_of(tokens: int, head: list[Message], budget: int) -> str:
     """A summary with every section that counts exactly `tokens` once facts are pinned."""
     for words in range(0, 2_000):
         text = VALID_SUMMARY.replace("## Relevant Files", "## Relevant Files\n- notes:" + " more" * words)
-        if GPT4O.count(pin_facts(text, head, previous=None)[0]) == tokens:
+        if GPT4O.count(pin_facts(text, head, previous=None, budget_tokens=budget)[0]) == tokens:
             return text
     raise AssertionError(f"no padding gives {tokens} tokens")
 

@@ -497,9 +497,11 @@ def test_every_section_present_in_order_and_filled() -> None:
     assert missing_sections(text) == []
     summary = parse_summary(text)
     assert summary[GOAL] == ["Fix the timeout handling in the client. Don't touch the public API."]
-    assert summary[CONSTRAINTS] == ["Don't touch the public API."]
+    # The user's message is quoted whole (issue 16), so the rule in it is not listed again.
+    assert summary[CONSTRAINTS] == ["User: Fix the timeout handling in the client. Don't touch the public API."]
     assert "Reproduce the timeout" in summary[DONE]
-    assert "Edited `/repo/src/client.py`" in summary[DONE]
+    # Done groups the edits of one stretch of work by directory (issue 16: outcomes, not a log).
+    assert any("edited `client.py` in `/repo/src/`" in b for b in summary[DONE])
     assert summary[IN_PROGRESS][0] == "Fix the deadline check"
     assert summary[BLOCKED] == ["FAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3 — Bash `pytest tests/test_client.py -q`"]
     assert summary[DECISIONS] == ["I'll use a monotonic clock instead of time.time() for the deadline."]
@@ -589,7 +591,7 @@ def test_anchor_update_keeps_moves_and_drops() -> None:
     # Still true: kept.
     assert summary[GOAL][:2] == ["Port the importer to streaming", "Earlier request: keep memory under 100 MB"]
     assert summary[GOAL][-1] == "Latest request: Now wire it up and make the tests pass."
-    assert summary[CONSTRAINTS] == ["Never load a whole file into memory."]
+    assert summary[CONSTRAINTS] == ["User: Now wire it up and make the tests pass.", "Never load a whole file into memory."]
     assert "Use generators rather than threads." in summary[DECISIONS]
     assert "The fixture lives in /data/big.jsonl" in summary[CRITICAL]
     assert any(b.startswith("src/reader.py") for b in summary[FILES])
@@ -600,8 +602,9 @@ def test_anchor_update_keeps_moves_and_drops() -> None:
     assert "Update the changelog entry" in summary[DONE]
     assert "Wire `src/importer.py` to the streaming reader" not in summary[IN_PROGRESS]
     assert "Update the changelog entry" not in summary[IN_PROGRESS]
-    # The stale "Last step" was replaced by the new one.
-    assert summary[IN_PROGRESS] == ["Last step: Importer wired; tests pass."]
+    # The stale "Last step" went; the work is at rest (tests pass, nothing left in flight), so
+    # In Progress holds nothing rather than the assistant's last words (issue 16).
+    assert summary[IN_PROGRESS] == []
     # The resolved blocker went; the other one stays.
     assert summary[BLOCKED] == ["`make docs` fails: sphinx missing"]
     # Next steps: the pending todo (also in the anchor) once, the anchor's other item kept.
@@ -681,7 +684,7 @@ def test_medium_budget_keeps_the_essentials_and_drops_the_least_important_first(
     # Essentials: every edited file, the constraints, the unresolved error, the goal.
     for index in range(40):
         assert any(names_path(b, f"/repo/src/module_{index}.py") for b in summary[FILES])
-    assert summary[CONSTRAINTS] == ["You must keep the on-disk format.", "必须保持向后兼容。"]
+    assert summary[CONSTRAINTS] == ["User: Refactor the storage layer. You must keep the on-disk format. 必须保持向后兼容。"]
     assert summary[BLOCKED] == full[BLOCKED] and "ValueError: bad header" in summary[BLOCKED][0]
     assert summary[GOAL] == full[GOAL]
     # Oldest Done went first, read-only files before decisions.
@@ -714,16 +717,22 @@ def test_pins_add_what_a_summary_left_out() -> None:
     # `src/client.py` is not the exact path `/repo/src/client.py`: the exact one is added.
     assert any(b.startswith("/repo/src/client.py — ") for b in summary[FILES])
     assert any(b.startswith("/repo/tests/test_client.py — ") for b in summary[FILES])
-    assert summary[CONSTRAINTS] == ["Keep Python 3.9 support.", "Don't touch the public API."]
+    # The user's own messages are quoted word for word (issue 16), then the rules no quote holds.
+    assert summary[CONSTRAINTS] == [
+        "User: Fix the timeout handling in the client. Don't touch the public API.",
+        "User: Also add a retry limit of 3.",
+        "Keep Python 3.9 support.",
+    ]
     assert summary[BLOCKED] == ["FAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3 — Bash `pytest tests/test_client.py -q`"]
-    assert summary[GOAL] == ["Fix timeouts", "Latest request: Also add a retry limit of 3."]
+    # The latest request is quoted in Constraints: Goal does not repeat it.
+    assert summary[GOAL] == ["Fix timeouts"]
     assert report.added == [
         "file: /repo/src/client.py",
         "file: /repo/tests/test_client.py",
+        "user: " + "Fix the timeout handling in the client. Don't touch the public API."[:60],
+        "user: Also add a retry limit of 3.",
         "constraint: Keep Python 3.9 support.",
-        "constraint: Don't touch the public API.",
         "error: FAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3",
-        "instruction: Also add a retry limit of 3.",
     ]
 
 

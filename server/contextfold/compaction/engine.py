@@ -27,7 +27,9 @@ CONTINUE_TEXT = (
     "If there is nothing left to do, say so briefly."
 )
 SUMMARY_MIN_TOKENS = 500
-SUMMARY_MAX_TOKENS = 6_000
+SUMMARY_MAX_TOKENS = 4_500
+"""Issue 16: past this, a longer summary is not more use (the working set and the user's quotes
+are shares of the budget, so they stop growing here too)."""
 
 
 class NothingToCompact(Exception):
@@ -67,7 +69,7 @@ class Plan:
 
 
 def summary_budget(usable: int, replaced_tokens: int) -> int:
-    """Room for the summary: a tenth of usable within [500, 6,000], and under half of what it replaces."""
+    """Room for the summary: a tenth of usable within [500, 4,500], and under half of what it replaces."""
     return max(SUMMARY_MIN_TOKENS // 2, min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, usable // 10), replaced_tokens // 2))
 
 
@@ -129,7 +131,7 @@ def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport
     Raises `SummarizerError` for a summary that would not free anything, so the engine falls
     back to the next summarizer instead of reporting a compaction that saved nothing.
     """
-    pinned, report = pin_facts(text, plan.head, previous=plan.previous)
+    pinned, report = pin_facts(text, plan.head, previous=plan.previous, budget_tokens=plan.summary_budget)
     tokens = counter.count(pinned)
     if tokens >= plan.replaced_tokens:
         raise SummarizerError(

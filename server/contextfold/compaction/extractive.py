@@ -6,16 +6,30 @@ backend gets.
 
 Where each section comes from (see `facts.extract_facts`):
 - Goal: the user's first instruction, and the latest one when it differs;
-- Constraints & Preferences: user sentences that state a rule (must / never / always / 必须 / 不要 …);
-- Done: completed edits and writes, commands that succeeded, test runs that passed, todo items
-  marked completed;
-- In Progress: todo items in progress, and the assistant's last words (where the work stopped);
-- Blocked: the latest error no later success answered;
-- Key Decisions: assistant sentences that choose ("I'll use …", "the fix is …");
-- Next Steps: pending todo items and the plan list in the assistant's latest text;
-- Critical Context: other unresolved errors, the test command in use, and sentences matching the
-  caller's focus;
-- Relevant Files: edited files first, then files only read, as `path — why`.
+- Constraints & Preferences: every message the user wrote, quoted word for word with the stored
+  message it came from (`User [m12]: …`, see `userwords`: newest first within a third of the
+  budget, older ones cut to their opening), then the rules the user stated (must / never /
+  always / 必须 / 不要 …) that no quote holds whole;
+- Done: the plan's finished items, then outcomes (`outcomes`): each stretch of work up to the
+  test run that passed or the commit that recorded it, its files grouped by directory (relative
+  to the project root), repeated edits and reruns folded, shell plumbing left out; then errors a
+  later success of the same thing fixed, with what fixed them;
+- In Progress: the plan's items under way (a plan tool's latest list, or a checklist the agent
+  wrote); without them, the work under way: the check that fails, and the files changed since
+  the last check when the history stops in the middle of the agent's work;
+- Blocked: the latest error no later success of the same command, test or file answered, word
+  for word;
+- Key Decisions: the user's answers to the assistant's questions, then assistant sentences that
+  choose ("I'll use …", "the fix is …");
+- Next Steps: the plan's open items, the list the assistant announced last, or the action it said
+  it would take when it stopped;
+- Critical Context: other unresolved errors, the test command in use, the project root, and
+  sentences matching the caller's focus;
+- Relevant Files: edited files, as `path — why`; then the working set (`workingset`): the files
+  read, tests and identifiers the history worked with, ranked, within `workingset.SHARE` of the
+  budget.
+Done, Key Decisions, Blocked, the plan's items and the quotes cite the stored messages they came
+from (`template.cite`); the summary ends with `template.HISTORY_NOTE`.
 
 **Updating an anchor.** With `request.previous` the previous summary is parsed and merged, not
 summarized: its bullets are kept unless the new history shows them stale. An In Progress or Next
@@ -34,7 +48,8 @@ is tight (just before the essentials), and up to five sentences of the history t
 are added to Critical Context.
 
 **Budget.** The rendered summary must fit `request.budget_tokens` counted with `request.counter`.
-Bullets are dropped least important first: oldest Done, files only read, decisions, older context,
+Bullets are dropped least important first:
+oldest Done, the working set's least relevant names, decisions, older context,
 later next steps; then long bullets are shortened; only then, for a budget too small for them, the
 essentials go (constraints, edited files, the unresolved error, the goal). Each bullet is counted
 once and the summary rendered a few times, not once per bullet dropped. Sections are never
@@ -68,6 +83,8 @@ from .facts import (
     user_instruction,
     user_prose,
 )
+from . import userwords, workingset
+from .outcomes import files_phrase, outcomes, project_root
 from .pins import newest_constraints
 from .template import (
     BLOCKED,
@@ -83,12 +100,18 @@ from .template import (
     NEXT_STEPS,
     SECTIONS,
     Summary,
+    cite,
     parse_summary,
 )
 
 EARLIER_REQUEST = "Earlier request: "
 REQUEST = "Request: "
 LAST_STEP = "Last step: "
+"""How older summaries began In Progress (the assistant's last words); dropped when updating one."""
+WORKING_ON = "Changing "
+PROJECT_ROOT = "Project root: "
+FIXING = "Fixing the failure of "
+USER_CHOSE = "User chose "
 TEST_COMMAND = "Test command: "
 UNRESOLVED = "Unresolved: "
 RESOLVED = "Fixed: "
@@ -205,11 +228,12 @@ def build_summary(
     draft = _Draft()
     prior = parse_summary(previous) if previous else None
     _goal(draft, facts, prior)
-    _constraints(draft, facts, prior)
+    _constraints(draft, facts, prior, userwords.quote_budget(budget_tokens))
     _progress(draft, facts, prior)
     _decisions(draft, facts, prior)
     _context(draft, facts, prior, head, keywords)
     _files(draft, facts, prior)
+    _working_set(draft, facts, head, counter, min(int(budget_tokens * workingset.SHARE), workingset.MAX_TOKENS))
     _protect_focus(draft, keywords)
     if prior is not None:
         _cap(draft)
@@ -241,10 +265,20 @@ def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         draft.add(GOAL, LATEST_REQUEST + latest, _ESSENTIAL_TIER, len(bullets) + 1, verbatim=True)
 
 
-def _constraints(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
-    rules, _older = newest_constraints((prior[CONSTRAINTS] if prior else []) + facts.constraints)
-    for index, rule in enumerate(rules):
-        draft.add(CONSTRAINTS, rule, _ESSENTIAL_TIER, index, verbatim=True)
+def _constraints(draft: _Draft, facts: Facts, prior: Summary | None, quote_chars: int) -> None:
+    """The user's own messages quoted (`userwords`), then the rules they stated that no quote holds
+    whole (a long message is quoted only in part)."""
+    carried = prior[CONSTRAINTS] if prior else []
+    rank = 0
+    for quote, shown in userwords.quotes(facts.said, carried, quote_chars):
+        draft.add(CONSTRAINTS, quote.bullet(shown), _ESSENTIAL_TIER, rank, verbatim=True)
+        rank += 1
+    quoted = " ".join(draft.texts(CONSTRAINTS)).casefold()
+    rules, _older = newest_constraints([b for b in carried if userwords.parse_quote(b) is None] + facts.constraints)
+    for rule in rules:
+        if collapse(rule).casefold() not in quoted:
+            draft.add(CONSTRAINTS, rule, _ESSENTIAL_TIER, rank, verbatim=True)
+            rank += 1
 
 
 def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
@@ -260,31 +294,33 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     if prior:
         for section, carried in ((IN_PROGRESS, carried_in_progress), (NEXT_STEPS, carried_next)):
             for bullet in prior[section]:
-                if facts.latest_assistant_text and bullet.startswith(LAST_STEP):
-                    continue  # superseded by the new history's last step
+                if bullet.startswith((LAST_STEP, WORKING_ON, FIXING)) and (facts.steps or facts.latest_assistant_text):
+                    continue  # where the work stood then: the new history says where it stands now
                 if _now_done(bullet, facts, completed):
                     draft.add(DONE, bullet, _CONTEXT_TIER, rank)
                     rank += 1
                 else:
                     carried.append(bullet)
-    for item in facts.done:
+    for text in completed:
+        # A finished plan item says what was achieved better than the commands behind it.
+        draft.add(DONE, _cited(text, facts.sources.get(text, ())), _CONTEXT_TIER, rank)
+        rank += 1
+    root = project_root([f.path for f in facts.edited_files])
+    for item in outcomes(facts.steps, root):
         draft.add(DONE, item, _DONE_TIER, rank)
         rank += 1
-    for text in completed:
-        # A finished todo item says what was achieved better than the commands behind it.
-        draft.add(DONE, text, _CONTEXT_TIER, rank)
-        rank += 1
     for error in facts.resolved_errors[-MAX_RESOLVED:]:
-        # What went wrong and was fixed is worth knowing (it may come back); kept short.
-        draft.add(DONE, RESOLVED + _error_bullet(error), _DONE_TIER, rank)
+        # What went wrong and was fixed is worth knowing (it may come back), and how it was fixed.
+        draft.add(DONE, RESOLVED + _fixed_bullet(error), _DONE_TIER, rank)
         rank += 1
 
-    # In Progress: todos being worked on, what the anchor had in flight, where the work stopped.
-    active = [text for status, text in facts.todos if status == "in_progress"]
+    # In Progress: the plan's items under way; without them, the work under way (the failing
+    # check, the files being changed since the last check), then what the anchor had in flight.
+    active = [_cited(t, facts.sources.get(t, ())) for status, t in facts.todos if status == "in_progress"]
+    if not active:
+        active = _under_way(facts, root)
     for index, text in enumerate(active + carried_in_progress):
         draft.add(IN_PROGRESS, text, _STEP_TIER, -index)
-    if facts.latest_assistant_text:
-        draft.add(IN_PROGRESS, LAST_STEP + facts.latest_assistant_text, _STEP_TIER, 0.5)
 
     # Blocked: the anchor's still-open blockers, then the latest unresolved error.
     if prior:
@@ -294,15 +330,49 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     if facts.unresolved_error is not None:
         draft.add(BLOCKED, _error_bullet(facts.unresolved_error), _ESSENTIAL_TIER, 0, verbatim=True)
 
-    # Next Steps: pending todos and the plan the assistant announced, then the anchor's.
-    pending = [text for status, text in facts.todos if status == "pending"]
-    steps = pending + [s for s in facts.plan_steps if s not in pending] + carried_next
-    for index, text in enumerate(steps):
+    # Next Steps: the plan's open items; without a plan, the list the assistant announced last,
+    # or the action it said it would take next; then the anchor's.
+    pending = [_cited(t, facts.sources.get(t, ())) for status, t in facts.todos if status == "pending"]
+    steps = pending + [s for s in facts.plan_steps if s not in pending]
+    if not steps and facts.intent is not None and not facts.todos:
+        intent, seq = facts.intent
+        steps.append(_cited(intent, (seq,)))
+    for index, text in enumerate(steps + carried_next):
         draft.add(NEXT_STEPS, text, _STEP_TIER, -index)
 
 
+def _under_way(facts: Facts, root: str) -> list[str]:
+    """What the work was doing when the history stops, for In Progress when no plan says: the check
+    that fails, and, when the history stops in the middle of the agent's work, the files it changed
+    since the last check passed."""
+    found: list[str] = []
+    error = facts.unresolved_error
+    if error is not None:
+        found.append(_cited(FIXING + clip(error.source, 120), (error.seq,)))
+    changed: dict[str, list[int]] = {}
+    for step in reversed(facts.steps):
+        if step.kind in ("test", "commit", "user") and step.ok:
+            break
+        if step.kind in ("edit", "create"):
+            changed.setdefault(step.text, []).append(step.seq)
+    if changed and not facts.at_rest:
+        paths = list(reversed(changed))
+        seqs = [s for v in changed.values() for s in v]
+        found.append(_cited(f"{WORKING_ON}{files_phrase(paths, root)} (not yet checked)", seqs))
+    return found
+
+
+def _cited(text: str, seqs: Sequence[int]) -> str:
+    citation = cite(seqs)
+    return f"{text} {citation}" if citation else text
+
+
 def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
-    decisions = (prior[DECISIONS] if prior else []) + facts.decisions
+    """The user's choices (their answers to the assistant's questions), then the assistant's."""
+    decisions = list(prior[DECISIONS]) if prior else []
+    for choice in facts.choices:
+        decisions.append(_cited(f'{USER_CHOSE}"{choice.answer}" (asked: {choice.question})', choice.seqs))
+    decisions += [_cited(text, facts.sources.get(text, ())) for text in facts.decisions]
     for index, text in enumerate(decisions):
         draft.add(DECISIONS, text, _DECISION_TIER, index)
 
@@ -325,6 +395,10 @@ def _context(
     if tests:
         draft.add(CRITICAL, f"{TEST_COMMAND}`{command_key(tests[-1])}`", _CONTEXT_TIER, rank)
         rank += 1
+    root = project_root([f.path for f in facts.edited_files])
+    if root:
+        draft.add(CRITICAL, f"{PROJECT_ROOT}`{root}` (Done names files relative to it)", _CONTEXT_TIER, rank)
+        rank += 1
     for sentence in _focus_sentences(head, keywords):
         draft.add(CRITICAL, sentence, _FOCUS_TIER, rank)
         rank += 1
@@ -339,6 +413,8 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     kept_edits: set[str] = set()
     if prior:
         for bullet in prior[FILES]:
+            if workingset.listed(bullet) is not None:
+                continue  # merged into the new working set
             path = _bullet_path(bullet)
             was_edited = _looks_edited(bullet)
             touch = new.get(path)
@@ -347,21 +423,44 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
             if touch is not None:
                 kept_edits.add(path)  # edited before, only read since: it stays an edited file
             (edited if was_edited else read).append((bullet, path, True))
-    for touch in facts.files:
+    for touch in facts.edited_files:
         if touch.path not in kept_edits:
-            (edited if touch.action == "edited" else read).append((_file_bullet(touch), touch.path, False))
+            edited.append((_file_bullet(touch), touch.path, False))
     for index, (bullet, path, carried) in enumerate(edited):
         draft.add(FILES, bullet, _ESSENTIAL_TIER, index, path=path, carried=carried)
     for index, (bullet, path, carried) in enumerate(read):
-        draft.add(FILES, bullet, _READ_FILE_TIER, index, path=path, carried=carried)
+        draft.add(FILES, bullet, _READ_FILE_TIER, -1 - index, path=path, carried=carried)
+
+
+def _working_set(draft: _Draft, facts: Facts, head: Sequence[Message], counter: TokenCounter, budget: int) -> None:
+    """The files read, tests and identifiers the history worked with (`workingset`), within
+    `budget` tokens, after the edited files; an anchor's lists follow the new history's names."""
+    prior_names = [pair for bullet in draft.texts(FILES) for pair in (workingset.listed(bullet) or [])]
+    found = workingset.working_set(
+        head, {f.path for f in facts.edited_files}, [f.path for f in facts.files if f.action == "read"]
+    )
+    written = "\n".join(item.text for items in draft.sections.values() for item in items)
+    ranked = [pair for pair in found.ranked if pair[0] not in written]  # named elsewhere already
+    names = {name for name, _ in ranked}
+    ranked += [pair for pair in prior_names if pair[0] not in names]
+    bullets = workingset.fit_working_set(workingset.WorkingSet(ranked), counter, budget)
+    for index, bullet in enumerate(bullets):
+        draft.add(FILES, bullet, _READ_FILE_TIER, len(bullets) - index)
 
 
 def _file_bullet(touch: FileTouch) -> str:
     return f"{touch.path} — {touch.why}"
 
 
+def _fixed_bullet(error: ErrorFact) -> str:
+    how = ""
+    if error.fix and error.fix not in error.source:
+        how = f"; then `{clip(error.fix, 120)}` succeeded"
+    return _cited(f"{error.text} — {error.source}{how}", (error.seq, error.fix_seq))
+
+
 def _error_bullet(error: ErrorFact) -> str:
-    return f"{error.text} — {error.source}"
+    return _cited(f"{error.text} — {error.source}", (error.seq,))
 
 
 _EDIT_WORDS = re.compile(
@@ -511,7 +610,7 @@ def _protect_focus(draft: _Draft, keywords: list[str]) -> None:
 
 SECTION_CAPS: dict[str, int] = {
     GOAL: 3,
-    DONE: 30,
+    DONE: 15,
     IN_PROGRESS: 4,
     BLOCKED: 2,
     DECISIONS: 8,
@@ -528,10 +627,11 @@ blocks the work, the latest request)."""
 def _cap(draft: _Draft) -> None:
     """Hold each section to its cap, dropping least important first: the lowest tier, then the
     lowest rank (within most tiers, the oldest). Never dropped here: the new history's essentials,
-    and verbatim bullets (constraints, the latest request, the open error)."""
+    and verbatim bullets (constraints, the latest request, the open error). The working set's
+    lists are not counted: their own share of the budget bounds them."""
     gone: set[int] = set()
     for name, cap in SECTION_CAPS.items():
-        items = draft.sections[name]
+        items = [i for i in draft.sections[name] if name != FILES or workingset.listed(i.text) is None]
         if len(items) <= cap:
             continue
         droppable = [i for i in items if (i.carried or i.tier < _ESSENTIAL_TIER) and not i.verbatim]

@@ -1,10 +1,14 @@
 """What code can know for certain about a stretch of history, without a model.
 
 `extract_facts` walks the messages once and collects what the extractive summarizer writes and
-what `pins` guarantees in any summary: the user's instructions and explicit constraints, the files
-touched (from tool-call arguments, reported exactly as written, since paths are identifiers that
-must survive compaction), commands run and their outcomes, errors and whether they were resolved,
-todo lists, and sentences in which the assistant decided something.
+what `pins` guarantees in any summary: the user's own messages word for word (`user_words`: not
+tool results, not what a harness put in the user's turn), their instructions and explicit
+constraints, the files touched (from tool-call arguments, reported exactly as written, since paths
+are identifiers that must survive compaction), commands run and their outcomes, the finished work
+in order (`record.Step`), errors and whether (and by what) they were resolved, the plan (a plan
+tool's list or a checklist in the assistant's text, `checklist`), the user's answers to the
+assistant's questions, and sentences in which the assistant decided something. Items carry the
+stored messages (`Message.seq`) they came from, for the summary's citations.
 
 The walk is the same for every agent. What differs — tool names, where a call puts its path or
 command, how the harness wraps a result or fills the user's turn — is asked of the adapter in
@@ -20,9 +24,10 @@ Pure and deterministic: same messages, same facts.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..domain import Message, TextPart, ToolPart
@@ -32,6 +37,9 @@ from .agents.output import error_line, judged, suite_verdict
 from .agents.shell import (
     ShellTouch,
     command_key,
+    commit_subject,
+    is_plumbing,
+    readable,
     command_touches,
     is_inspection,
     is_path,
@@ -44,6 +52,22 @@ from .agents.shell import (
     suite_runner,
 )
 from .agents.text import MAX_ITEM_CHARS, clip, collapse
+from .checklist import checklist
+from .prose import (
+    MAX_INSTRUCTION_CHARS,
+    assistant_prose,
+    assistant_text,
+    constraint_sentences,
+    is_decision,
+    is_rule,
+    names_path,
+    plan_steps,
+    sentences,
+    user_instruction,
+    user_prose,
+    user_words,
+)
+from .record import Choice, Said, Step
 
 __all__ = [
     "MAX_ITEM_CHARS", "ErrorFact", "Facts", "FileTouch", "assistant_prose", "clip", "collapse", "command_key",
@@ -51,7 +75,6 @@ __all__ = [
     "resolves", "sentences", "shell_touches", "suite_invocation", "suite_runner", "user_instruction", "user_prose",
 ]
 
-MAX_INSTRUCTION_CHARS = 400
 MAX_CONSTRAINTS = 20
 MAX_CONSTRAINTS_PER_MESSAGE = 8
 """So a long task prompt full of rules cannot crowd out what the user said later."""
@@ -63,6 +86,12 @@ MAX_ERRORS = 30
 MAX_TODOS = 30
 MAX_DECISIONS = 12
 MAX_COMMANDS = 40
+MAX_SAID = 200
+"""The user's messages kept word for word (the summary quotes the newest of them, see `userwords`)."""
+MAX_SAYINGS = 8
+"""Where a repeated message was said, or a done item happened: the first and the latest few."""
+MAX_CHOICES = 12
+MAX_STEPS = 400
 
 
 @dataclass(frozen=True)
@@ -80,6 +109,11 @@ class ErrorFact:
     """The most telling line of the failure, verbatim (whitespace collapsed to single spaces)."""
     source: str
     """Where it came from: the tool and, in backticks, the command or path."""
+    seq: int = 0
+    """The stored message whose tool call failed (0: not stored)."""
+    fix: str = ""
+    """For a resolved error: what succeeded after it (a command, an edited path)."""
+    fix_seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,226 +142,27 @@ class Facts:
     resolved_errors: list[ErrorFact] = field(default_factory=list)
     """Errors a later success of the same command, test run or file answered, each message once
     (the latest occurrence), oldest first: what went wrong and was fixed."""
+    said: list[Said] = field(default_factory=list)
+    """Every message the user wrote, word for word, oldest first (a repeated one once, where it
+    was said last)."""
+    steps: list[Step] = field(default_factory=list)
+    """The finished work in order, for Done (see `outcomes`)."""
+    choices: list[Choice] = field(default_factory=list)
+    """The user's answers to the assistant's questions, oldest first."""
+    sources: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """The stored messages (seqs) each todo text, decision and done item came from."""
+    plan_seq: int = 0
+    """The message that wrote the latest plan (a plan tool's call or a checklist in text)."""
+    intent: tuple[str, int] | None = None
+    """The action the assistant said last it was about to take, and its message."""
+    last_seq: int = 0
+    at_rest: bool = True
+    """The assistant's last message made no tool call: it answered, asked or stopped, rather than
+    being cut off in the middle of its work."""
 
     @property
     def edited_files(self) -> list[FileTouch]:
         return [f for f in self.files if f.action == "edited"]
-
-
-# -- small text helpers -------------------------------------------------------------------------
-
-
-def names_path(text: str, path: str) -> bool:
-    """`text` names exactly `path`: the string appears and is not part of a longer path
-    (`src/a.py` is not named by `src/a.py.bak` or `lib/src/a.py`)."""
-    pattern = r"(?<![\w./-])" + re.escape(collapse(path)) + r"(?![\w/-]|\.\w)"
-    return re.search(pattern, text) is not None
-
-
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-
-
-def _prose(text: str) -> str:
-    """Text without fenced code blocks: rules and decisions live in prose, not in code."""
-    return _FENCE.sub("\n", text)
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])")
-_LIST_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#+)\s*")
-
-
-def sentences(text: str) -> Iterable[str]:
-    """Sentences of prose, list markers and emphasis stripped. Lines are never joined: in
-    markdown a line break ends a thought as often as a full stop does."""
-    for line in _prose(text).splitlines():
-        line = _LIST_MARK.sub("", line).replace("**", "").strip()
-        if not line:
-            continue
-        for sentence in _SENTENCE_END.split(line):
-            sentence = sentence.strip()
-            if sentence:
-                yield sentence
-
-
-# -- user text: instructions and constraints ----------------------------------------------------
-
-_WRAPPER_TAG = re.compile(r"^\s*<([a-z_][\w-]*)>\s*|\s*</([a-z_][\w-]*)>\s*$", re.IGNORECASE)
-
-
-def _user_text(message: Message, adapters: Sequence[AgentAdapter]) -> str:
-    """The message's text without what harnesses insert into it (system reminders)."""
-    text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not p.synthetic)
-    for adapter in adapters:
-        text = adapter.clean_user_text(text)
-    return text
-
-
-def _slash_command(text: str, adapters: Sequence[AgentAdapter]) -> tuple[str, str] | None:
-    for adapter in adapters:
-        command = adapter.slash_command(text)
-        if command is not None:
-            return command
-    return None
-
-
-def user_instruction(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> str | None:
-    """What the user asked in this message, or None when it carries no instruction of theirs."""
-    if message.role != "user" or message.summary or message.compaction is not None:
-        return None
-    if message.name == "compact_summary":
-        return None
-    adapters = registered_adapters() if adapters is None else adapters
-    text = _user_text(message, adapters).strip()
-    if not text:
-        return None
-    command = _slash_command(text, adapters)
-    if command is not None:
-        # A slash command: only its arguments are words the user typed.
-        name, args = command
-        return clip(f"{name} {args}".strip(), MAX_INSTRUCTION_CHARS) if args.strip() else None
-    # Text harnesses put in the user role that the user did not write: hook output, skill bodies,
-    # project instruction files, interruption notices, continuation summaries, demonstrations.
-    if text.startswith(tuple(prefix for adapter in adapters for prefix in adapter.injected_prefixes)):
-        return None
-    # A task wrapped in one tag (`<pr_description>…</pr_description>`) reads better without it.
-    text = _WRAPPER_TAG.sub(" ", text)
-    return clip(text, MAX_INSTRUCTION_CHARS) or None
-
-
-def user_prose(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> str:
-    """The user's own text in a message, for constraint detection ('' for injected text)."""
-    adapters = registered_adapters() if adapters is None else adapters
-    if user_instruction(message, adapters) is None:
-        return ""
-    text = _user_text(message, adapters)
-    command = _slash_command(text, adapters)
-    return command[1] if command is not None else text
-
-
-# Words that state a rule wherever they appear, and words that do so only in an imperative or
-# addressed sentence: "Always run the linter" is a rule, "requests.get is ALWAYS sending a
-# header" (from a bug report) is not.
-_RULE_STRONG = re.compile(
-    r"\b(?:must|mustn['’]t|avoid|make sure|ensure|prefer|preferably|do not|don['’]t|should not|shouldn['’]t)\b",
-    re.IGNORECASE,
-)
-_RULE_WEAK = re.compile(r"\b(?:always|never|only)\b", re.IGNORECASE)
-_ADDRESSED = re.compile(
-    r"^(?:please\s+)?(?:always|never|only)\b"
-    r"|^(?:use|keep|run|write|add|edit|change|modify|touch|call|return|put|leave|stick|target|test|import|"
-    r"commit|push|install|check|read|follow|stay|work)\b"
-    r"|\b(?:you|your|please|should|let['’]s)\b"
-    r"|\bwe (?:must|should|need|want|will|['’]ll|have to)\b|\bI (?:want|need|['’]d like|would like)\b",
-    re.IGNORECASE,
-)
-# "it doesn't", "they don't", "I don't know": descriptions, not rules.
-_DESCRIBED = re.compile(
-    r"\b(?:it|this|that|which|they|these|those|he|she|there|who|I)\s+(?:do not|don['’]t)\b(?!\s+want)",
-    re.IGNORECASE,
-)
-# Chinese has no word boundaries, so single characters with common non-rule uses are guarded:
-# 别 in 特别/区别/类别/级别/识别/分别/个别/差别/告别/性别/鉴别 or before 的/人/名/处. 总是/始终/只/仅
-# and 不能 also describe ("它总是报错", "这个函数不能处理空值"), so they count only in a sentence
-# addressed to someone (请/你/我们/要/应该) or opening with them.
-_RULE_ZH_STRONG = re.compile(r"必须|不要|禁止|务必|优先|(?<![特区类级识分个差告性鉴辨派])别(?![的人名处])")
-_RULE_ZH_WEAK = re.compile(r"总是|始终|不能|仅|(?<![一两几每三四五六七八九十])只(?!是)")
-_ADDRESSED_ZH = re.compile(r"^(?:请)?(?:总是|始终|只|仅|不能)|请|你|您|我们|要|应该|需要")
-
-
-def is_rule(sentence: str) -> bool:
-    """Whether a user sentence states a constraint or preference."""
-    if _RULE_STRONG.search(sentence) and not (
-        _DESCRIBED.search(sentence) and not re.search(r"\b(?:must|avoid|make sure|ensure|prefer)", sentence, re.I)
-    ):
-        return True
-    if _RULE_WEAK.search(sentence) and _ADDRESSED.search(sentence):
-        return True
-    if _RULE_ZH_STRONG.search(sentence):
-        return True
-    return bool(_RULE_ZH_WEAK.search(sentence) and _ADDRESSED_ZH.search(sentence))
-
-
-_MIN_CONSTRAINT_CHARS = 6
-
-
-def constraint_sentences(text: str) -> list[str]:
-    """Sentences of user prose that state a rule or preference, in order, deduplicated."""
-    found: list[str] = []
-    seen: set[str] = set()
-    for sentence in sentences(text):
-        if len(sentence) < _MIN_CONSTRAINT_CHARS:
-            continue
-        if not is_rule(sentence):
-            continue
-        item = clip(sentence)
-        key = item.casefold()
-        if key not in seen:
-            seen.add(key)
-            found.append(item)
-    return found
-
-
-# -- assistant text: decisions and plans ----------------------------------------------------------
-
-_DECISION = re.compile(
-    r"\b(?:I['’]ll use|I will use|I['’]m going to use|I['’]ll go with|let['’]s go with|let['’]s use|"
-    r"we['’]ll use|we will use|going with|decided to|decide to|decision:|"
-    r"the fix is|the solution is|the approach is|the right approach|I chose|we chose|opted (?:to|for)|"
-    r"switch(?:ed|ing)? to)\b"
-    r"|决定|改用|采用|方案是",
-    re.IGNORECASE,
-)
-# "instead of" / "rather than" describe a choice only when someone is choosing: "`x` is a Toy
-# instead of a dict" is an observation, "I'll pass the path instead of the name" a decision.
-_CONTRAST = re.compile(r"\b(?:instead of|rather than)\b|而不是", re.IGNORECASE)
-_CHOOSER = re.compile(
-    r"\b(?:I['’]ll|I will|I['’]m going to|let['’]s|we['’]ll|we will|we should|I should|use|using|chose|choose)\b"
-    r"|我们|我会|改为",
-    re.IGNORECASE,
-)
-
-
-def is_decision(sentence: str) -> bool:
-    if _DECISION.search(sentence):
-        return True
-    return bool(_CONTRAST.search(sentence) and _CHOOSER.search(sentence))
-
-
-_PLAN_HEADING = re.compile(
-    r"\b(?:next|remaining|todo|to do|plan|steps|will|then|pending)\b|下一步|接下来|计划|待办|步骤", re.IGNORECASE
-)
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.+\S)\s*$")
-MAX_PLAN_STEPS = 8
-
-
-def assistant_prose(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> str:
-    text = _prose("\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not p.synthetic))
-    return _assistant_text(text, registered_adapters() if adapters is None else adapters).strip()
-
-
-def _assistant_text(text: str, adapters: Sequence[AgentAdapter]) -> str:
-    """Assistant text without the labels harnesses put in it (`THOUGHT:`)."""
-    for adapter in adapters:
-        text = adapter.clean_assistant_text(text)
-    return text
-
-
-def _plan_steps(text: str) -> list[str]:
-    """List items that follow a line announcing next steps or a plan."""
-    steps: list[str] = []
-    collecting = False
-    for line in text.splitlines():
-        item = _LIST_ITEM.match(line)
-        if item and collecting:
-            steps.append(clip(item.group(1).replace("**", "")))
-            if len(steps) >= MAX_PLAN_STEPS:
-                break
-        elif not item and line.strip():
-            # A heading line ("Next steps:", "## Remaining") opens a list; any other prose closes it.
-            collecting = bool(_PLAN_HEADING.search(line)) and (
-                line.rstrip().endswith((":", "：")) or line.lstrip().startswith("#")
-            )
-    return steps
 
 
 # -- tool calls: outcomes -----------------------------------------------------------------------
@@ -391,6 +226,8 @@ class _Walker:
         self.successes: list[str] = []
         """Keys that succeeded, each once, most recent last (a later failure removes it)."""
         self.success_log: list[str] = []
+        self.success_seqs: list[int] = []
+        """The message of each success in `success_log`."""
         """Every success in order, repeats included."""
         self.todos: dict[str, str] = {}
         self.decisions: list[str] = []
@@ -403,36 +240,75 @@ class _Walker:
         """Commands still running (Codex exec sessions): session id → (part, command, output so far)."""
         self.said: list[str] = []
         """Sentences of the assistant text just before the current tool call: why it was made."""
+        self.seq = 0
+        """The message being read (`Message.seq`)."""
+        self.words: dict[str, list[int]] = {}
+        """The user's messages word for word → where each was said, in order of last saying."""
+        self.steps: list[Step] = []
+        self.choices: list[Choice] = []
+        self.sources: dict[str, list[int]] = {}
+        self.plan_seq = 0
+        self.question: tuple[str, int] | None = None
+        """The question the assistant's last message ended on, awaiting the user's answer."""
+        self.intent: tuple[str, int] | None = None
+        self.at_rest = True
 
     # -- messages --
 
     def message(self, message: Message) -> None:
         if message.summary or message.compaction is not None:
             return
+        self.seq = message.seq
         if message.role == "user":
             self.user(message)
             return
         prose = assistant_prose(message, self.adapters)
+        self.question = None
         if prose:
             self.latest_assistant_text = clip(prose)
             self.latest_prose = prose
-            for sentence in sentences(prose):
+            said = list(sentences(prose))
+            for sentence in said:
                 # "So, the fix is:" announces a list; the sentence alone says nothing.
                 if is_decision(sentence) and len(sentence) >= 12 and not sentence.endswith((":", "：")):
                     item = clip(sentence)
                     if item.casefold() not in {d.casefold() for d in self.decisions}:
                         self.decisions.append(item)
+                    self.cite(item)
+            # What it said it would do next, when it stopped there (no call after it).
+            intent = next((s for s in reversed(said) if _INTENT.match(s) and not is_decision(s)), None)
+            if intent is not None and not message.tool_parts:
+                self.intent = (clip(_calm(intent), 200), self.seq)
+            if said and said[-1].endswith(("?", "？")) and not message.tool_parts:
+                self.question = (clip(said[-1], 200), self.seq)
+            items = checklist(prose)
+            if items:
+                self.todo(items)
+        self.at_rest = not message.tool_parts
+        if message.tool_parts:
+            self.intent = None  # whatever was announced before, the agent has acted since
         self.said = []
         for part in message.parts:
             if isinstance(part, TextPart) and not part.synthetic and part.text.strip():
-                self.said = list(sentences(_assistant_text(part.text, self.adapters)))[:12]
+                self.said = list(sentences(assistant_text(part.text, self.adapters)))[:12]
             elif isinstance(part, ToolPart):
                 self.tool(part)
 
     def user(self, message: Message) -> None:
-        instruction = user_instruction(message, self.adapters)
-        if instruction is None:
+        words = user_words(message, self.adapters)
+        if words is None:
             return
+        instruction = clip(words, MAX_INSTRUCTION_CHARS)
+        seqs = self.words.pop(words, [])
+        self.words[words] = [*seqs, self.seq][-MAX_SAYINGS:]
+        if len(self.words) > MAX_SAID:
+            del self.words[next(iter(self.words))]
+        self.steps.append(Step("user", clip(words, 80), self.seq))
+        if self.question is not None:
+            question, asked = self.question
+            self.choices.append(Choice(question, clip(words, 200), (asked, self.seq)))
+            del self.choices[:-MAX_CHOICES]
+            self.question = None
         if self.first_instruction is None:
             self.first_instruction = instruction
         self.latest_instruction = instruction
@@ -453,13 +329,28 @@ class _Walker:
         if items is not None:
             self.todo(items)
             return
+        if _ASKS_USER.search(call.name) and part.state == "completed" and part.result_text.strip():
+            # The user answered through a tool: their choice, whatever the agent.
+            question = clip(json_text(call.raw), 200)
+            self.choices.append(Choice(question, clip(part.result_text, 300), (self.seq,)))
+            del self.choices[:-MAX_CHOICES]
         adapter.report(call, self)
 
     def todo(self, items: list[PlanItem]) -> None:
         latest = {clip(item.text): item.status for item in items}
         # A new list replaces the old one, but work finished earlier stays on record as done.
         kept = {text: status for text, status in self.todos.items() if status == "completed" and text not in latest}
+        for text, status in latest.items():
+            if self.todos.get(text) != status:
+                self.sources[text] = [self.seq]  # where the item got the status it has now
         self.todos = {**kept, **latest}
+        self.plan_seq = self.seq
+
+    def cite(self, item: str) -> None:
+        seqs = self.sources.setdefault(item, [])
+        if self.seq and self.seq not in seqs:
+            seqs.append(self.seq)
+            del seqs[1:-MAX_SAYINGS]
 
     def shell(self, call: ToolCall, command: str) -> None:
         part = call.part
@@ -493,7 +384,8 @@ class _Walker:
         words = simple_commands(command)
         if any(adapter.finished_command(tool, command, outcome, self) for adapter in self.adapters):
             return
-        display = f"`{clip(key, 160)}`"
+        shown = readable(command)
+        display = f"`{clip(shown, 160)}`"
         touches = shell_touches(command)
         if outcome.ok is not True:
             # A chain that failed may have failed after its first command ran: a file written
@@ -506,13 +398,16 @@ class _Walker:
             passed, summary = suite_verdict(outcome)
             if passed is None:
                 self.done(f"Ran {display}")
+                self.steps.append(Step("command", shown, self.seq))
             elif passed:
                 self.success(key)
                 # One Done item per test command: the latest run's numbers replace the earlier.
                 self.done_items = [d for d in self.done_items if not d.startswith(f"Tests passed: {display}")]
                 self.done(f"Tests passed: {display}" + (f" ({summary})" if summary else ""))
+                self.steps.append(Step("test", shown, self.seq, True, summary or ""))
             else:
                 self.error(outcome.body, f"{tool} {display}", key)
+                self.steps.append(Step("test", shown, self.seq, False, error_line(outcome.body)))
             return
         inspection = is_inspection(words, self.looking)
         if outcome.ok is False:
@@ -522,9 +417,14 @@ class _Walker:
                 self.error(outcome.body, f"{tool} {display}", key)
             return
         self.success(key)
+        subject = commit_subject(command)
+        if subject is not None:
+            self.steps.append(Step("commit", subject, self.seq))
         # Edits are on record as edits; reading commands did nothing worth a Done item.
         if not inspection and not any(t.action == "edited" for t in touches):
             self.done(f"Ran {display}")
+            if subject is None and not is_plumbing(words):
+                self.steps.append(Step("command", shown, self.seq))
 
     def record_touches(self, touches: list[ShellTouch]) -> None:
         for touch in touches:
@@ -573,6 +473,8 @@ class _Walker:
             state = self.files[path] = _FileState("edited", {})
             self.done(f"{'Created' if how.startswith(('created', 'added', 'File created')) else 'Edited'} `{path}`")
         state.hows[how] = state.hows.get(how, 0) + 1
+        created = how.startswith(("created", "added", "File created"))
+        self.steps.append(Step("create" if created else "edit", path, self.seq))
         reason = _reason(self.said, path)
         if reason:
             state.reason = reason
@@ -598,9 +500,13 @@ class _Walker:
             self.done_items.remove(item)
         self.done_items.append(item)
         del self.done_items[:-MAX_DONE]
+        self.cite(item)
+        if not item.startswith(("Edited `", "Created `", "Ran `", "Tests passed: ")):
+            self.steps.append(Step("note", item, self.seq))  # an agent's own report (a submission)
 
     def success(self, key: str) -> None:
         self.success_log.append(key)
+        self.success_seqs.append(self.seq)
         if key in self.successes:
             self.successes.remove(key)
         self.successes.append(key)
@@ -609,7 +515,7 @@ class _Walker:
         text = error_line(body)
         if any(echo in text for echo in self.echoes):
             return  # another call's failure, recorded there
-        self.errors.append(_ErrorEvent(ErrorFact(text, clip(source, 200)), key, len(self.success_log)))
+        self.errors.append(_ErrorEvent(ErrorFact(text, clip(source, 200), self.seq), key, len(self.success_log)))
         del self.errors[:-MAX_ERRORS]
         if key in self.successes:
             self.successes.remove(key)
@@ -637,8 +543,16 @@ class _Walker:
             commands=self.commands[-MAX_COMMANDS:],
             unresolved_errors=unresolved,
             succeeded=list(self.successes),
-            plan_steps=_plan_steps(self.latest_prose),
+            plan_steps=plan_steps(self.latest_prose),
             resolved_errors=[e for e in self.resolved() if e.text not in open_texts],
+            said=[Said(text, tuple(seqs)) for text, seqs in self.words.items()],
+            steps=self.steps[-MAX_STEPS:],
+            choices=list(self.choices),
+            sources={item: tuple(seqs) for item, seqs in self.sources.items()},
+            plan_seq=self.plan_seq,
+            intent=self.intent,
+            last_seq=self.seq,
+            at_rest=self.at_rest,
         )
 
     def resolved(self) -> list[ErrorFact]:
@@ -647,8 +561,16 @@ class _Walker:
         for event in self.errors:
             if self.answered(event):
                 found.pop(event.fact.text, None)
-                found[event.fact.text] = event.fact
+                found[event.fact.text] = self.with_fix(event)
         return list(found.values())
+
+    def with_fix(self, event: _ErrorEvent) -> ErrorFact:
+        """The error with the first later success that answered it."""
+        for index in range(event.after, len(self.success_log)):
+            key = self.success_log[index]
+            if key == event.key or resolves(event.key, key):
+                return replace(event.fact, fix=key, fix_seq=self.success_seqs[index])
+        return event.fact
 
     def answered(self, event: _ErrorEvent) -> bool:
         later = self.success_log[event.after :]
@@ -678,6 +600,29 @@ _ACTION_START = re.compile(
     r"enabl|disabl|rewrit|simplif|split|merg|guard)",
     re.IGNORECASE,
 )
+
+
+_INTENT = re.compile(
+    r"^(?:(?:now|next|then|first|finally|ok(?:ay)?|so|and)\b[,.]?\s*)*"
+    r"(?:let me|let['’]s|I['’]ll|I will|I need to|we need to|I['’]m going to|we['’]ll|we will|time to)\s+\w",
+    re.IGNORECASE,
+)
+_ASKS_USER = re.compile(r"ask.*(?:user|question|human)|request_user_input|ask_followup", re.IGNORECASE)
+
+
+def _calm(sentence: str) -> str:
+    """An announced action as a plain statement: the sentence without a closing colon."""
+    return sentence.rstrip(":：").strip()
+
+
+def json_text(value: object) -> str:
+    """A tool's arguments as compact text (a question asked through a tool)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def _reason(said: Sequence[str], path: str) -> str:

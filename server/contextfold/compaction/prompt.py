@@ -18,8 +18,9 @@ from __future__ import annotations
 from .template import Summary
 from .transcript import PREVIOUS_TAG, TRANSCRIPT_TAG, neutralise_delimiters
 
-_SKELETON = Summary().render().rstrip()
-"""Every heading in order, each with `- (none)`: the shape the reply must have."""
+_SKELETON = Summary().render(note=False).rstrip()
+"""Every heading in order, each with `- (none)`: the shape the reply must have (the closing line
+about the stored history is added by code)."""
 
 _ROLE = """\
 You keep the working memory of an AI agent during a long task. The oldest part of the agent's \
@@ -34,8 +35,9 @@ The user message contains delimited blocks:
 - `<{PREVIOUS_TAG}>` … `</{PREVIOUS_TAG}>`, only when an earlier summary exists: the state of \
 the work as of the last checkpoint.
 - `<{TRANSCRIPT_TAG}>` … `</{TRANSCRIPT_TAG}>`: the conversation since then, oldest first. Each \
-entry starts with a label: `[user]`, `[assistant]`, `[tool call NAME]` followed by the call's \
-arguments, then `[tool result NAME]` or `[tool error NAME]` followed by what the tool returned. \
+entry starts with a label: `[user]` or `[assistant]`, with the stored message's number when it \
+has one (`[user m12]`), then `[tool call NAME]` followed by the call's arguments, then \
+`[tool result NAME]` or `[tool error NAME]` followed by what the tool returned. \
 Long arguments and outputs are shortened around a note `… [omitted N chars] …`; \
 `[Old tool result content cleared]` marks an output that is no longer available, and \
 `[Attached TYPE: NAME]` an attachment that is not shown. Never guess at what was left out."""
@@ -56,16 +58,30 @@ _SECTIONS_GUIDE = """\
 What belongs where:
 - Goal: what the user is trying to achieve overall, in one or two bullets. When the direction \
 changed, state the current one.
-- Constraints & Preferences: rules and wishes the user stated for the work (must, never, always, \
-prefer, only, versions, style), quoted when short.
-- Done: work that is finished, with how it was checked (tests passing, a command succeeding).
-- In Progress: work that was started and is not finished.
-- Blocked: what cannot go on and why, with the exact error.
-- Key Decisions: choices that were made and the reason for each, briefly.
-- Next Steps: the concrete next actions, in the order they should happen.
+- Constraints & Preferences: first, every message the user wrote, word for word, oldest first, \
+one bullet each: `User [m12]: their exact words` (a long one cut after its first few sentences; \
+corrections and changes of mind matter most: never leave one out or paraphrase it). Then any \
+other rules the user stated (must, never, always, prefer, only, versions, style).
+- Done: outcomes, not a log of commands: what was achieved, grouped by file and purpose, with how \
+it was checked (the test command run and its result). Leave out shell plumbing (`cd`, `echo`, \
+`mkdir`, `git add`, here-document wrappers) and fold repeated edits and reruns into one bullet.
+- In Progress: when the agent keeps a plan or todo list (a plan tool such as TodoWrite, \
+update_plan or todowrite, or a checklist in its text), the items of its latest state that are \
+under way; otherwise the work under way (the file being changed, the failing test), never the \
+agent's last sentence.
+- Blocked: only errors that nothing later fixed (no later success of the same command, test or \
+file), each with its exact message.
+- Key Decisions: the user's choices (their answers to the agent's questions) and the agent's \
+stated choices, each with its reason, briefly.
+- Next Steps: the plan's open items in order; without a plan, the concrete next actions.
 - Critical Context: facts that would be costly to rediscover: exact error messages, versions, \
 identifiers, URLs, values, environment details, unanswered questions to the user.
-- Relevant Files: one bullet per file, `path` followed by what it is or what changed in it."""
+- Relevant Files: one bullet per file edited, `path` followed by what changed in it; then the \
+working set: the other files, identifiers and tests the agent was reading, searching or naming, \
+most used and most recent first, as `Files read: …`, `Identifiers: …`, `Tests: …` lists.
+- Citations: end each bullet of Done, Key Decisions and Blocked with the labels of the \
+transcript entries it came from, in square brackets (`[m12]`, `[m12–m15]`), when the entries \
+carry one."""
 
 
 def _style(*, writer: str, length: str) -> str:

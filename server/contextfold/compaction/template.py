@@ -1,13 +1,21 @@
 """The anchored summary: eight sections in a fixed order, terse bullets, `(none)` when empty.
 
 Every summarizer's output is parsed into `Summary` and rendered back, so whatever model wrote it,
-the stored summary has every section in this order and nothing else.
+the stored summary has every section in this order and nothing else but its closing line
+(`HISTORY_NOTE`), which says where the full history is.
+
+**Citations.** A bullet may name the stored messages it came from: `[m12]`, `[m12–m15]` (a run)
+or `[m3, m9–m12]`. `m12` is the session's stored message with sequence number 12 (`Message.seq`,
+unique and stable within a session, kept when a compaction hides the message), so the model can
+read the exact original back with `search_history(at="m12")` (the same `m<seq>` names the history
+tool uses) when the summary is not enough. `cite` writes them, `cited_seqs` reads them back.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 GOAL = "Goal"
@@ -28,6 +36,55 @@ PROGRESS_PARTS: tuple[str, ...] = (DONE, IN_PROGRESS, BLOCKED)
 EMPTY = "(none)"
 LATEST_REQUEST = "Latest request: "
 """Label of the Goal bullet that carries the user's latest instruction."""
+USER_SAID = "User"
+"""Label of a Constraints bullet that quotes a message of the user's word for word:
+`User [m12]: <their words>`."""
+HISTORY_NOTE = (
+    "The full earlier history is stored: search it with `search_history` (a `pattern`), or read "
+    "the message a citation such as [m12] names with `search_history(at=\"m12\")`."
+)
+"""The line every summary ends with (added by `Summary.render`, dropped by `parse_summary`)."""
+
+CITE_PREFIX = "m"
+_CITATION = re.compile(r"\[(m\d+(?:[–-]m\d+)?(?:,\s*(?:…|m\d+(?:[–-]m\d+)?))*)\]")
+_CITED_RUN = re.compile(r"m(\d+)(?:[–-]m(\d+))?")
+MAX_CITED_RUNS = 3
+
+
+def cite(seqs: Iterable[int]) -> str:
+    """The citation of the stored messages numbered `seqs` (`Message.seq`; 0, unstored, is left
+    out): `[m12]`, `[m12–m15]` for a run, `[m3, m9–m12]`; more than `MAX_CITED_RUNS` runs keep the
+    first two and the last around `…`. '' when nothing is citable."""
+    ordered = sorted({s for s in seqs if s > 0})
+    if not ordered:
+        return ""
+    runs: list[tuple[int, int]] = []
+    for seq in ordered:
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], seq)
+        else:
+            runs.append((seq, seq))
+    if len(runs) > MAX_CITED_RUNS:
+        runs = [*runs[: MAX_CITED_RUNS - 1], (-1, -1), runs[-1]]
+    pieces = [
+        "…" if first < 0 else f"{CITE_PREFIX}{first}" if first == last else f"{CITE_PREFIX}{first}–{CITE_PREFIX}{last}"
+        for first, last in runs
+    ]
+    return "[" + ", ".join(pieces) + "]"
+
+
+def cited_seqs(text: str) -> list[int]:
+    """Every message number `text` cites, in order (a run `m3–m5` gives its two ends)."""
+    found: list[int] = []
+    for citation in _CITATION.finditer(text):
+        for run in _CITED_RUN.finditer(citation.group(1)):
+            found += [int(g) for g in run.groups() if g is not None]
+    return found
+
+
+def strip_citations(text: str) -> str:
+    """`text` without its citations (to compare what two bullets say)."""
+    return " ".join(_CITATION.sub("", text).split())
 
 _HEADING = re.compile(r"^(#{2,3})\s+(.+?)\s*#*\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.*\S)\s*$")
@@ -87,7 +144,8 @@ class Summary:
         """True when `text` appears in any bullet (exact substring)."""
         return any(text in bullet for bullets in self.sections.values() for bullet in bullets)
 
-    def render(self) -> str:
+    def render(self, *, note: bool = True) -> str:
+        """The Markdown; `note`: end with `HISTORY_NOTE`."""
         lines: list[str] = []
         for name in SECTIONS:
             if name == DONE:
@@ -97,7 +155,12 @@ class Summary:
             bullets = self.sections[name] or [EMPTY]
             lines += [f"- {b}" for b in bullets]
             lines.append("")
+        if note:
+            lines.append(HISTORY_NOTE)
         return "\n".join(lines).rstrip() + "\n"
+
+
+_NOTE_START = HISTORY_NOTE[:40]
 
 
 def parse_summary(markdown: str) -> Summary:
@@ -115,7 +178,7 @@ def parse_summary(markdown: str) -> Summary:
             elif name is not None:
                 current = name
             continue
-        if current is None:
+        if current is None or raw.strip().startswith(_NOTE_START):
             continue
         bullet = _BULLET.match(raw)
         if bullet:

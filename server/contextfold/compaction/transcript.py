@@ -51,7 +51,8 @@ _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 def render_transcript(messages: Sequence[Message], *, output_cap: int = 2_000) -> str:
     """The messages (oldest first) as a labelled plain-text transcript for a summarizer.
 
-    Each kept message becomes a block that starts with `[user]` or `[assistant]`; blocks are
+    Each kept message becomes a block that starts with `[user]` or `[assistant]` (`[user m12]` for
+    a stored message, numbered by its `seq`); blocks are
     separated by a blank line. Tool calls read `[tool call NAME] ARGUMENTS`, followed by
     `[tool result NAME]` or `[tool error NAME]` and the output; arguments and outputs are each
     capped at `output_cap` characters (negative: no cap). The result is safe to place inside the
@@ -63,7 +64,9 @@ def render_transcript(messages: Sequence[Message], *, output_cap: int = 2_000) -
             continue
         lines = _message_lines(message, output_cap)
         if lines:
-            blocks.append("\n".join([f"[{message.role}]", *lines]))
+            # The stored message's number, which a summary cites as `[m12]` (`template.cite`).
+            label = f"[{message.role} m{message.seq}]" if message.seq > 0 else f"[{message.role}]"
+            blocks.append("\n".join([label, *lines]))
     return neutralise_delimiters(_LONE_SURROGATE.sub("\ufffd", "\n\n".join(blocks)))
 
 

@@ -37,6 +37,9 @@ _INSPECTION = {
     "printf", "env", "whoami", "date", "du", "df",
 }
 _FILTERS = {"strings", "awk", "jq", "sort", "uniq", "cut", "tr", "xxd", "od", "hexdump"}
+_SENDING = {"-o", "-O", "--output", "--remote-name", "-X", "--request", "-d", "--data", "--data-raw",
+            "--data-binary", "-F", "--form", "-T", "--upload-file", "--post-data", "--post-file", "--method"}
+"""curl and wget options that write a file or send something: such a call is not just a look."""
 _READ_ONLY_SUBCOMMANDS = {
     "show", "status", "list", "ls", "log", "diff", "ready", "info", "view", "get", "search", "help",
     "version", "--version", "-v", "describe", "inspect", "ls-files", "branch", "remote", "rev-parse",
@@ -61,6 +64,8 @@ def is_inspection(commands: list[list[str]], looking: frozenset[str] = frozenset
             continue
         if verb in _INSPECTION or verb in _FILTERS or verb in looking:
             continue
+        if verb in ("curl", "wget") and not any(w.split("=", 1)[0] in _SENDING for w in words[1:]):
+            continue  # a fetch that writes nothing and sends nothing
         if len(words) > 1 and words[1] in _READ_ONLY_SUBCOMMANDS:
             continue
         return False
@@ -247,9 +252,83 @@ def patch_files(patch: str) -> list[tuple[str, str]]:
     return found
 
 
+_PLUMBING = {
+    "cd", "pushd", "popd", "echo", "printf", "export", "unset", "set", "source", ".", "sleep", "mkdir",
+    "chmod", "chown", "touch", "true", "false", "clear", "pwd", "kill", "pkill", "wait", "alias", "exit",
+    "sync", "trap", "read", "history", "disown", "jobs", "bg", "fg", "cp", "ln",
+}
+_PLUMBING_SUBCOMMANDS = {("git", "add"), ("git", "stash"), ("git", "checkout"), ("git", "switch"), ("git", "fetch")}
+
+
+def is_plumbing(commands: list[list[str]]) -> bool:
+    """Every simple command of the line only moves the shell around or stages things (`cd`,
+    `echo`, `mkdir`, `export`, `git add` …): nothing a summary of the work should list."""
+    for raw in commands:
+        words = _program(split_redirects(raw)[0])
+        if not words:
+            continue
+        verb = words[0].rsplit("/", 1)[-1]
+        if verb in _PLUMBING or (len(words) > 1 and (verb, words[1]) in _PLUMBING_SUBCOMMANDS):
+            continue
+        return False
+    return True
+
+
+_COMMIT_MESSAGE = re.compile(r"(?:^|\s)(?:-m|--message[= ]|-[a-z]*m)\s*(['\"])(.*?)(?<!\\)\1", re.DOTALL)
+_COMMIT_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][\w.-]*)['\"]?[^\n]*\n(.*?)(?:\n\s*\1\b|\Z)", re.DOTALL)
+
+
+def commit_subject(command: str) -> str | None:
+    """The subject line of the commit a `git commit` command makes (from `-m`, or the first line of
+    a here-document passed as the message), `(no message)` when it names none; None when the
+    command makes no commit."""
+    for words in simple_commands(command):
+        words = _program(words)
+        if len(words) < 2 or words[0].rsplit("/", 1)[-1] != "git":
+            continue
+        sub = 1
+        while sub < len(words) and words[sub].startswith("-"):
+            sub += 2 if words[sub] in ("-C", "-c") else 1  # `git -C repo commit`
+        if sub >= len(words) or words[sub] != "commit":
+            continue
+        heredoc = _COMMIT_HEREDOC.search(command)
+        if heredoc is not None and heredoc.group(2).strip():
+            return collapse(heredoc.group(2).strip().splitlines()[0])[:120]
+        quoted = _COMMIT_MESSAGE.search(command)  # a message spanning lines, which `words` split
+        if quoted is not None and quoted.group(2).strip():
+            return collapse(quoted.group(2).strip().splitlines()[0])[:120]
+        for index, word in enumerate(words):
+            value = None
+            if word in ("-m", "--message") and index + 1 < len(words):
+                value = words[index + 1]
+            elif word.startswith("--message="):
+                value = word.split("=", 1)[1]
+            elif word.startswith("-") and not word.startswith("--") and word.endswith("m") and index + 1 < len(words):
+                value = words[index + 1]  # `-am "msg"`
+            if value and value.strip():
+                return collapse(value.strip().splitlines()[0])[:120]
+        return "(no message)"
+    return None
+
+
 _PIPE_TAIL = re.compile(r"\s*\|\s*(?:tail|head|grep|rg|less|more|cat|tee)\b.*$")
 _CD_PREFIX = re.compile(r"^(?:cd\s+\S+\s*(?:&&|;)\s*)+")
 _STDERR = re.compile(r"\s*2>&1\s*")
+
+
+_CAT_HEREDOC = re.compile(r"\$\(\s*cat\s*<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1[^\n]*\n(.*?)\n\s*\2\s*\)", re.DOTALL)
+
+
+def readable(command: str) -> str:
+    """The command as a summary shows it: `command_key`, with a here-document passed as an
+    argument (`git commit -m "$(cat <<'EOF' … EOF)"`) shown as its first line instead of an empty
+    `$(cat <<'EOF' )` wrapper."""
+
+    def first_line(match: re.Match[str]) -> str:
+        lines = [line.strip() for line in match.group(3).splitlines() if line.strip()]
+        return (lines[0] + (" …" if len(lines) > 1 else "")).replace('"', "'") if lines else ""
+
+    return command_key(_CAT_HEREDOC.sub(first_line, command))
 
 
 def command_key(command: str) -> str:
@@ -347,14 +426,34 @@ def resolves(error_key: str, success_key: str) -> bool:
 def _retried(error_key: str, success_key: str) -> bool:
     """A retry of the same action with changed flags: the same program and subcommand, and either
     a file operand in common (`git add a b` failed, `git add -f b` passed) or the failed words
-    extended (`git push` failed, `git push -u origin main` passed)."""
-    failed, passed = _parsed(error_key), _parsed(success_key)
-    if not failed or not passed:
+    extended (`git push` failed, `git push -u origin main` passed). The failed action of a chain
+    is its last command that is not plumbing (`git add -A && git commit -m "x"` is the commit,
+    which a later `git commit -m "y"` retries); a message or other text with spaces is not an
+    operand that must match."""
+    failed = _action(_parsed(error_key))
+    if failed is None:
         return False
-    failed_words = [w for w in failed[0] if not w.startswith("-")]
-    passed_words = [w for w in passed[0] if not w.startswith("-")]
-    if len(failed_words) < 2 or failed_words[:2] != passed_words[:2]:
+    failed_words = _operands_of(failed)
+    if len(failed_words) < 2:
         return False
-    shared = {w for w in failed_words[2:] if is_path(w)} & {w for w in passed_words[2:] if is_path(w)}
-    return bool(shared) or passed_words[: len(failed_words)] == failed_words
+    for command in _parsed(success_key):
+        passed_words = _operands_of(command)
+        if failed_words[:2] != passed_words[:2]:
+            continue
+        shared = {w for w in failed_words[2:] if is_path(w)} & {w for w in passed_words[2:] if is_path(w)}
+        if shared or passed_words[: len(failed_words)] == failed_words:
+            return True
+    return False
 
+
+def _action(commands: Sequence[Sequence[str]]) -> Sequence[str] | None:
+    """The command a chain is for: its last one that is not plumbing (`cd`, `echo`, `git add` …)."""
+    for words in reversed(commands):
+        if not is_plumbing([list(words)]):
+            return words
+    return commands[0] if commands else None
+
+
+def _operands_of(words: Sequence[str]) -> list[str]:
+    """The words that say what a command acts on: no options, no free text (words with spaces)."""
+    return [w for w in words if not w.startswith("-") and " " not in w and "\n" not in w]

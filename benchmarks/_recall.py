@@ -1,0 +1,515 @@
+"""Needed-later recall and user instructions kept: what a compaction must carry across, measured.
+
+Pure functions over a transcript's wire messages (OpenAI Chat, Anthropic Messages, or the corpus's
+normalized lines with flat tool calls), a cut index `k` (messages[:k] is the compacted past) and the
+text the model sees afterwards. No I/O, no contextfold imports: tests and other benchmarks use it
+as is, and it judges every summarizer (ours, Claude Code's) by the same rules.
+
+Definitions (issue 16):
+
+- **Facts** are the working names an agent carries: file base names (`parser.py`, any path reduced
+  to its last part, known source/doc/config extensions plus `Makefile`-like names), backticked
+  identifiers (`` `parse_config` ``, `` `Session.view` ``; a span must look like code: an `_`, `.`,
+  `:`, `/`, `-`, a digit or an inner capital — a backticked plain word is prose), test names
+  (`test_x`, `TestX`) and exception names (`ValueError`, `…Exception`, `…Warning`, `…Interrupt`).
+  A fact occurs in a text when the exact string stands there between non-word characters.
+- **Needed facts at k**: facts the agent *used* in the `WINDOW` (60) messages from k on — in its
+  own text, its tool-call arguments (decoded JSON strings) and the user's own words (see below),
+  never tool outputs, thinking blocks, or harness text — that already occurred anywhere in the
+  conversation before k (tool outputs included), and that are not in the system prompts (those
+  survive any compaction, so carrying them is not a summary's job).
+- **Recall** = the share of needed facts that occur in the text the model sees after the
+  compaction (`seen`). None when nothing is needed.
+- **The user's own messages**: user-role text that is not a tool result, not a named line (system
+  or developer prompt, a compaction summary), and not harness text. Harness text, by rule, for any
+  agent: a whole message that is one bracketed line (`[Request interrupted by user]`); a message
+  holding a tagged block whose tag is a compound name (with `-` or `_`) naming a harness concern
+  (system, reminder, command, stdout, stderr, caveat, notification, hook, environment, context,
+  permission, instructions, example): `<system-reminder>`, `<command-name>`,
+  `<local-command-stdout>`, `<task-notification>`, `<environment_context>`, `<response_example>`;
+  and a long message (≥ `INJECTED_MIN_CHARS`) put into the agent's running turn, right after tool
+  results (skill bodies, hook output, attachments). A task wrapped in a plain tag
+  (`<pr_description>`) is the user's. Identical openings count once.
+- **Opening** of a message: its first `OPENING_CHARS` (60) characters once markup tags and ANSI
+  escapes are dropped and whitespace is collapsed. **Instructions kept** = the share of the user's
+  own messages before k whose opening occurs verbatim (the same normalization applied) in `seen`.
+- **Edited files**: base names of files the agent changed before k — edit/write/patch/create tool
+  calls with a path argument (not `view` commands), `*** Update/Add File:` and `+++ b/` patch
+  headers, and shell writes (`sed -i`, `perl -i`, `>`/`>>` redirections, `tee`). **Edited named** =
+  the share whose base name occurs in `seen`.
+- **Cuts**: at 40/60/80 % of the messages, the nearest boundary within a tenth of the transcript
+  where the next message is the user's own; else the nearest clean step boundary (no tool call
+  left unanswered, the next message not a tool result). Real compaction points are given by the
+  caller (the index where the agent's own summary stood, summaries removed from the messages).
+
+`measure(messages, k, seen)` gives all three shares with the lists of what was missed; `seen_text`
+turns a rendered context (`get_context`'s messages and system) into the `seen` text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+WINDOW = 60
+OPENING_CHARS = 60
+INJECTED_MIN_CHARS = 1_000
+FRACTIONS = (0.4, 0.6, 0.8)
+
+Kind = Literal["system", "named", "user", "assistant", "call", "output"]
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Piece:
+    kind: Kind
+    text: str
+
+
+@dataclass(frozen=True)
+class Share:
+    """Which of `wanted` occur in the seen text."""
+
+    wanted: tuple[str, ...]
+    missed: tuple[str, ...]
+
+    @property
+    def kept(self) -> int:
+        return len(self.wanted) - len(self.missed)
+
+    @property
+    def share(self) -> float | None:
+        return self.kept / len(self.wanted) if self.wanted else None
+
+
+@dataclass(frozen=True)
+class CutMeasure:
+    k: int
+    recall: Share
+    """Needed facts (in order of first use after k) and those missing from what the model sees."""
+    instructions: Share
+    """Openings of the user's own messages before k, and those missing."""
+    edited: Share
+    """Base names of files edited before k, and those not named."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    k: int
+    label: str
+    """"40%", or "40%,60%" when fractions meet at one boundary."""
+    kind: Literal["user", "step"]
+    """Whether messages[k] is the user's own message or the agent's next step."""
+
+
+# -- reading messages ------------------------------------------------------------------------------
+
+
+def pieces(message: Message) -> list[Piece]:
+    """The message's text, by who wrote it: tool outputs, call arguments, the user's or agent's text."""
+    role = message.get("role")
+    name = message.get("name")
+    if role in ("system", "developer") or (role == "user" and name in ("system", "developer")):
+        return [Piece("system", t) for t in _texts(message.get("content"))]
+    if role == "tool":
+        return [Piece("output", t) for t in _texts(message.get("content"))]
+    if role == "user" and isinstance(name, str):
+        return [Piece("named", t) for t in _texts(message.get("content"))]
+    out: list[Piece] = []
+    own: Kind = "user" if role == "user" else "assistant"
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else [content]
+    for block in blocks:
+        if isinstance(block, str):
+            out.append(Piece(own, block))
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            if kind == "tool_result":
+                out += [Piece("output", t) for t in _texts(block.get("content"))]
+            elif kind in ("text", "input_text", "output_text") and isinstance(block.get("text"), str):
+                out.append(Piece(own, block["text"]))
+    for _, args in calls(message):
+        out += [Piece("call", t) for t in _strings(args)]
+    return out
+
+
+def calls(message: Message) -> list[tuple[str, Any]]:
+    """(tool name, decoded arguments) of each call the message makes; undecodable arguments stay a string."""
+    found: list[tuple[str, Any]] = []
+    for call in message.get("tool_calls") or []:
+        if not isinstance(call, dict):
+            continue
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        found.append((str(fn.get("name") or ""), _decode(fn.get("arguments"))))
+    content = message.get("content")
+    if message.get("role") == "assistant" and isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                found.append((str(block.get("name") or ""), block.get("input")))
+    return found
+
+
+def _call_ids(message: Message) -> tuple[list[str], list[str]]:
+    """(ids of calls made, ids of calls answered) by this message."""
+    made = [str(c.get("id")) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    answered = [str(message["tool_call_id"])] if message.get("role") == "tool" and "tool_call_id" in message else []
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                made.append(str(block.get("id")))
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                answered.append(str(block.get("tool_use_id")))
+    return made, answered
+
+
+def text_of(message: Message) -> str:
+    """All of a message's text, whoever wrote it (a summary, a prompt, a reply)."""
+    return "\n".join(p.text for p in pieces({**message, "role": "assistant", "name": None}))
+
+
+def _decode(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [t for block in content for t in _texts(block.get("text") if isinstance(block, dict) else block)]
+    return []
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def seen_text(messages: Sequence[Message], system: Any = None) -> str:
+    """Everything a model reads in a rendered context (`get_context`'s messages and system), as text."""
+    parts = [t for m in messages for t in (p.text for p in pieces(m))]
+    if isinstance(system, str):
+        parts.insert(0, system)
+    elif isinstance(system, list):
+        parts[:0] = [t for item in system for t in _texts(item.get("text") if isinstance(item, dict) else item)]
+    return "\n".join(parts)
+
+
+# -- facts -----------------------------------------------------------------------------------------
+
+_EXTENSIONS = frozenset(
+    "py pyi ipynb js jsx ts tsx mjs cjs json jsonl yaml yml toml ini cfg conf env md mdx rst txt html htm "
+    "css scss sass less xml svg sql sh bash zsh fish ps1 bat c h cc cpp cxx hpp hh cs java kt kts scala go rs "
+    "rb erb php pl swift m mm lua r jl ex exs eex heex leex erl hrl elm hs ml clj dart vue svelte astro gradle "
+    "lock proto graphql gql tf hcl mk cmake patch diff csv tsv log".split()
+)
+_FILE = re.compile(r"(?<![\w.+-])([\w][\w.+-]*\.([A-Za-z][A-Za-z0-9]{0,9}))(?![\w(])")
+_BARE_FILES = re.compile(r"(?<![\w.-])(Makefile|Dockerfile|Gemfile|Rakefile|Procfile|Justfile|Vagrantfile)(?![\w.])")
+_BACKTICKED = re.compile(r"(?<!`)`([^`\n]{2,80})`(?!`)")
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->|/|-)[A-Za-z_$][\w$]*)*[!?]?")
+_CODE_SHAPED = re.compile(r"[_.:/\-\d]|.[A-Z]")
+_TEST = re.compile(r"(?<![\w.])(test_\w+|Test[A-Z0-9]\w*)(?!\w|\.[A-Za-z])")
+_EXCEPTION = re.compile(r"(?<!\w)([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Interrupt))(?!\w)")
+
+
+def file_name(token: str) -> str | None:
+    """`token`'s base name when it names a file, else None."""
+    base = PurePosixPath(token.rstrip("/")).name if "/" in token else token
+    match = _FILE.fullmatch(base)
+    if match and match.group(2).lower() in _EXTENSIONS:
+        return base
+    return base if _BARE_FILES.fullmatch(base) else None
+
+
+def facts_in(text: str) -> list[str]:
+    """The facts `text` names, in order of appearance, each once."""
+    found: dict[int, str] = {}
+    for m in _FILE.finditer(text):
+        if m.group(2).lower() in _EXTENSIONS:
+            found.setdefault(m.start(), m.group(1))
+    for m in _BARE_FILES.finditer(text):
+        found.setdefault(m.start(), m.group(1))
+    for m in _BACKTICKED.finditer(text.replace("```", "   ")):
+        span = m.group(1).strip().lstrip("@").removesuffix("()")
+        name = file_name(span)
+        if name is None and _IDENTIFIER.fullmatch(span) and _CODE_SHAPED.search(span):
+            name = span
+        if name is not None:
+            found.setdefault(m.start(), name)
+    for pattern in (_TEST, _EXCEPTION):
+        for m in pattern.finditer(text):
+            found.setdefault(m.start(), m.group(1))
+    return list(dict.fromkeys(found[i] for i in sorted(found)))
+
+
+@lru_cache(maxsize=8_192)
+def _bounded(fact: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(fact) + r"(?!\w)")
+
+
+def occurs(fact: str, text: str) -> bool:
+    """`fact` stands in `text` between non-word characters."""
+    return fact in text and _bounded(fact).search(text) is not None
+
+
+# -- the user's own messages -----------------------------------------------------------------------
+
+_TAG = re.compile(r"</?[A-Za-z][\w.:-]*(?:\s[^<>]*)?/?>")
+_BLOCK = re.compile(r"<([A-Za-z][\w.:-]*)(?:\s[^<>]*)?>.*?</\1\s*>", re.DOTALL)
+_HARNESS_WORD = re.compile(
+    r"system|reminder|command|stdout|stderr|caveat|notification|hook|environment|context|permission|instructions|example",
+    re.IGNORECASE,
+)
+_NOTICE = re.compile(r"\[[^\[\]\n]{3,300}\]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def normalize(text: str) -> str:
+    """Markup tags and ANSI escapes dropped, whitespace collapsed: how openings are compared."""
+    return " ".join(_TAG.sub(" ", _ANSI.sub("", text)).split())
+
+
+def _harness_block(text: str) -> bool:
+    return any(re.search(r"[-_]", m.group(1)) and _HARNESS_WORD.search(m.group(1)) for m in _BLOCK.finditer(text))
+
+
+def _user_text(message: Message) -> str:
+    return "\n".join(p.text for p in pieces(message) if p.kind == "user")
+
+
+def _has_results(message: Message) -> bool:
+    return any(p.kind == "output" for p in pieces(message))
+
+
+def own_words(messages: Sequence[Message], i: int) -> str | None:
+    """The user's own words in messages[i], normalized; None when it holds none (see the module doc)."""
+    if messages[i].get("role") != "user":
+        return None
+    text = _user_text(messages[i]).strip()
+    if not text or _NOTICE.fullmatch(text) or _harness_block(text):
+        return None
+    mid_turn = _has_results(messages[i]) or (i > 0 and _has_results(messages[i - 1]) and not _user_text(messages[i - 1]))
+    if mid_turn and len(text) >= INJECTED_MIN_CHARS:
+        return None
+    words = normalize(text)
+    return words if any(c.isalpha() for c in words) else None
+
+
+def instructions(messages: Sequence[Message], k: int | None = None) -> list[tuple[int, str]]:
+    """(index, opening) of each of the user's own messages before `k`, identical openings once."""
+    out: dict[str, int] = {}
+    for i in range(len(messages) if k is None else k):
+        words = own_words(messages, i)
+        if words is not None:
+            out.setdefault(words[:OPENING_CHARS].rstrip(), i)
+    return [(i, opening) for opening, i in out.items()]
+
+
+def opening_kept(opening: str, seen_normalized: str) -> bool:
+    """The opening stands verbatim in the (normalized) seen text; a whole short message must end there too."""
+    if opening not in seen_normalized:
+        return False
+    tail = r"(?!\w)" if len(opening) < OPENING_CHARS else ""
+    return re.search(r"(?<!\w)" + re.escape(opening) + tail, seen_normalized) is not None
+
+
+# -- edited files ----------------------------------------------------------------------------------
+
+_EDIT_TOOL = re.compile(r"edit|write|patch|replace|create|insert", re.IGNORECASE)
+_PATH_KEYS = ("file_path", "path", "filename", "file", "target_file", "notebook_path", "filePath")
+_PATCH_HEADER = re.compile(r"^(?:\*\*\* (?:Update|Add) File: |\+\+\+ b/)(\S.*?)\s*$", re.MULTILINE)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n.*?\n\s*\2\s*(?:\n|$)", re.DOTALL)
+"""A here-document: its body is data, not commands; what follows its marker on the line stays."""
+
+
+def edited_files(messages: Iterable[Message]) -> list[str]:
+    """Base names of the files these messages' tool calls changed, in order, each once."""
+    found: list[str] = []
+    for message in messages:
+        for name, args in calls(message):
+            found += _edits(name, args)
+    return list(dict.fromkeys(found))
+
+
+def _edits(name: str, args: Any) -> list[str]:
+    out: list[str] = []
+    if isinstance(args, dict) and _EDIT_TOOL.search(name) and args.get("command") != "view":
+        for key in _PATH_KEYS:
+            if isinstance(args.get(key), str) and args[key].strip():
+                out.append(PurePosixPath(args[key].strip()).name)
+                break
+    for text in _strings(args):
+        out += [PurePosixPath(m.group(1)).name for m in _PATCH_HEADER.finditer(text)]
+    shell = [args[k] for k in ("command", "cmd") if isinstance(args, dict) and isinstance(args.get(k), str)]
+    if isinstance(args, str) and not out:
+        shell.append(args)
+    for command in shell:
+        out += shell_writes(command)
+    return out
+
+
+def shell_writes(command: str) -> list[str]:
+    """Base names of files a shell command writes: `sed -i`/`perl -i` targets, redirections, `tee`."""
+    out: list[str] = []
+    for words in _simple_commands(_HEREDOC.sub(r" \3\n", command.replace("\\\n", " "))):
+        tool, rest = PurePosixPath(words[0]).name, words[1:]
+        if tool in ("sed", "perl") and any(w.startswith(("-i", "-pi")) or w == "--in-place" for w in rest):
+            out += [t for w in _operands(rest, script_first=tool == "sed") for t in _file_target(w)]
+        elif tool == "tee":
+            out += [t for w in rest if not w.startswith("-") for t in _file_target(w)]
+        for i, word in enumerate(words[:-1]):
+            if word in (">", ">>", "&>", ">|", "&>>"):
+                out += _file_target(words[i + 1])
+    return out
+
+
+def _simple_commands(command: str) -> list[list[str]]:
+    """The command's simple commands as shell words (quotes honoured), split at `;`, `&&`, `|`, newlines."""
+    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    try:
+        for word in lexer:
+            if word in (";", "&&", "||", "|", "&", "(", ")"):
+                commands.append([])
+            else:
+                commands[-1].append(word)
+    except ValueError:  # an unclosed quote: what was read so far still counts
+        pass
+    return [c for c in commands if c]
+
+
+def _operands(words: list[str], *, script_first: bool) -> list[str]:
+    """The file operands of `sed`/`perl` words: not flags, not `-e` scripts, not sed's bare script."""
+    operands: list[str] = []
+    scripted = False
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            if word in ("-e", "--expression") or (len(word) > 1 and word[1] != "-" and word.endswith("e")):
+                scripted = skip = True
+        else:
+            operands.append(word)
+    return operands[1:] if script_first and not scripted else operands
+
+
+def _file_target(target: str) -> list[str]:
+    """[base name] when `target` looks like a file a command writes (a known extension, or a path)."""
+    if not target or target.startswith(("&", "/dev/")):
+        return []
+    name = PurePosixPath(target).name
+    return [name] if name and (file_name(name) is not None or "/" in target) else []
+
+
+# -- cuts and the measure --------------------------------------------------------------------------
+
+
+def cut_points(messages: Sequence[Message], fractions: Sequence[float] = FRACTIONS) -> list[Cut]:
+    """Where to cut at each fraction (see the module doc); fractions that meet share one cut."""
+    n = len(messages)
+    valid, user = [], set()
+    open_calls: set[str] = set()
+    for k in range(n):
+        if 0 < k and not open_calls and not _results_only(messages[k]):
+            valid.append(k)
+            if own_words(messages, k) is not None:
+                user.add(k)
+        made, answered = _call_ids(messages[k])
+        open_calls.update(made)
+        open_calls.difference_update(answered)
+    cuts: dict[int, Cut] = {}
+    for fraction in fractions:
+        target = fraction * n
+        near = [k for k in user if abs(k - target) <= max(1.0, n / 10)]
+        pool = near or valid
+        if not pool:
+            continue
+        k = min(pool, key=lambda c: (abs(c - target), c))
+        label = f"{fraction:.0%}"
+        if k in cuts:
+            label = f"{cuts[k].label},{label}"
+        cuts[k] = Cut(k, label, "user" if k in user else "step")
+    return sorted(cuts.values(), key=lambda c: c.k)
+
+
+def _results_only(message: Message) -> bool:
+    if message.get("role") == "tool":
+        return True
+    ps = pieces(message)
+    return bool(ps) and all(p.kind == "output" for p in ps)
+
+
+def needed_facts(messages: Sequence[Message], k: int, window: int = WINDOW, system: Sequence[str] = ()) -> list[str]:
+    """Facts used in messages[k:k+window] that occurred before k and are not in the system prompts."""
+    used: list[str] = []
+    for i in range(k, min(len(messages), k + window)):
+        words = own_words(messages, i)
+        texts = [p.text for p in pieces(messages[i]) if p.kind in ("assistant", "call")]
+        for text in [*texts, *([words] if words else [])]:
+            used += facts_in(text)
+    before = "\n".join(p.text for m in messages[:k] for p in pieces(m) if p.kind not in ("system", "named"))
+    prompts = "\n".join([*system, *(p.text for m in messages[:k] for p in pieces(m) if p.kind == "system")])
+    return [f for f in dict.fromkeys(used) if occurs(f, before) and not occurs(f, prompts)]
+
+
+def measure(
+    messages: Sequence[Message], k: int, seen: str, *, window: int = WINDOW, system: Sequence[str] = ()
+) -> CutMeasure:
+    """Recall, instructions kept and edited files named at cut `k`, given what the model sees."""
+    needed = needed_facts(messages, k, window, system)
+    flat = normalize(seen)
+    openings = [o for _, o in instructions(messages, k)]
+    edited = edited_files(messages[:k])
+    return CutMeasure(
+        k=k,
+        recall=Share(tuple(needed), tuple(f for f in needed if not occurs(f, seen))),
+        instructions=Share(tuple(openings), tuple(o for o in openings if not opening_kept(o, flat))),
+        edited=Share(tuple(edited), tuple(f for f in edited if not occurs(f, seen))),
+    )
+
+
+__all__ = [
+    "FRACTIONS",
+    "INJECTED_MIN_CHARS",
+    "OPENING_CHARS",
+    "WINDOW",
+    "Cut",
+    "CutMeasure",
+    "Piece",
+    "Share",
+    "calls",
+    "cut_points",
+    "edited_files",
+    "facts_in",
+    "file_name",
+    "instructions",
+    "measure",
+    "needed_facts",
+    "normalize",
+    "occurs",
+    "opening_kept",
+    "own_words",
+    "pieces",
+    "seen_text",
+    "shell_writes",
+    "text_of",
+]
