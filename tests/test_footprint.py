@@ -38,11 +38,12 @@ async def test_the_tool_list_costs_under_4000_tokens_as_peers_measure_it(tmp_pat
     # Nothing was bought by dropping what the comparison counts for the others.
     for tool in as_parsed:
         assert tool["title"] and tool["description"], tool["name"]
-        # destructiveHint only where the protocol reads it: on tools that are not read-only.
-        hints = {"readOnlyHint", "idempotentHint", "openWorldHint"}
-        if not tool["annotations"]["readOnlyHint"]:
-            hints.add("destructiveHint")
-        assert set(tool["annotations"]) == hints, tool["name"]
+        # Every hint that differs from the protocol's default is there (readOnly and idempotent
+        # default to false, openWorld to true); destructiveHint on every tool that writes.
+        hints = tool["annotations"]
+        assert hints["openWorldHint"] is False, tool["name"]
+        assert hints.get("readOnlyHint", False) is not ("destructiveHint" in hints), tool["name"]
+        assert all(value is not False for key, value in hints.items() if key in ("readOnlyHint", "idempotentHint"))
         assert tool["outputSchema"]["type"] == "object" and tool["outputSchema"]["properties"], tool["name"]
     # What a model is given of each tool (name, description, input schema) is the smaller part.
     seen = [{k: tool[k] for k in ("name", "description", "inputSchema")} for tool in as_parsed]

@@ -111,6 +111,7 @@ async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
                 ("append", {"session_id": "secret", "messages": [{"role": "user", "content": "x"}]}),
                 ("session_delete", {"session_id": "secret"}),
                 ("read_output", {"id": output_id}),
+                ("search_history", {"session_id": "secret", "pattern": "hunter2"}),
             ]:
                 result = await bob.call_tool(name, args)
                 assert result.is_error and "no " in result.content[0].text, name

@@ -135,13 +135,14 @@ def test_tools_list_has_schemas_and_annotations(cli: Inspector) -> None:
         assert tool["outputSchema"]["properties"], name
         annotations = tool["annotations"]
         assert tool["title"], name
-        for hint in ("readOnlyHint", "idempotentHint", "openWorldHint"):
-            assert isinstance(annotations[hint], bool), (name, hint)
-        # The protocol reads destructiveHint only when readOnlyHint is false.
-        assert ("destructiveHint" in annotations) is not annotations["readOnlyHint"], name
-        assert isinstance(annotations.get("destructiveHint", False), bool), name
+        # Hints at their protocol defaults are left out (readOnly and idempotent: false); the
+        # protocol reads destructiveHint only when readOnlyHint is false.
+        assert annotations["openWorldHint"] is False, name
+        assert annotations.get("readOnlyHint", False) is not isinstance(annotations.get("destructiveHint"), bool), name
     assert tools["status"]["annotations"]["readOnlyHint"] is True
-    assert tools["append"]["annotations"]["readOnlyHint"] is False
+    assert tools["status"]["annotations"]["idempotentHint"] is True
+    assert "readOnlyHint" not in tools["append"]["annotations"]
+    assert tools["append"]["annotations"]["destructiveHint"] is False
     assert tools["session_delete"]["annotations"]["destructiveHint"] is True
     assert tools["read_output"]["inputSchema"]["properties"]["offset"]["minimum"] == 1
 

@@ -67,7 +67,8 @@ async def test_every_tool_has_title_annotations_and_output_schema(client):
         assert tool.title, name
         assert tool.description, name
         assert tool.output_schema and tool.output_schema.get("type") == "object", name
-        assert tool.annotations.read_only_hint is (name in READ_ONLY), name
+        # readOnlyHint is left out where it would be false, its protocol default.
+        assert bool(tool.annotations.read_only_hint) is (name in READ_ONLY), name
         assert tool.annotations.open_world_hint is False, name
     assert tools["session_delete"].annotations.destructive_hint is True
     assert tools["append"].annotations.destructive_hint is False

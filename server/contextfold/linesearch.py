@@ -26,7 +26,7 @@ from .lines import Line, RawLine, check_positive, decode_line, reader_at
 if TYPE_CHECKING:
     from .blobs import BlobReader, BlobStore
 
-__all__ = ["GrepResult", "MAX_PATTERN_CHARS", "Match", "grep"]
+__all__ = ["GrepResult", "MAX_PATTERN_CHARS", "Match", "compile_pattern", "grep"]
 
 _GREP_WHOLE_LINE = 1 << 20
 """Lines up to this many bytes are matched whole; longer ones in overlapping windows."""
@@ -131,6 +131,12 @@ def grep(
 
 
 _REGEX_SYNTAX = frozenset("\\.^$*+?{}[]|()")
+
+
+def compile_pattern(pattern: str, ignore_case: bool = False) -> regex.Pattern[str]:
+    """`pattern` compiled for searching, after the checks that keep an untrusted one safe;
+    ValueError saying what is wrong. Search with `timeout=` on every call."""
+    return _compile(pattern, ignore_case)
 
 
 def _compile(pattern: str, ignore_case: bool) -> regex.Pattern[str]:

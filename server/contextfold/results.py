@@ -168,6 +168,14 @@ class OutputRead(BaseModel):
     next_offset: int | None = None
 
 
+class HistoryPage(BaseModel):
+    text: str
+    """One block per message found or read: a header `m<seq> <role>` (`, hidden` when out of
+    view), then its matching lines or, reading from `at`, its text (cut when long)."""
+    next_at: str | None
+    """Where to continue (pass as `at`), when the answer stopped at its bound."""
+
+
 class PruneResult(BaseModel):
     applied: bool
     dry_run: bool

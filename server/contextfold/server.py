@@ -42,6 +42,7 @@ from .results import (
     Brief,
     CompactResult,
     Deleted,
+    HistoryPage,
     OutputRead,
     PruneResult,
     SessionList,
@@ -71,12 +72,14 @@ WireMessages = Annotated[
 FormatArg = Literal["anthropic", "openai", "auto"]
 
 def _annotations(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
-    """Every hint, but `destructiveHint` only where it means something: the protocol reads it
-    only when `readOnlyHint` is false. The title lives on the tool itself (`Tool.title`)."""
+    """The hints that say something: `readOnlyHint` and `idempotentHint` when true (false is their
+    default), `destructiveHint` on every tool that writes (the protocol reads it only when
+    `readOnlyHint` is false), and `openWorldHint: false` everywhere (its default is true). Each
+    hint costs context on every `tools/list`. The title lives on the tool itself (`Tool.title`)."""
     return ToolAnnotations(
-        read_only_hint=read_only,
+        read_only_hint=True if read_only else None,
         destructive_hint=None if read_only else destructive,
-        idempotent_hint=idempotent,
+        idempotent_hint=True if idempotent else None,
         open_world_hint=False,
     )
 
@@ -309,6 +312,17 @@ def build_server(
         with _user_errors():
             return await _tenant(ctx).spill(session_id, text, tool=tool, call_id=call_id)
 
+    @mcp.tool(title="Search history", annotations=_annotations(read_only=True, idempotent=True))
+    async def search_history(
+        ctx: Context,
+        session_id: SessionId,
+        pattern: Annotated[str | None, Field(description="Regex ((?i) ignores case); else read from `at`.")] = None,
+        at: Annotated[str | None, Field(description="Start at this message, e.g. m12.", max_length=100)] = None,
+    ) -> HistoryPage:
+        """Search or read every stored message, including those compaction hid."""
+        with _user_errors():
+            return await _tenant(ctx).search_history(session_id, pattern=pattern, at=at)
+
     @mcp.tool(title="Read output", annotations=_annotations(read_only=True, idempotent=True))
     async def read_output(
         ctx: Context,
@@ -444,14 +458,14 @@ async def _sampling_for_compact(
     """Ask the client's model for the summary before `compact` runs (both protocol eras).
 
     Whether to ask is the session's call: its effective settings choose the summarizer, exactly
-    as they choose the chain `compact` then runs. A dry run and the strategies that write no
-    summary never cost the client a model call.
+    as they choose the chain `compact` then runs; `regions` asks for its largest regions' digests.
+    A dry run and the strategies that write no summary never cost the client a model call.
     """
-    if dry_run or strategy != "anchored" or not _can_sample(ctx):
+    if dry_run or strategy not in ("anchored", "regions") or not _can_sample(ctx):
         return None
     try:
         prompt = await _tenant(ctx).sampling_prompt(
-            session_id, summarizer=summarizer, instructions=instructions
+            session_id, summarizer=summarizer, instructions=instructions, strategy=strategy
         )
     except USER_ERRORS:
         return None  # the tool body meets the same error and reports it in one line
@@ -578,12 +592,14 @@ _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMAS = ("items", "additionalProperties", "not")
 _NULL = {"type": "null"}
+_SHAPE = {"object": "properties", "array": "items"}
+"""In an output schema below the top, `type` beside these keywords says nothing more."""
 _INPUT_NOISE = ("minLength", "maxLength")
 _OUTPUT_NOISE = ("default", "description", "required")
 _ANNOTATION_KEYS = frozenset({"title", "description", "default"})
 
 
-def _lean(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
+def _lean(schema: dict[str, Any], *, output: bool, nested: bool = False) -> dict[str, Any]:
     """`schema` without the noise `_CompactSchemas` describes (a property *named* title is kept)."""
     branches = schema.get("anyOf")
     others = [b for b in branches if b != _NULL] if isinstance(branches, list) and _NULL in branches else []
@@ -592,11 +608,11 @@ def _lean(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
         if not output and schema.get("default", None) is None:
             # Optional[X] = None → X, optional by not being required
             merged = {**{k: v for k, v in schema.items() if k not in ("anyOf", "default")}, **rest}
-            return _lean(merged, output=output)
+            return _lean(merged, output=output, nested=nested)
         if output and _nullable_container(rest) and set(schema) - {"anyOf"} <= _ANNOTATION_KEYS:
             # X | None for an object or array → X with type [t, "null"]: the keywords of an
             # object or array schema do not apply to null, so it is the same schema.
-            return _lean({**rest, "type": [rest["type"], "null"]}, output=output)
+            return _lean({**rest, "type": [rest["type"], "null"]}, output=output, nested=nested)
     if isinstance(branches, list) and all(isinstance(b, dict) and set(b) == {"type"} for b in branches):
         # anyOf of bare types → one type list, the same schema in a third of the bytes.
         schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, "type": [b["type"] for b in branches]}
@@ -615,12 +631,17 @@ def _lean(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
             isinstance(e, str) for e in enum
         ):
             continue
+        if output and nested and key == "type" and isinstance(value, str) and _SHAPE.get(value, "") in schema:
+            continue  # an object's `properties` or an array's `items` already say what it is
         if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
-            value = {name: _lean(sub, output=output) if isinstance(sub, dict) else sub for name, sub in value.items()}
+            value = {
+                name: _lean(sub, output=output, nested=True) if isinstance(sub, dict) else sub
+                for name, sub in value.items()
+            }
         elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            value = [_lean(sub, output=output) if isinstance(sub, dict) else sub for sub in value]
+            value = [_lean(sub, output=output, nested=True) if isinstance(sub, dict) else sub for sub in value]
         elif key in _SUBSCHEMAS and isinstance(value, dict):
-            value = _lean(value, output=output)
+            value = _lean(value, output=output, nested=True)
         out[key] = value
     return out
 

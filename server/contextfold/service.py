@@ -16,6 +16,7 @@ from typing import Any, Literal
 from . import catalog
 from .app.appending import Appending
 from .app.compacting import Compacting
+from .app.history import History
 from .app.pruning import Pruning
 from .app.reading import Reading
 from .app.runtime import FormatArg, Runtime, Scope
@@ -43,6 +44,7 @@ from .results import (
     Context,
     Deleted,
     GcResult,
+    HistoryPage,
     ImportResult,
     OutputRead,
     PruneResult,
@@ -72,6 +74,7 @@ class Tenant:
         self._pruning = Pruning(self._scope)
         self._spilling = Spilling(self._scope)
         self._compacting = Compacting(self._scope)
+        self._history = History(self._scope)
 
     @property
     def owner(self) -> str:
@@ -145,6 +148,18 @@ class Tenant:
     async def status(self, session_id: str) -> Status:
         return await self._reading.status(session_id)
 
+    async def search_history(
+        self,
+        session_id: str,
+        *,
+        pattern: str | None = None,
+        at: str | None = None,
+        limit: int = 20,
+        ignore_case: bool = False,
+    ) -> HistoryPage:
+        """Search the session's stored messages, hidden ones included, or read them from `at`."""
+        return await self._history.search(session_id, pattern=pattern, at=at, limit=limit, ignore_case=ignore_case)
+
     async def session_view(self, session_id: str) -> tuple[Session, list[Message]]:
         return await self._reading.session_view(session_id)
 
@@ -206,9 +221,16 @@ class Tenant:
         )
 
     async def sampling_prompt(
-        self, session_id: str, *, summarizer: str | None = None, instructions: str | None = None
+        self,
+        session_id: str,
+        *,
+        summarizer: str | None = None,
+        instructions: str | None = None,
+        strategy: str = "anchored",
     ) -> tuple[str, str, int] | None:
-        return await self._compacting.sampling_prompt(session_id, summarizer=summarizer, instructions=instructions)
+        return await self._compacting.sampling_prompt(
+            session_id, summarizer=summarizer, instructions=instructions, strategy=strategy
+        )
 
     # -- spilled outputs -------------------------------------------------------------------------
 
