@@ -35,7 +35,8 @@ def squeeze(text: str) -> str:
 
 
 def test_there_are_benchmarks() -> None:
-    assert {"bench_tail.py", "bench_tokens.py", "bench_compaction.py", "bench_compaction_flat.py", "bench_coldstart.py"} <= {
+    assert {"bench_tail.py", "bench_tokens.py", "bench_compaction.py", "bench_compaction_flat.py", "bench_coldstart.py",
+            "bench_status.py", "bench_regions.py"} <= {
         p.name for p in SCRIPTS
     }
 

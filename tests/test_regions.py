@@ -23,6 +23,16 @@ from contextfold.policy.regions import (
     plan_regions,
 )
 from contextfold.tokens import MESSAGE_OVERHEAD, count_in_view, count_message, counter_for
+from region_runs import (
+    COMMANDS,
+    ERROR_MESSAGE,
+    FAILED_TEST,
+    FIRST_VERDICT,
+    GREP_HIT,
+    LAST_VERDICT,
+    LINT_ERROR,
+    realistic_run,
+)
 
 COUNTER = counter_for("gpt-4o")
 NOW = 1_700_000_000.0
@@ -205,22 +215,57 @@ def test_duplicate_message_ids_are_refused():
 # -- digest ----------------------------------------------------------------------------------------
 
 
-def test_digest_keeps_exact_arguments_and_first_meaningful_lines():
+def test_digest_keeps_exact_arguments_and_the_lines_that_matter():
     parts = [
         tool("\n\n---\nREADME.md\nsrc/", arg={"command": "ls /srv/app && git status", "description": "list"}),
         tool("1\timport os", name="Read", arg={"file_path": "/srv/app/src/main.py", "limit": 40}),
-        tool("Traceback (most recent call last):\n  ...", name="Bash", arg={"command": "pytest -x"}, state="error"),
+        tool("Traceback (most recent call last):\n  File \"x.py\", line 3\nKeyError: 'user_id'", name="Bash",
+             arg={"command": "pytest -x"}, state="error"),
         tool("", name="Grep", arg={"pattern": r"def \w+_handler", "path": "/srv"}),
+        tool("Chunk ID: 5a0c8d\nWall time: 1.0 seconds\nProcess exited with code 2\nOutput:\nrg: nope: No such file or directory (os error 2)",
+             name="exec_command", arg={"cmd": "rg -n main nope", "workdir": "/srv"}),
     ]
     out = digest(parts, budget_tokens=10_000, counter=COUNTER)
     assert out.splitlines() == [
-        "[Summary of 4 tool calls]",
+        "[Summary of 5 tool calls]",
         "- Bash ls /srv/app && git status → README.md",
+        "  src/",
         "- Read /srv/app/src/main.py → 1\timport os",
-        "- Bash pytest -x → error: Traceback (most recent call last):",
-        "- Grep /srv → (no output)",
+        # The exception's own line, not the traceback's opening.
+        "- Bash pytest -x → error: KeyError: 'user_id'",
+        "  Traceback (most recent call last):",
+        '  File "x.py", line 3',
+        # A search shows its pattern and where it looked.
+        "- Grep def \\w+_handler in /srv → (no output)",
+        # Codex's wrapper lines are not findings; the exit code and the message are.
+        "- exec_command rg -n main nope → rg: nope: No such file or directory (os error 2)",
+        "  Process exited with code 2",
     ]
     assert digest(parts, budget_tokens=10_000, counter=COUNTER) == out  # deterministic
+
+
+def test_digest_of_a_realistic_run_is_about_a_fifth_and_keeps_the_findings():
+    """Before: one line per call, 269 tokens for this 7,932-token run (3.4 %), the failing assertion lost."""
+    msgs = session(msg("user", text("The health check fails, fix it.")), msg("assistant", *realistic_run()),
+                   msg("assistant", text("Fixed: the handler returned 503 before the pool was warm.")))
+    region = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)[0]
+    assert 7_500 <= region.tokens <= 8_500  # the set-up: an 8,000-token run
+    result = plan(msgs, target=0)
+    first = result.marks[0].part.view_text
+    share = COUNTER.count(first) / region.tokens
+    assert 0.10 <= share <= 0.30, share
+    assert result.tokens_after < result.tokens_before - region.tokens // 2
+    for fact in (ERROR_MESSAGE, FAILED_TEST, FIRST_VERDICT, LAST_VERDICT, LINT_ERROR, GREP_HIT, *COMMANDS):
+        assert fact in first, fact
+    assert 'version = "2.3.1"' in first and "src/app/config.py" in first  # key values, file names
+    assert "Chunk ID" not in first and "=====" not in first
+    # Bounded at any budget: never over it (past the header and note it always keeps), never over the region.
+    for budget in (0, 50, 400, 1_000, region.tokens // 5, region.tokens):
+        out = digest([p for p in realistic_run()], budget_tokens=budget, counter=COUNTER)
+        assert COUNTER.count(out) <= max(budget, 20) and COUNTER.count(out) < region.tokens
+    after = apply(msgs, result)
+    assert_anthropic_valid(render([], after, "anthropic"))
+    assert_openai_valid(render([], after, "openai"))
 
 
 def test_digest_fits_a_fifth_of_the_region_by_dropping_middle_calls():
@@ -235,7 +280,11 @@ def test_digest_fits_a_fifth_of_the_region_by_dropping_middle_calls():
     assert COUNTER.count(small) <= 100
     lines = small.splitlines()
     assert lines[0] == "[Summary of 60 tool calls]"
-    assert lines[1] == "- Read /repo/pkg/module_0.py → result 0" and lines[-1].startswith("- Read /repo/pkg/module_59.py")
+    assert lines[1] == "- Read /repo/pkg/module_0.py" and lines[-1] == "- Read /repo/pkg/module_59.py"
+    # Before any call gives way, each call's line is shortened: its result first.
+    heads_only = COUNTER.count("\n".join(["[Summary of 60 tool calls]"] + [f"- Read /repo/pkg/module_{i}.py" for i in range(60)]))
+    short = digest(parts, budget_tokens=heads_only, counter=COUNTER).splitlines()
+    assert short[1:] == [f"- Read /repo/pkg/module_{i}.py" for i in range(60)]
     assert any(line.startswith("… ") and line.endswith(" more calls …") for line in lines)
     assert COUNTER.count(digest(parts, budget_tokens=budget, counter=COUNTER)) <= budget
     # A budget below the header and the note still yields them.

@@ -37,10 +37,18 @@ class Compacting:
         *,
         summarizer: str | None = None,
         instructions: str | None = None,
+        strategy: str = "anchored",
     ) -> tuple[str, str, int] | None:
         """The prompt for the client's model, or None when this session's compaction would not use
         it (decided from the session's effective settings, as `compact` decides its chain) or there
-        is nothing to compact."""
+        is nothing to compact. `regions` asks for the largest regions' digests."""
+        if strategy == "regions":
+            try:
+                return await self._scope.strategies.regions_sampling_prompt(
+                    session_id, summarizer=summarizer, instructions=instructions
+                )
+            except NotFoundError:
+                return None
         try:
             session = await self._scope.store.get_session(session_id)
             # The session's effective settings decide, as they decide the chain `compact` runs.
@@ -68,7 +76,14 @@ class Compacting:
         if strategy in REMOVAL_STRATEGIES:
             return await self._scope.strategies.remove(session_id, strategy, dry_run=dry_run)
         if strategy == "regions":
-            return await self._scope.strategies.regions(session_id, dry_run=dry_run)
+            return await self._scope.strategies.regions(
+                session_id,
+                dry_run=dry_run,
+                summarizer=summarizer,
+                instructions=instructions,
+                sampled=sampled,
+                sampling_offered=sampling_offered,
+            )
         if strategy != "anchored":
             raise InvalidInput(
                 "strategy",

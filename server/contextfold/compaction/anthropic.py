@@ -177,6 +177,16 @@ class AnthropicSummarizer:
             "anthropic summarizer: model=%s max_tokens=%d messages=%d transcript_chars=%d",
             self.model, max_tokens, len(request.head), len(transcript),
         )
+        outcome = await self.complete(system, user, max_tokens=max_tokens)
+        missing = missing_sections(outcome.text)
+        if missing:
+            raise self._error(f"summary is missing required sections: {', '.join(missing)}")
+        return outcome
+
+    async def complete(self, system: str, user: str, *, max_tokens: int) -> SummaryOutcome:
+        """One Messages API call with this summarizer's model, key, timeout and retries: the reply's
+        text with usage and cost. Any failure (network, HTTP, a cut-off or empty reply) raises
+        `SummarizerError` with a short reason. `summarize` and the regions digest both use it."""
         anthropic = _sdk()
         try:
             async with anthropic.AsyncAnthropic(
@@ -220,9 +230,6 @@ class AnthropicSummarizer:
         if not text:
             kinds = ", ".join(sorted({str(getattr(b, "type", "?")) for b in response.content})) or "empty"
             raise self._error(f"response has no text block (content: {kinds}; stop_reason {stop!r})")
-        missing = missing_sections(text)
-        if missing:
-            raise self._error(f"summary is missing required sections: {', '.join(missing)}")
 
         cost = estimate_cost_usd(model, usage) if usage else None
         log.info(

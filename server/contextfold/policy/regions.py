@@ -17,19 +17,21 @@ its parts, never by removing them, so every call keeps its id and name and pairi
 wire formats: the first part shows the summary (`view_text`), the others a short pointer with
 their input cleared. A part with `view_text` is never compactable again, so a summary is never
 summarized. When the summarizer fails (returns None), the oldest remaining region is dropped
-instead, with a visible `[Earlier turns truncated: …]` note.
+instead, with a visible `[Earlier turns truncated: …]` note. The summarizer is the rule-based
+digest (`policy.digest`) unless the caller passes another: the service passes the digests an LLM
+wrote (`compaction.region_digest`), the rule's for any region it did not write.
 
 Everything here is pure: the caller applies the marks and stores them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..domain import Message, Part, ReasoningPart, TextPart, ToolPart
 from ..tokens import TokenCounter, count_in_view
+from .digest import digest
 
 KEEP_RECENT_TOKENS = 20_000
 """The newest this-many tokens of the view are pinned (Claude Code's figure)."""
@@ -39,13 +41,6 @@ SUMMARIZED_ABOVE = "(summarized above)"
 """What the second and later parts of a summarized region show (an empty result is invalid)."""
 TRUNCATED_ABOVE = "(truncated above)"
 """What the second and later parts of a dropped region show."""
-KEY_ARGUMENTS = (
-    "file_path", "path", "notebook_path", "filename", "command", "cmd", "pattern", "query", "url",
-    "glob", "prompt", "description",
-)
-"""Input keys that name what a call was about, by preference."""
-MAX_ARGUMENT_CHARS = 240
-MAX_RESULT_CHARS = 160
 
 Summarize = Callable[[list[ToolPart], int], "str | None"]
 """(the region's parts, the token budget) → the summary, or None when summarizing failed."""
@@ -146,84 +141,6 @@ def _compactable(part: Part) -> bool:
 def _transparent(part: Part) -> bool:
     """Parts a run passes over without taking them: reasoning and whitespace-only text."""
     return isinstance(part, ReasoningPart) or (isinstance(part, TextPart) and not part.text.strip())
-
-
-# -- the code summarizer ---------------------------------------------------------------------------
-
-
-def digest(region_parts: Sequence[ToolPart], *, budget_tokens: int, counter: TokenCounter) -> str:
-    """A deterministic summary of tool calls: one line per call, middle lines dropped to fit.
-
-    Each line is the tool's name, its key argument verbatim (a long one shortened at the end) and
-    the first meaningful line of its result or error. When the whole does not fit in
-    `budget_tokens`, the middle calls give way to `… N more calls …`; the header and that note
-    are kept whatever the budget.
-    """
-    n = len(region_parts)
-    header = f"[Summary of {n} tool call{'s' if n != 1 else ''}]"
-    lines = [_digest_line(p) for p in region_parts]
-    whole = "\n".join([header, *lines])
-    if counter.count(whole) <= budget_tokens:
-        return whole
-    costs = [counter.count(line) + 1 for line in lines]
-    fixed = counter.count(header) + 1
-    prefix = [0]
-    for cost in costs:
-        prefix.append(prefix[-1] + cost)
-    for keep in range(n - 1, -1, -1):
-        head, tail = (keep + 1) // 2, keep // 2
-        note = f"… {n - keep} more call{'s' if n - keep != 1 else ''} …"
-        estimate = fixed + prefix[head] + (prefix[n] - prefix[n - tail]) + counter.count(note)
-        if estimate > budget_tokens and keep:
-            continue
-        text = "\n".join([header, *lines[:head], note, *lines[n - tail :]])
-        if counter.count(text) <= budget_tokens or keep == 0:
-            return text
-    raise AssertionError("unreachable: keep == 0 always returns")
-
-
-def _digest_line(part: ToolPart) -> str:
-    argument = _key_argument(part.input)
-    head = f"- {part.name} {argument}" if argument else f"- {part.name}"
-    if part.state == "error":
-        return f"{head} → error: {_first_line(part.result_text) or '(no message)'}"
-    result = _first_line(part.result_text)
-    if not result and part.attachments:
-        result = f"({len(part.attachments)} attachment{'s' if len(part.attachments) != 1 else ''})"
-    return f"{head} → {result or '(no output)'}"
-
-
-def _key_argument(value: object) -> str:
-    if isinstance(value, str):
-        return _shorten(value, MAX_ARGUMENT_CHARS)
-    if not isinstance(value, dict) or not value:
-        return ""
-    for key in KEY_ARGUMENTS:
-        found = value.get(key)
-        if isinstance(found, str) and found.strip():
-            return _shorten(found, MAX_ARGUMENT_CHARS)
-    for found in value.values():
-        if isinstance(found, str) and found.strip():
-            return _shorten(found, MAX_ARGUMENT_CHARS)
-    return _shorten(json.dumps(value, ensure_ascii=False, separators=(",", ":")), MAX_ARGUMENT_CHARS)
-
-
-def _first_line(text: str) -> str:
-    """The first line with a letter or digit in it, stripped and shortened."""
-    for line in text.splitlines():
-        if any(c.isalnum() for c in line):
-            return _shorten(line.strip(), MAX_RESULT_CHARS)
-    return ""
-
-
-def _shorten(text: str, limit: int) -> str:
-    """`text` verbatim up to its first line break and `limit` characters, `…` marking a cut."""
-    text = text.strip()
-    first = text.split("\n", 1)[0]
-    cut = len(first) < len(text)
-    if len(first) > limit:
-        first, cut = first[:limit], True
-    return f"{first} …" if cut else first
 
 
 # -- the plan --------------------------------------------------------------------------------------
