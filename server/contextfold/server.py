@@ -507,7 +507,11 @@ def _answered_once(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable
         result = await fn(*args, **kwargs)
         if not isinstance(result, BaseModel):
             return result
-        data = result.model_dump(mode="json", by_alias=True)
+        if isinstance(result, RenderedContext):
+            # Its fields hold JSON already (rendered messages): dumping would copy every message.
+            data = {name: getattr(result, name) for name in RenderedContext.model_fields}
+        else:
+            data = result.model_dump(mode="json", by_alias=True)
         ctx = kwargs.get("ctx")
         version = ctx.protocol_version if isinstance(ctx, Context) else None
         text = answers.summary_text(data) if answers.reads_structured(version) else answers.compact_json(data)

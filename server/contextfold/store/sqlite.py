@@ -92,9 +92,13 @@ async def _load_messages(
     *,
     hidden: bool = False,
     since_rev: int | None = None,
+    hidden_ids: set[str] | None = None,
 ) -> list[Message]:
+    """`hidden_ids`, when given, receives the ids of the hidden messages the query met instead of
+    reading them (one query finds both what changed in view and what left it)."""
     # Messages a removal strategy took out of the view are read only when asked for (full history).
     visible = "" if hidden else " AND hidden = 0"
+    row_filter = "" if hidden_ids is not None else visible
     changed = "" if since_rev is None else " AND rev > ?"
     changed_args: tuple[Any, ...] = () if since_rev is None else (since_rev,)
     # Changed messages are found by their revision, never by walking every seq after `after_seq`
@@ -103,11 +107,14 @@ async def _load_messages(
     message_rows = list(
         await db.execute_fetchall(
             "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
-            f"metadata, tokens, view_tokens FROM messages{by_rev} WHERE owner = ? AND session_id = ? AND seq > ?"
-            f"{visible}{changed} ORDER BY seq LIMIT ?",
+            f"metadata, tokens, view_tokens, hidden FROM messages{by_rev} WHERE owner = ? AND session_id = ? "
+            f"AND seq > ?{row_filter}{changed} ORDER BY seq LIMIT ?",
             (owner, session_id, after_seq, *changed_args, -1 if limit is None else limit),
         )
     )
+    if hidden_ids is not None and not hidden:
+        hidden_ids.update(row["id"] for row in message_rows if row["hidden"])
+        message_rows = [row for row in message_rows if not row["hidden"]]
     if not message_rows:
         return []
     parts: dict[str, list[Part]] = {}
@@ -382,15 +389,10 @@ class SQLiteTenant:
             db = self._store._conn
             await db.execute("BEGIN")  # one snapshot for the ids and the messages
             try:
-                hidden = {
-                    row["id"]
-                    for row in await db.execute_fetchall(
-                        "SELECT id FROM messages WHERE owner = ? AND session_id = ? AND rev > ? AND seq > ? "
-                        "AND hidden = 1",
-                        (self.owner, session_id, since, after_seq),
-                    )
-                }
-                messages = await _load_messages(db, self.owner, session_id, after_seq, None, since_rev=since)
+                hidden: set[str] = set()
+                messages = await _load_messages(
+                    db, self.owner, session_id, after_seq, None, since_rev=since, hidden_ids=hidden
+                )
             finally:
                 await db.execute("COMMIT")
             return messages, hidden
