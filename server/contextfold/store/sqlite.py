@@ -91,66 +91,83 @@ async def _load_messages(
     limit: int | None,
     *,
     hidden: bool = False,
-    since_rev: int | None = None,
-    hidden_ids: set[str] | None = None,
 ) -> list[Message]:
-    """`hidden_ids`, when given, receives the ids of the hidden messages the query met instead of
-    reading them (one query finds both what changed in view and what left it)."""
     # Messages a removal strategy took out of the view are read only when asked for (full history).
     visible = "" if hidden else " AND hidden = 0"
-    row_filter = "" if hidden_ids is not None else visible
-    changed = "" if since_rev is None else " AND rev > ?"
-    changed_args: tuple[Any, ...] = () if since_rev is None else (since_rev,)
-    # Changed messages are found by their revision, never by walking every seq after `after_seq`
-    # (all of a history a removal strategy hid, on every append).
-    by_rev = "" if since_rev is None else " INDEXED BY messages_by_rev"
     message_rows = list(
         await db.execute_fetchall(
             "SELECT id, seq, role, name, parent_id, summary, finish_reason, error, usage, created_at, "
-            f"metadata, tokens, view_tokens, hidden FROM messages{by_rev} WHERE owner = ? AND session_id = ? "
-            f"AND seq > ?{row_filter}{changed} ORDER BY seq LIMIT ?",
-            (owner, session_id, after_seq, *changed_args, -1 if limit is None else limit),
+            "metadata, tokens, view_tokens FROM messages WHERE owner = ? AND session_id = ? "
+            f"AND seq > ?{visible} ORDER BY seq LIMIT ?",
+            (owner, session_id, after_seq, -1 if limit is None else limit),
         )
     )
-    if hidden_ids is not None and not hidden:
-        hidden_ids.update(row["id"] for row in message_rows if row["hidden"])
-        message_rows = [row for row in message_rows if not row["hidden"]]
     if not message_rows:
         return []
     parts: dict[str, list[Part]] = {}
-    if since_rev is None:
-        # Not the parts of messages hidden in between (a removal strategy hides most of a history).
-        where = f"m.seq BETWEEN ? AND ?{visible.replace('hidden', 'm.hidden')}"
-        args = (message_rows[0]["seq"], message_rows[-1]["seq"])
-    else:  # changed messages are sparse: select them again rather than every seq between
-        where, args = f"m.seq > ?{visible.replace('hidden', 'm.hidden')} AND m.rev > ?", (after_seq, since_rev)
+    # Not the parts of messages hidden in between (a removal strategy hides most of a history).
     # One trip to the database thread: iterating a cursor would cross and back every 64 rows.
     for row in await db.execute_fetchall(
-        f"SELECT p.message_id, p.data, p.tokens FROM parts p JOIN messages m{by_rev} ON m.id = p.message_id "
-        f"WHERE m.owner = ? AND m.session_id = ? AND {where} ORDER BY m.seq, p.idx",
-        (owner, session_id, *args),
+        "SELECT p.message_id, p.data, p.tokens FROM parts p JOIN messages m ON m.id = p.message_id "
+        f"WHERE m.owner = ? AND m.session_id = ? AND m.seq BETWEEN ? AND ?{visible.replace('hidden', 'm.hidden')} "
+        "ORDER BY m.seq, p.idx",
+        (owner, session_id, message_rows[0]["seq"], message_rows[-1]["seq"]),
     ):
         parts.setdefault(row["message_id"], []).append(_load_part(row["data"], row["tokens"]))
-    return [
-        Message(
-            id=row["id"],
-            session_id=session_id,
-            seq=row["seq"],
-            role=row["role"],
-            parts=parts.get(row["id"], []),
-            name=row["name"],
-            parent_id=row["parent_id"],
-            summary=bool(row["summary"]),
-            finish_reason=row["finish_reason"],
-            error=row["error"],
-            usage=Usage.model_validate_json(row["usage"]) if row["usage"] else None,
-            created_at=row["created_at"],
-            metadata=json.loads(row["metadata"]),
-            tokens=row["tokens"],
-            view_tokens=row["view_tokens"],
-        )
-        for row in message_rows
-    ]
+    return [_message(row, session_id, parts.get(row["id"], [])) for row in message_rows]
+
+
+def _message(row: Any, session_id: str, parts: list[Part]) -> Message:
+    return Message(
+        id=row["id"],
+        session_id=session_id,
+        seq=row["seq"],
+        role=row["role"],
+        parts=parts,
+        name=row["name"],
+        parent_id=row["parent_id"],
+        summary=bool(row["summary"]),
+        finish_reason=row["finish_reason"],
+        error=row["error"],
+        usage=Usage.model_validate_json(row["usage"]) if row["usage"] else None,
+        created_at=row["created_at"],
+        metadata=json.loads(row["metadata"]),
+        tokens=row["tokens"],
+        view_tokens=row["view_tokens"],
+    )
+
+
+async def _load_changed(
+    db: aiosqlite.Connection, owner: str, session_id: str, after_seq: int, since_rev: int
+) -> tuple[list[Message], set[str]]:
+    """The messages after `after_seq` stamped after `since_rev`, in view, and the ids of those
+    hidden: one query (a row per part), so one snapshot and one trip to the database thread.
+    Found by revision, never by walking every seq after `after_seq` (all of a history a removal
+    strategy hid, on every append)."""
+    rows = await db.execute_fetchall(
+        "SELECT m.id, m.seq, m.role, m.name, m.parent_id, m.summary, m.finish_reason, m.error, m.usage, "
+        "m.created_at, m.metadata, m.tokens, m.view_tokens, m.hidden, p.data, p.tokens AS part_tokens "
+        "FROM messages m INDEXED BY messages_by_rev LEFT JOIN parts p ON p.message_id = m.id "
+        "WHERE m.owner = ? AND m.session_id = ? AND m.rev > ? AND m.seq > ? ORDER BY m.seq, p.idx",
+        (owner, session_id, since_rev, after_seq),
+    )
+    hidden: set[str] = set()
+    messages: list[Message] = []
+    current: Any = None
+    parts: list[Part] = []
+    for row in rows:
+        if row["hidden"]:
+            hidden.add(row["id"])
+            continue
+        if current is None or row["id"] != current["id"]:
+            if current is not None:
+                messages.append(_message(current, session_id, parts))
+            current, parts = row, []
+        if row["data"] is not None:
+            parts.append(_load_part(row["data"], row["part_tokens"]))
+    if current is not None:
+        messages.append(_message(current, session_id, parts))
+    return messages, hidden
 
 
 async def _rows(db: aiosqlite.Connection, owner: str, session_id: str, after_seq: int) -> list[MessageRow]:
@@ -386,16 +403,7 @@ class SQLiteTenant:
         self, session_id: str, *, since: int, after_seq: int = 0
     ) -> tuple[list[Message], set[str]]:
         async with self._store._lock:
-            db = self._store._conn
-            await db.execute("BEGIN")  # one snapshot for the ids and the messages
-            try:
-                hidden: set[str] = set()
-                messages = await _load_messages(
-                    db, self.owner, session_id, after_seq, None, since_rev=since, hidden_ids=hidden
-                )
-            finally:
-                await db.execute("COMMIT")
-            return messages, hidden
+            return await _load_changed(self._store._conn, self.owner, session_id, after_seq, since)
 
     async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""
