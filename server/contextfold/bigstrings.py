@@ -17,12 +17,13 @@ it always did. Tokens are unguessable and live only while their request is handl
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
+
+from . import safejson
 
 MIN_BODY = 4 * 1024**2
 """Bodies smaller than this are left alone: the SDK decodes them in a few milliseconds."""
@@ -36,7 +37,6 @@ _strings: dict[str, str] = {}
 """Token → decoded string, for the requests being handled by this process."""
 
 _BACKSLASH = 0x5C
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def restore(arguments: dict[str, Any], strings: dict[str, str] | None = None) -> dict[str, Any]:
@@ -242,12 +242,12 @@ def _decode(body: bytes, start: int, end: int, piece: int) -> str | None:
             text = json.loads(b'"' + body[start:cut] + b'"')
         except ValueError:
             return None
-        surrogates = surrogates or _has_surrogate(text)
+        surrogates = surrogates or safejson.has_surrogate(text)
         pieces.append(text)
         start = cut
     text = "".join(pieces)
     if surrogates:  # a pair cut in two joins again here; a lone half becomes U+FFFD
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        text = safejson.clean(text, "")
     return text
 
 
@@ -266,7 +266,3 @@ def _cut(body: bytes, start: int, at: int, end: int) -> int | None:
         # The run of backslashes starts right after a character that is not one, so an
         # escape starts here; a run that reaches back to `start` is not worth handling.
     return at if at > start else None
-
-
-def _has_surrogate(text: str) -> bool:
-    return not text.isascii() and _SURROGATE.search(text) is not None

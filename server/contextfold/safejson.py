@@ -40,7 +40,7 @@ def check(value: Any, path: str) -> bool:
     while stack:
         item, depth, where = stack.pop()
         if isinstance(item, str):
-            found = found or _has_surrogate(item)
+            found = found or has_surrogate(item)
             continue
         if not isinstance(item, (dict, list)):
             continue
@@ -55,14 +55,15 @@ def check(value: Any, path: str) -> bool:
         named = depth < 2
         if isinstance(item, dict):
             for key, child in item.items():
-                found = found or (isinstance(key, str) and _has_surrogate(key))
+                found = found or (isinstance(key, str) and has_surrogate(key))
                 stack.append((child, depth + 1, _join(where, key) if named else where))
         else:
             stack.extend((child, depth + 1, f"{where}[{i}]" if named else where) for i, child in enumerate(item))
     return found
 
 
-def _has_surrogate(text: str) -> bool:
+def has_surrogate(text: str) -> bool:
+    """Whether `text` holds a surrogate (lone, or half of a pair that `json` left split)."""
     # isascii() is O(1) in CPython, so plain ASCII text costs nothing.
     return not text.isascii() and _SURROGATE.search(text) is not None
 
@@ -74,7 +75,7 @@ def _join(path: str, key: Any) -> str:
 def _repair(value: Any) -> Any:
     # Recursion is safe here: `check` has bounded the depth.
     if isinstance(value, str):
-        if not _has_surrogate(value):
+        if not has_surrogate(value):
             return value
         # Through UTF-16, a valid pair becomes its character and a lone half becomes U+FFFD.
         return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

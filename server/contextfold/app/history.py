@@ -64,7 +64,7 @@ class History:
         if not 1 <= limit <= MAX_HITS:
             raise InvalidInput("limit", f"expected 1 to {MAX_HITS}, got {limit}")
         store = self._scope.store
-        await store.get_session(session_id)  # not found reads as not found, for any tenant
+        session = await store.get_session(session_id)  # not found reads as not found, for any tenant
         compiled = None
         if pattern is not None:
             try:
@@ -75,7 +75,7 @@ class History:
         blocks: list[str] = []
         chars = 0
         deadline = time.monotonic() + _BUDGET
-        shown = {m.id for m in await self._scope.view(await store.get_session(session_id))}
+        shown = {m.id for m in await self._scope.view(session)}
         while True:
             batch = await store.load_messages(session_id, after_seq=after, limit=_CHUNK, hidden=True)
             if not batch:
@@ -104,9 +104,12 @@ class History:
             if len(at) > 19:  # past any seq a store can hold
                 raise InvalidInput("at", f"no message {at!r} in session {session_id!r}")
             return int(at[1:]) - 1
-        for message in await self._scope.store.load_messages(session_id, hidden=True):
-            if message.id == at:
-                return message.seq - 1
+        after = 0
+        while batch := await self._scope.store.load_messages(session_id, after_seq=after, limit=_CHUNK, hidden=True):
+            for message in batch:  # by id: a chunk at a time, as a search reads
+                if message.id == at:
+                    return message.seq - 1
+            after = batch[-1].seq
         raise InvalidInput("at", f"no message {at!r} in session {session_id!r}; name one as m<number> or by its id")
 
 

@@ -68,9 +68,6 @@ class ViewCache:
         """The version chain kept for `key` (format and options) beside the session's view."""
         return (await self._entry(store, session)).chains.setdefault(key, Chain())
 
-    def forget(self, owner: str, session_id: str) -> None:
-        self._entries.pop((owner, session_id), None)
-
     async def _entry(self, store: TenantStore, session: Session) -> _Entry:
         key = (store.owner, session.id)
         entry = self._entries.pop(key, None)
