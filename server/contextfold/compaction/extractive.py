@@ -233,7 +233,7 @@ def build_summary(
     _decisions(draft, facts, prior)
     _context(draft, facts, prior, head, keywords)
     _files(draft, facts, prior)
-    _working_set(draft, facts, head, counter, min(int(budget_tokens * workingset.SHARE), workingset.MAX_TOKENS))
+    _working_set(draft, facts, head, counter, _working_set_budget(draft, counter, budget_tokens))
     _protect_focus(draft, keywords)
     if prior is not None:
         _cap(draft)
@@ -305,7 +305,7 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         # A finished plan item says what was achieved better than the commands behind it.
         draft.add(DONE, _cited(text, facts.sources.get(text, ())), _CONTEXT_TIER, rank)
         rank += 1
-    root = project_root([f.path for f in facts.edited_files])
+    root = _root(facts)
     for item in outcomes(facts.steps, root):
         draft.add(DONE, item, _DONE_TIER, rank)
         rank += 1
@@ -339,6 +339,11 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         steps.append(_cited(intent, (seq,)))
     for index, text in enumerate(steps + carried_next):
         draft.add(NEXT_STEPS, text, _STEP_TIER, -index)
+
+
+def _root(facts: Facts) -> str:
+    """The project's root directory: where most edited files live, else most files touched."""
+    return project_root([f.path for f in facts.edited_files]) or project_root([f.path for f in facts.files])
 
 
 def _under_way(facts: Facts, root: str) -> list[str]:
@@ -395,9 +400,9 @@ def _context(
     if tests:
         draft.add(CRITICAL, f"{TEST_COMMAND}`{command_key(tests[-1])}`", _CONTEXT_TIER, rank)
         rank += 1
-    root = project_root([f.path for f in facts.edited_files])
+    root = _root(facts)
     if root:
-        draft.add(CRITICAL, f"{PROJECT_ROOT}`{root}` (Done names files relative to it)", _CONTEXT_TIER, rank)
+        draft.add(CRITICAL, f"{PROJECT_ROOT}`{root}` (Done and the working set name files relative to it)", _CONTEXT_TIER, rank)
         rank += 1
     for sentence in _focus_sentences(head, keywords):
         draft.add(CRITICAL, sentence, _FOCUS_TIER, rank)
@@ -432,6 +437,20 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         draft.add(FILES, bullet, _READ_FILE_TIER, -1 - index, path=path, carried=carried)
 
 
+def _working_set_budget(draft: _Draft, counter: TokenCounter, budget_tokens: int) -> int:
+    """`workingset.SHARE` of the budget, or up to `workingset.MAX_SHARE` of it when the sections
+    drafted so far leave that much room (a short history with many names read keeps them)."""
+    share = int(budget_tokens * workingset.SHARE)
+    room = budget_tokens - counter.count(draft.render()) - _WORKING_SET_MARGIN
+    grown = max(share, min(int(budget_tokens * workingset.MAX_SHARE), room))
+    return min(grown, workingset.MAX_TOKENS)
+
+
+_WORKING_SET_MARGIN = 100
+"""Tokens left free when the working set grows into the room other sections leave: the bullets'
+markup and the closing note, counted with the whole summary only at the end."""
+
+
 def _working_set(draft: _Draft, facts: Facts, head: Sequence[Message], counter: TokenCounter, budget: int) -> None:
     """The files read, tests and identifiers the history worked with (`workingset`), within
     `budget` tokens, after the edited files; an anchor's lists follow the new history's names."""
@@ -443,7 +462,7 @@ def _working_set(draft: _Draft, facts: Facts, head: Sequence[Message], counter: 
     ranked = [pair for pair in found.ranked if pair[0] not in written]  # named elsewhere already
     names = {name for name, _ in ranked}
     ranked += [pair for pair in prior_names if pair[0] not in names]
-    bullets = workingset.fit_working_set(workingset.WorkingSet(ranked), counter, budget)
+    bullets = workingset.fit_working_set(workingset.WorkingSet(ranked), counter, budget, _root(facts))
     for index, bullet in enumerate(bullets):
         draft.add(FILES, bullet, _READ_FILE_TIER, len(bullets) - index)
 

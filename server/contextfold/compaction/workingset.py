@@ -3,7 +3,9 @@
 After a compaction the agent goes on using names it met before: the module it was reading, the
 function it grepped for, the test that failed. Those names are cheap to keep and costly to find
 again, so the summary lists the ones that mattered most, within a fixed share of its budget
-(`SHARE`). Edited files are not part of it: the summary names every one of them anyway.
+(`SHARE`, growing to `MAX_SHARE` when the other sections leave that room unused). Edited files
+are not part of it: the summary names every one of them anyway. Paths under the project's root
+are written relative to it.
 
 Where names are found, and what one use of a name is worth:
 - the user's words and the assistant's own text: a name in backticks (3), any other code-like
@@ -14,11 +16,12 @@ Where names are found, and what one use of a name is worth:
   (a failing test is worth keeping, a passing one listed among hundreds is not);
 - a file a tool read or searched: 2 more.
 A use late in the history counts up to five times one at its start (`RECENCY`). An output showing
-hundreds of names spreads its weight over them (`SPREAD_NAMES`); a name shown in most outputs is
-the harness's (`exit_code`), and counts only for what the agent did with it; a name below
-`MIN_SCORE` is not listed. Code-like means a path, a `snake_case`, `CamelCase`, `kebab-case` (in
-code), `dotted.name`, `name/2` or `UPPER_CASE` word, or anything in backticks without spaces;
-ordinary words never qualify. Names the rest of the summary already holds are not listed again.
+many names spreads its weight over them (`SPREAD_NAMES`); a name shown in most outputs is the
+harness's (`exit_code`), and counts only for what the agent did with it; a name below `MIN_SCORE`
+is not listed. Code-like means a path (absolute ones too, however deep), a `snake_case`,
+`CamelCase`, `kebab-case` (in code), `dotted.name`, `name/2`, `UPPER_CASE` or `__dunder__` word,
+or anything in backticks without spaces; ordinary words never qualify. Names the rest of the
+summary already holds are not listed again.
 Ties rank by first use, so the same history always gives the same list.
 """
 
@@ -37,9 +40,11 @@ from ..tokens import TokenCounter
 from .prose import assistant_prose, user_words
 
 SHARE = 0.4
-"""Of the summary's budget, what the working set may take (1,800 tokens of 4,500): on the corpus,
-0.2 kept 86 % of the names needed later, 0.35 kept 92 %, 0.4 kept 94 %."""
-MAX_TOKENS = 1_800
+"""Of the summary's budget, what the working set always may take (1,800 tokens of 4,500): on the
+corpus, 0.2 kept 86 % of the names needed later, 0.35 kept 92 %, 0.4 kept 94 %."""
+MAX_SHARE = 0.7
+"""What it may grow to when the other sections leave that much of the budget unused."""
+MAX_TOKENS = 3_150
 """However large a budget the caller gives."""
 OUTPUT_WEIGHT = 0.4
 """One tool output showing a name (counted once per output), against 1 for a use in a call."""
@@ -50,18 +55,18 @@ READ_BONUS = 2.0
 RECENCY = 4.0
 """A use at the end of the history counts 1 + RECENCY times one at its start (growing with the
 square of the position: what was used just before the cut matters most)."""
-SPREAD_NAMES = 250
-"""An output showing more names than this (a listing, a long test run) gives each of them a share
-of what this many would get."""
-MIN_SCORE = 0.6
-"""What a name must score to be listed at all: once in a call, or in a few outputs; not once in a
-long listing long ago."""
+SPREAD_NAMES = 100
+"""An output showing more names than this (a long listing, a test run's 400 `PASSED` lines) gives
+each of them a share of what this many would get."""
+MIN_SCORE = 0.3
+"""What a name must score to be listed at all: once in a call, or in an output or two; not once
+in a long listing long ago."""
 MAX_OUTPUT_CHARS = 40_000
 """Of each tool output, what is read for names."""
 
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
-_WORD = re.compile(r"(?<![\w./:-])[A-Za-z_:.][\w.:/-]*[\w)]|(?<![\w./:-])[A-Za-z_]\w")
+_WORD = re.compile(r"(?<![\w./:~<-])(?:[A-Za-z_:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:-])[A-Za-z_]\w")
 _SNAKE = re.compile(r"^_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*$")
 _CAMEL = re.compile(r"^[A-Z]?[a-z0-9]+(?:[A-Z][a-z0-9]+)+$|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+(?:\(\))?$")
@@ -79,6 +84,8 @@ _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
 _ARITY = re.compile(r"^[A-Za-z_][\w.?!]*/\d+(?:-\d+)?$")
 """`name/2`: a function and its arity (Erlang, Elixir), not a path."""
 _UPPER = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+_DUNDER = re.compile(r"^__[A-Za-z][A-Za-z0-9_]*__$")
+"""`__init__`, `__MODULE__`: a language's special names."""
 _TEST = re.compile(r"\btest_\w{3,}|\b\w{3,}_test\b|\bTest[A-Z]\w+|\b[A-Z]\w+Tests?\b")
 _FAILING = re.compile(r"FAIL|ERROR|Error|error:")
 """A line of output that reports a failure: the tests it names are worth keeping."""
@@ -111,6 +118,8 @@ def is_file_name(word: str) -> bool:
     if "/" not in word or _ARITY.match(word):
         return False
     # A directory or an extensionless file: rooted, or deep enough not to be `a/b` prose.
+    if word.startswith("/") and word.count("/") < 2:
+        return False  # `/sessions`, `/div`: a route or a closing tag, not a file
     return word.startswith(("/", "./", "../", "~/")) or word.endswith("/") or word.count("/") >= 2
 
 
@@ -119,11 +128,17 @@ def _code_like(word: str, kebab: bool = False) -> bool:
     """`word` is shaped like code; `kebab`: count `kebab-case` too (in code, not in prose, where
     "read-only" is English)."""
     word = word.rstrip(".:,")
-    if len(word) < 3 or len(word) > 80:
+    if word.endswith(")") and not word.endswith("()"):
+        word = word.rstrip(")")  # `run(__MODULE__)`: the name, not the call's closing bracket
+    if len(word) < 3:
+        return False
+    if is_file_name(word):
+        return True  # a path may be long: a deep absolute one is often over 80 characters
+    if len(word) > 80:
         return False
     core = word[:-2] if word.endswith("()") else word
     return bool(
-        is_file_name(word) or (kebab and _KEBAB.match(core)) or _ARITY.match(core) or _SNAKE.match(core) or _CAMEL.match(core) or _DOTTED.match(core) or _UPPER.match(core)
+        _DUNDER.match(core) or (kebab and _KEBAB.match(core)) or _ARITY.match(core) or _SNAKE.match(core) or _CAMEL.match(core) or _DOTTED.match(core) or _UPPER.match(core)
     )
 
 
@@ -142,7 +157,7 @@ class _Scores:
         term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
         if term.endswith(")") and not term.endswith("()"):
             term = term.rstrip(")")
-        if len(term) < 3 or len(term) > 120 or term.isdigit() or term.casefold() in _NOT_NAMES or _JUNK.search(term):
+        if len(term) < 3 or len(term) > (250 if is_file_name(term) else 120) or term.isdigit() or term.casefold() in _NOT_NAMES or _JUNK.search(term):
             return
         gain = weight * (1 + RECENCY * (self.at / self.size) ** 2)
         self.score[term] = self.score.get(term, 0.0) + gain
@@ -272,13 +287,16 @@ CHUNK = 25
 """Names per bullet, so a summary short of room drops the least relevant names, not all of them."""
 
 
-def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int) -> list[str]:
+def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int, root: str = "") -> list[str]:
     """Relevant Files bullets listing the working set within `budget` tokens, most relevant first:
     `Files read: a, b`, `Files named: …`, `Tests: …`, `Identifiers: …`, at most `CHUNK` names a
-    bullet. Names are taken in order of relevance until the budget is spent."""
+    bullet. Names are taken in order of relevance until the budget is spent. Paths under `root`
+    (the project's, with a trailing `/`, which the summary states once) are written relative to it."""
     spent = 0
     chosen: dict[str, list[tuple[int, str]]] = {kind: [] for kind in _LABELS}
     for position, (item, kind) in enumerate(ws.ranked):
+        if root and kind in ("file", "read") and item.startswith(root) and len(item) > len(root):
+            item = item[len(root) :]
         cost = counter.count(f"{item}, ")
         if spent + cost > budget:
             if budget - spent < 3:
@@ -304,4 +322,4 @@ def listed(bullet: str) -> list[tuple[str, str]] | None:
     return None
 
 
-__all__ = ["IDENTIFIERS", "MAX_TOKENS", "NAMED", "READ", "SHARE", "TESTS", "WorkingSet", "fit_working_set", "is_file_name", "listed", "working_set"]
+__all__ = ["IDENTIFIERS", "MAX_SHARE", "MAX_TOKENS", "NAMED", "READ", "SHARE", "TESTS", "WorkingSet", "fit_working_set", "is_file_name", "listed", "working_set"]
