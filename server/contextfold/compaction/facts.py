@@ -86,6 +86,8 @@ MAX_ERRORS = 30
 MAX_TODOS = 30
 MAX_DECISIONS = 12
 MAX_COMMANDS = 40
+_COMMITTED = re.compile(r"^\[[^\]\n]*?\b([0-9a-f]{7,40})\]", re.MULTILINE)
+"""What `git commit` prints first: `[main b9288c2] subject`, `[main (root-commit) 0a1b2c3] …`."""
 MAX_SAID = 200
 """The user's messages kept word for word (the summary quotes the newest of them, see `userwords`)."""
 MAX_SAYINGS = 8
@@ -419,7 +421,8 @@ class _Walker:
         self.success(key)
         subject = commit_subject(command)
         if subject is not None:
-            self.steps.append(Step("commit", subject, self.seq))
+            hashed = _COMMITTED.search(outcome.body)
+            self.steps.append(Step("commit", subject, self.seq, detail=hashed.group(1) if hashed else ""))
         # Edits are on record as edits; reading commands did nothing worth a Done item.
         if not inspection and not any(t.action == "edited" for t in touches):
             self.done(f"Ran {display}")

@@ -149,7 +149,7 @@ def outcomes(steps: Sequence[Step], root: str = "") -> list[str]:
                 stretch.end += f" after {failed} failing run{'s' if failed > 1 else ''}"
             stretch.check = step.text
         elif step.kind == "commit":
-            stretch.end = f'committed "{step.text}"'
+            stretch.end = f'committed {step.detail + " " if step.detail else ""}"{step.text}"'
         else:
             continue
         previous = done[-1] if done else None

@@ -35,7 +35,7 @@ class Step:
     ok: bool = True
     """For a test run: whether it passed."""
     detail: str = ""
-    """For a test run: its counts (`3 passed`)."""
+    """For a test run: its counts (`3 passed`); for a commit: its short hash when the output named it."""
 
 
 @dataclass(frozen=True)
