@@ -65,9 +65,9 @@ def pin_facts(
     carried = parse_summary(previous)[CONSTRAINTS] if previous else []
     everywhere = [bullet for bullets in summary.sections.values() for bullet in bullets]
     for quote, shown in userwords.quotes(facts.said, carried, userwords.quote_budget(budget_tokens)):
-        if not _contains(everywhere, quote.opening()):
+        if not _contains(everywhere, quote.opening(shown)):
             summary.add(CONSTRAINTS, quote.bullet(shown))
-            added.append(f"user: {quote.opening()[:60]}")
+            added.append(f"user: {quote.opening(shown)[:60]}")
 
     rules, older = newest_constraints([b for b in carried if userwords.parse_quote(b) is None] + facts.constraints)
     if unpinned := [r for r in older if not _contains(summary[CONSTRAINTS], r)]:

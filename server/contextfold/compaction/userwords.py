@@ -5,10 +5,12 @@ any file does, and a model summarizing the history tends to fold it into its own
 each message the user wrote (`facts.user_words`: not tool results, not what a harness put in the
 user's turn) is quoted word for word, with the stored message it came from:
 
-- newest first, within `quote_budget` characters in all (a third of the summary's budget, at most
-  `QUOTE_CHARS`): every message keeps at least its opening
-  (`OPENING_CHARS`), then the newest ones are given their whole text up to `FULL_CHARS`; only when
-  even the openings do not fit do the oldest messages go;
+- newest first, within `quote_budget` characters in all (`QUOTE_SHARE` of the summary's budget,
+  at most `QUOTE_CHARS`): every message keeps at least its opening — `OPENING_CHARS`, or down to
+  `MIN_OPENING_CHARS` when a long session's many messages would not fit otherwise (a user who
+  wrote a hundred messages keeps the first words of each, not the whole of the newest forty) —
+  then the newest ones are given their whole text up to `FULL_CHARS`; only when even the
+  shortest openings do not fit do the oldest messages go;
 - a previous summary's quotes are older than anything in the new history and are carried first;
 - the same selection is what `pins` guarantees in a summary any model wrote.
 """
@@ -23,13 +25,16 @@ from .agents.text import clip, collapse
 from .record import Said
 from .template import USER_SAID, cite
 
-QUOTE_CHARS = 6_000
-"""All quotes together at most (about 1,500 tokens: a third of a 4,500-token summary)."""
-QUOTE_SHARE = 0.35
+QUOTE_CHARS = 8_000
+"""All quotes together at most (about 2,000 tokens of a 4,500-token summary)."""
+QUOTE_SHARE = 0.45
 """Of a smaller summary budget, the share the quotes may take (`quote_budget`)."""
 CHARS_PER_TOKEN = 4
 FULL_CHARS = 1_000
 OPENING_CHARS = 160
+"""What each message keeps at least, when all of them fit so."""
+MIN_OPENING_CHARS = 64
+"""What each keeps at least when many messages share the budget: the words that say what was asked."""
 
 _QUOTE = re.compile(r"^" + re.escape(USER_SAID) + r"(?: (\[[^\]]*\]))?: (.+)$", re.DOTALL)
 
@@ -45,9 +50,10 @@ class Quote:
         label = f"{USER_SAID} {self.citation}" if self.citation else USER_SAID
         return f"{label}: {clip(self.text, limit)}"
 
-    def opening(self) -> str:
-        """What a summary must hold word for word for this quote to count as kept."""
-        return clip(self.text, OPENING_CHARS).rstrip("…")
+    def opening(self, limit: int = OPENING_CHARS) -> str:
+        """What a summary must hold word for word for this quote to count as kept, when it is
+        quoted in `limit` characters."""
+        return clip(self.text, min(limit, OPENING_CHARS)).rstrip("…")
 
 
 def quote_budget(summary_tokens: int | None) -> int:
@@ -55,6 +61,21 @@ def quote_budget(summary_tokens: int | None) -> int:
     if summary_tokens is None:
         return QUOTE_CHARS
     return max(OPENING_CHARS, min(QUOTE_CHARS, int(summary_tokens * QUOTE_SHARE * CHARS_PER_TOKEN)))
+
+
+def _opening_cap(lengths: Sequence[int], budget: int) -> int:
+    """The largest opening, from `OPENING_CHARS` down to `MIN_OPENING_CHARS`, at which every
+    message's opening fits in `budget` (`MIN_OPENING_CHARS` when none does: the oldest then go)."""
+    if sum(min(n, OPENING_CHARS) for n in lengths) <= budget:
+        return OPENING_CHARS
+    low, high = MIN_OPENING_CHARS, OPENING_CHARS
+    while high - low > 1:
+        middle = (low + high) // 2
+        if sum(min(n, middle) for n in lengths) <= budget:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def parse_quote(bullet: str) -> Quote | None:
@@ -78,10 +99,11 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
         if key not in seen:
             seen.add(key)
             unique.append(quote)
+    cap = _opening_cap([len(q.text) for q in unique], budget)
     shown: list[int] = []
     left = budget
     for quote in unique:
-        size = min(len(quote.text), OPENING_CHARS)
+        size = min(len(quote.text), cap)
         if size > left:
             break
         shown.append(size)
@@ -97,4 +119,4 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     return chosen
 
 
-__all__ = ["FULL_CHARS", "OPENING_CHARS", "QUOTE_CHARS", "Quote", "parse_quote", "quote_budget", "quotes"]
+__all__ = ["FULL_CHARS", "MIN_OPENING_CHARS", "OPENING_CHARS", "QUOTE_CHARS", "Quote", "parse_quote", "quote_budget", "quotes"]
