@@ -100,6 +100,9 @@ class Compactor:
         )
         counter = self._access.counter_for(session, settings)
         plan = _plan(view.in_view(messages, session.view), settings, usable, counter)
+        if plan.foreign_previous:
+            # Another agent's summary paraphrases: read the stored history it stands for.
+            plan = plan.with_earlier(await self._store.load_messages(session.id, hidden=True))
         last_seq = max((m.seq for m in messages), default=0)
         return Prepared(session, settings, counter, plan, usable, last_seq)
 
@@ -142,6 +145,7 @@ class Compactor:
             self._check_cooldown(session, self._access.settings_for(session))
         request = SummaryRequest(
             head=plan.head,
+            earlier=plan.earlier,
             previous=plan.previous,
             counter=counter,
             budget_tokens=plan.summary_budget,

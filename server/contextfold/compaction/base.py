@@ -36,6 +36,10 @@ class SummaryRequest:
     """The summary must fit in this many tokens."""
     instructions: str | None = None
     """Extra instructions or a focus from the caller (e.g. "keep the API design details")."""
+    earlier: Sequence[Message] = ()
+    """The stored history before `head` that the previous summary stands for, when another agent
+    wrote it (`engine.Plan.earlier`): a summarizer that reads history by code takes its facts
+    from here too; one that sends a transcript to a model need not (pinning adds them)."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ The service runs these in order around its store transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..domain import CompactionPart, Message, Session, TextPart, ViewAnchor
 from ..policy.cut import CutCaps
@@ -62,10 +62,37 @@ class Plan:
     """The request the tail answers, shown again after the summary (the tail starts inside its turn)."""
     cuts: tuple[PartMark, ...] = ()
     """Tool outputs of the tail cut down in view so it fits its budget."""
+    previous_summary: Message | None = None
+    """The previous summary's message (its text is `previous`)."""
+    earlier: tuple[Message, ...] = ()
+    """When the previous summary is another agent's (imported: Claude Code's, Codex's), the stored
+    history it stands for, read back (`with_earlier`): their summaries paraphrase, so the user's
+    words, the edited files and the working set are taken from the real history instead. Empty
+    when the previous summary is contextfold's own, whose anchor carries them."""
 
     @property
     def tail_start(self) -> Message | None:
         return self.tail[0] if self.tail else None
+
+    @property
+    def history(self) -> list[Message]:
+        """Everything before the tail the facts are taken from: `earlier`, then the head."""
+        return [*self.earlier, *self.head] if self.earlier else self.head
+
+    @property
+    def foreign_previous(self) -> bool:
+        """The previous summary in view was written by another agent and imported."""
+        return self.previous_summary is not None and bool(self.previous_summary.metadata.get("imported_from"))
+
+
+    def with_earlier(self, stored: Sequence[Message]) -> "Plan":
+        """This plan with `earlier` set from the session's stored messages (any order, any span):
+        those before the previous summary that are history, not markers or summaries."""
+        if self.previous_summary is None:
+            return self
+        before = self.previous_summary.seq
+        earlier = tuple(m for m in sorted(stored, key=lambda m: m.seq) if m.seq < before and not m.is_compaction)
+        return replace(self, earlier=earlier)
 
 
 def summary_budget(usable: int, replaced_tokens: int) -> int:
@@ -122,6 +149,7 @@ def plan_compaction(
         summary_budget=summary_budget(usable, replaced),
         prompt=prompt,
         cuts=thread.cuts,
+        previous_summary=previous_summary,
     )
 
 
@@ -131,7 +159,7 @@ def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport
     Raises `SummarizerError` for a summary that would not free anything, so the engine falls
     back to the next summarizer instead of reporting a compaction that saved nothing.
     """
-    pinned, report = pin_facts(text, plan.head, previous=plan.previous, budget_tokens=plan.summary_budget)
+    pinned, report = pin_facts(text, plan.history, previous=plan.previous, budget_tokens=plan.summary_budget)
     tokens = counter.count(pinned)
     if tokens >= plan.replaced_tokens:
         raise SummarizerError(

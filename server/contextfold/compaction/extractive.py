@@ -205,7 +205,7 @@ class ExtractiveSummarizer:
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryOutcome:
         text = build_summary(
-            request.head,
+            [*request.earlier, *request.head],
             previous=request.previous,
             counter=request.counter,
             budget_tokens=request.budget_tokens,
