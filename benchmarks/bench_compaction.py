@@ -308,6 +308,134 @@ async def measure_recall(files: Sequence[Path], opts: Options) -> None:
         missed_file.write_text(json.dumps(details, indent=1, ensure_ascii=False) + "\n")
 
 
+# -- after the agent's own compaction, and a chatty session --------------------------------------
+
+AFTER_FRACTIONS = (0.4, 0.6, 0.8)
+
+
+def raw_prefix_cuts(raw: Path) -> list[tuple[str, int]]:
+    """(label, lines) cuts of a JSONL transcript holding the agent's own compactions: at 40/60/80 %
+    of the lines after its first compaction boundary. [] for other files."""
+    if raw.suffix != ".jsonl":
+        return []
+    lines = raw.read_text("utf-8").splitlines(keepends=True)
+    boundary = next((i for i, line in enumerate(lines) if '"compact_boundary"' in line or '"compacted"' in line), None)
+    if boundary is None:
+        return []
+    return [(f"after·{f:.0%}", boundary + int((len(lines) - boundary) * f)) for f in AFTER_FRACTIONS]
+
+
+async def after_rows(svc: ContextService, normalized: Path, scratch: Path) -> list[tuple[dict[str, Any], CutMeasure, int]]:
+    """The raw file cut after the agent's own compaction and imported as a user would import it
+    (the compaction replayed: what came before is hidden behind the agent's summary), then compacted
+    by contextfold; measured against the whole conversation."""
+    raw = original_of(normalized)
+    cuts = raw_prefix_cuts(raw)
+    if not cuts:
+        return []
+    whole = read_transcript(raw, short(normalized.name))
+    system = [p["text"] for p in whole.system]
+    lines = raw.read_text("utf-8").splitlines(keepends=True)
+    out = []
+    for label, count in cuts:
+        cut = scratch / f"after-{count}{raw.suffix}"
+        cut.write_text("".join(lines[:count]), "utf-8")
+        k = len(read_transcript(cut, whole.name).messages)
+        imported = await svc.import_transcript(cut, model=MODEL)
+        try:
+            result = await svc.compact(imported.session_id, summarizer="extractive")
+            context = await svc.get_context(imported.session_id, format="openai")
+        finally:
+            await svc.delete_session(imported.session_id)
+            cut.unlink()
+        m = measure_cut(whole.messages, k, seen_text(context.messages, context.system), system=system)
+        row = {
+            "transcript": whole.name,
+            "cut": label,
+            "k": f"{k}/{len(whole.messages)}",
+            "facts": len(m.recall.wanted),
+            "recall": pct(m.recall),
+            "instr": ratio_of(m.instructions),
+            "tokens": f"{result.summary_tokens:,}",
+            "edited": ratio_of(m.edited),
+            "agent compactions hidden": imported.compactions,
+        }
+        out.append((row, m, result.summary_tokens))
+    return out
+
+
+CHATTY_USERS = (30, 100)
+"""User messages in the generated chatty sessions (the corpus has one or two per transcript)."""
+
+
+def chatty_session(users: int) -> list[dict[str, Any]]:
+    """A generated session where the user speaks often: each request, three tool calls, an answer."""
+    words = "stream the rows batch the writes keep the header check the flag rename the option add a test".split()
+    messages: list[dict[str, Any]] = []
+    for u in range(users):
+        text = f"Request {u}: " + " ".join(words[(u * 7 + j) % len(words)] for j in range(8 + (u * 13) % 60))
+        messages.append({"role": "user", "content": text})
+        for t in range(3):
+            call_id = f"c{u}_{t}"
+            args = json.dumps({"command": f"cat src/module_{u}_{t}.py"})
+            messages.append({"role": "assistant", "content": "Reading.", "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": args}}]})
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": "x = 1\n" * (20 + (u * t) % 150)})
+        messages.append({"role": "assistant", "content": f"Done with request {u}."})
+    return messages
+
+
+async def chatty_rows(svc: ContextService, scratch: Path) -> list[tuple[dict[str, Any], CutMeasure, int]]:
+    out = []
+    for users in CHATTY_USERS:
+        messages = chatty_session(users)
+        k = len(messages) - 5
+        transcript = Transcript(f"generated/{users} user messages", "openai", [], messages, [])
+        ours = await compact_prefix(svc, transcript, k, scratch)
+        m = measure_cut(messages, k, ours.seen)
+        row = {
+            "transcript": transcript.name,
+            "cut": "end",
+            "k": f"{k}/{len(messages)}",
+            "facts": len(m.recall.wanted),
+            "recall": pct(m.recall),
+            "instr": ratio_of(m.instructions),
+            "tokens": f"{ours.summary_tokens:,}",
+            "edited": ratio_of(m.edited),
+        }
+        out.append((row, m, ours.summary_tokens))
+    return out
+
+
+async def measure_after(files: Sequence[Path], opts: Options) -> None:
+    rows: list[dict[str, Any]] = []
+    measures: list[tuple[CutMeasure, int]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-after-") as home:
+        scratch = Path(home) / "cuts"
+        scratch.mkdir()
+        async with await ContextService.open(load_settings({"home": Path(home) / "data"}, environ={})) as svc:
+            for path in files:
+                for row, m, tokens in await after_rows(svc, path, scratch):
+                    rows.append(row)
+                    measures.append((m, tokens))
+            for row, m, tokens in await chatty_rows(svc, scratch):
+                rows.append(row)
+                measures.append((m, tokens))
+    notes = [
+        f"All rows pooled — recall {pooled([m.recall for m, _ in measures])}, instructions kept "
+        f"{pooled([m.instructions for m, _ in measures])}, edited files named {pooled([m.edited for m, _ in measures])}; "
+        f"largest summary {max((t for _, t in measures), default=0):,} tokens.",
+        "after·N %: the agent's original file (Claude Code JSONL) cut at N % of its lines after its first compaction "
+        "boundary and imported as a user would (the importer replays the agent's compaction: everything before "
+        "it is hidden behind the agent's summary), then compacted by contextfold (extractive); measured against "
+        "the whole conversation, as in the table above. The summary is built from the stored history the agent's "
+        "summary stands for, not from that summary.",
+        f"generated/N user messages: a session where the user wrote N messages (of 8–68 words) between tool "
+        f"calls, compacted at its end: every message keeps at least its opening within the quotes' budget.",
+    ]
+    report("compaction_after", "Recall after the agent's own compaction, and a chatty session", rows, opts, notes=notes)
+
+
 async def main(opts: Options) -> None:
     notes = []
     with tempfile.TemporaryDirectory(prefix="bench-compaction-data-") as scratch:
@@ -341,6 +469,7 @@ async def main(opts: Options) -> None:
         notes=notes,
     )
     await measure_recall(recall_files(opts), opts)
+    await measure_after(recall_files(opts), opts)
 
 
 def recall_files(opts: Options) -> list[Path]:
