@@ -146,6 +146,7 @@ class Compactor:
         request = SummaryRequest(
             head=plan.head,
             earlier=plan.earlier,
+            facts=plan.facts,
             previous=plan.previous,
             counter=counter,
             budget_tokens=plan.summary_budget,

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ..domain import Message, Usage
 from ..tokens import TokenCounter
+from .facts import Facts
 
 
 class SummarizerError(Exception):
@@ -40,6 +41,8 @@ class SummaryRequest:
     """The stored history before `head` that the previous summary stands for, when another agent
     wrote it (`engine.Plan.earlier`): a summarizer that reads history by code takes its facts
     from here too; one that sends a transcript to a model need not (pinning adds them)."""
+    facts: Facts | None = None
+    """The facts of `earlier` and `head`, when the caller has extracted them already."""
 
 
 @dataclass(frozen=True)

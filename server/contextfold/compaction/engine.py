@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ..domain import CompactionPart, Message, Session, TextPart, ViewAnchor
 from ..policy.cut import CutCaps
@@ -19,6 +20,7 @@ from ..policy.turns import TailSelection, rows, select_tail
 from ..store.base import PartMark
 from ..tokens import TokenCounter, count_message
 from .base import SummarizerError
+from .facts import Facts, extract_facts
 from .pins import PinReport, pin_facts
 from .thread import keep_thread
 
@@ -78,6 +80,12 @@ class Plan:
     def history(self) -> list[Message]:
         """Everything before the tail the facts are taken from: `earlier`, then the head."""
         return [*self.earlier, *self.head] if self.earlier else self.head
+
+    @cached_property
+    def facts(self) -> Facts:
+        """The facts of `history`, extracted once: the extractive summary is built from them and
+        every summary is pinned with them."""
+        return extract_facts(self.history)
 
     @property
     def foreign_previous(self) -> bool:
@@ -159,7 +167,7 @@ def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport
     Raises `SummarizerError` for a summary that would not free anything, so the engine falls
     back to the next summarizer instead of reporting a compaction that saved nothing.
     """
-    pinned, report = pin_facts(text, plan.history, previous=plan.previous, budget_tokens=plan.summary_budget)
+    pinned, report = pin_facts(text, plan.facts, previous=plan.previous, budget_tokens=plan.summary_budget)
     tokens = counter.count(pinned)
     if tokens >= plan.replaced_tokens:
         raise SummarizerError(

@@ -210,6 +210,7 @@ class ExtractiveSummarizer:
             counter=request.counter,
             budget_tokens=request.budget_tokens,
             instructions=request.instructions,
+            facts=request.facts,
         )
         return SummaryOutcome(text=text, summarizer=self.name)
 
@@ -221,9 +222,11 @@ def build_summary(
     counter: TokenCounter,
     budget_tokens: int,
     instructions: str | None = None,
+    facts: Facts | None = None,
 ) -> str:
-    """The anchored summary of `head` (merged into `previous` when given), within the budget."""
-    facts = extract_facts(head)
+    """The anchored summary of `head` (merged into `previous` when given), within the budget.
+    `facts`: those of `head`, when the caller has extracted them already."""
+    facts = extract_facts(head) if facts is None else facts
     keywords = focus_keywords(instructions)
     draft = _Draft()
     prior = parse_summary(previous) if previous else None

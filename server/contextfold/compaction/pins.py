@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..domain import Message
 from . import userwords
-from .facts import collapse, extract_facts, names_path
+from .facts import Facts, collapse, extract_facts, names_path
 from .template import BLOCKED, CONSTRAINTS, CRITICAL, FILES, GOAL, LATEST_REQUEST, NEXT_STEPS, cite, parse_summary
 
 
@@ -45,16 +45,17 @@ class PinReport:
 
 
 def pin_facts(
-    text: str, head: Sequence[Message], *, previous: str | None = None, budget_tokens: int | None = None
+    text: str, head: Sequence[Message] | Facts, *, previous: str | None = None, budget_tokens: int | None = None
 ) -> tuple[str, PinReport]:
     """`text` as a complete template with the pinned facts of `head` guaranteed; see the module doc.
+    `head` may be its facts, already extracted (`engine.Plan.facts`).
     `budget_tokens`: the summary's budget, which sizes the user's quotes (`userwords.quote_budget`).
 
     A summary that already carries everything comes back as its own canonical rendering: for a
     summary rendered by `Summary.render` (as the extractive summarizer's is) that is the same text.
     """
     summary = parse_summary(text)
-    facts = extract_facts(head)
+    facts = head if isinstance(head, Facts) else extract_facts(head)
     added: list[str] = []
 
     for touch in facts.edited_files:
