@@ -295,6 +295,20 @@ class ClaudeCode(_Agent):
         """`claude ARGS...` (e.g. `mcp add ...`, `mcp list`)."""
         return self._exec([str(self.binary), *args], timeout)
 
+    def add_mcp_server(self, name: str, *command: str, scope: str = "local") -> AgentRun:
+        """`claude mcp add --scope SCOPE NAME -- COMMAND...`; the model then calls `mcp__NAME__<tool>`."""
+        return self.run("mcp", "add", "--scope", scope, name, "--", *command).ok()
+
+    def mcp_list(self) -> dict[str, str]:
+        """`claude mcp list`, as {server name: the rest of its line} (e.g. "... - ✔ Connected")."""
+        listed = self.run("mcp", "list").ok()
+        servers = {}
+        for line in listed.stdout.splitlines():
+            name, sep, rest = line.partition(": ")
+            if sep and name and " " not in name:
+                servers[name] = rest
+        return servers
+
     def prompt(
         self,
         text: str,

@@ -12,6 +12,7 @@ Without the CLIs installed (`npm ci --prefix tests/agents`) they skip locally an
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import anthropic
@@ -183,3 +184,22 @@ def test_codex_compaction_request_is_told_apart() -> None:
     prompt = [{"type": "message", "role": "user",
                "content": [{"type": "input_text", "text": "You are performing a CONTEXT CHECKPOINT COMPACTION. ..."}]}]
     assert fake._classify("POST", "/v1/responses", {"input": prompt}, {}) == "compaction"
+
+
+def test_claude_code_calls_an_mcp_server_added_by_its_cli(claude: ClaudeCode) -> None:
+    """What issue 18's client test builds on: `claude mcp add`, then the model calls the server's tool."""
+    claude.add_mcp_server("counter", sys.executable, "-m", "contextfold", "serve")
+    assert "Connected" in claude.mcp_list()["counter"]
+    claude.fake.script(call("mcp__counter__count_tokens", {"text": "one two three", "model": "gpt-4o"}), say("Counted."))
+
+    run = claude.prompt("Count the tokens.", allowed_tools=("mcp__counter",)).ok()
+
+    assert run.result["result"] == "Counted."
+    first, second = claude.fake.turns()
+    assert any(tool["name"] == "mcp__counter__count_tokens" for tool in first.body["tools"])
+    (result,) = [
+        block for block in second.body["messages"][-1]["content"] if block.get("type") == "tool_result"
+    ]
+    assert not result.get("is_error"), result
+    # Claude Code hands the model the tool's structured result as JSON text.
+    assert json.loads(result["content"])["tokens"] == 3, result
