@@ -34,14 +34,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fake_models import FakeMessagesAPI, FakeResponsesAPI, serve_messages_api, serve_responses_api
+from fake_models import FakeMessagesAPI, FakeModelAPI, FakeResponsesAPI, serve_messages_api, serve_responses_api
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS_DIR = ROOT / "tests" / "agents"
@@ -144,10 +144,12 @@ class AgentRun:
     stdout: str
     stderr: str
     seconds: float
+    context: str = ""
+    """What the fake model had received when the run ended."""
 
     def describe(self, limit: int = 3_000) -> str:
         return (
-            f"$ {' '.join(self.argv)[:400]}\nexit {self.returncode} after {self.seconds:.1f} s\n"
+            f"$ {' '.join(self.argv)[:400]}\nexit {self.returncode} after {self.seconds:.1f} s\n{self.context}\n"
             f"stdout: {self.stdout[:limit]}\nstderr: {self.stderr[-limit:]}"
         )
 
@@ -179,7 +181,7 @@ class AgentRun:
         return events
 
 
-def _run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float, context: str) -> AgentRun:
+def _run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float, context: Callable[[], str]) -> AgentRun:
     """Run `argv` to the end, in its own process group so a timeout also ends the hooks it started."""
     started = time.monotonic()
     process = subprocess.Popen(
@@ -203,14 +205,19 @@ def _run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float,
             pass
         stdout, stderr = process.communicate()
         raise AgentTimeout(
-            f"$ {' '.join(argv)[:400]}\ntimed out after {timeout:.0f} s\n{context}\n"
+            f"$ {' '.join(argv)[:400]}\ntimed out after {timeout:.0f} s\n{context()}\n"
             f"stdout: {stdout[:3000]}\nstderr: {stderr[-3000:]}"
         ) from None
-    return AgentRun(tuple(argv), process.returncode, stdout, stderr, time.monotonic() - started)
+    return AgentRun(tuple(argv), process.returncode, stdout, stderr, time.monotonic() - started, context())
 
 
-class _Agent:
-    """What both agents share: a scratch HOME, project directory and data home under `workdir`."""
+class Agent:
+    """What both agents share: a scratch HOME, project directory and data home under `workdir`, a fake model.
+
+    `extra_env` is added last to every command's environment (e.g. a contextfold setting for the hooks).
+    """
+
+    fake: FakeModelAPI
 
     def __init__(self, workdir: Path, extra_env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
@@ -220,9 +227,6 @@ class _Agent:
         for directory in (self.home, self.cwd):
             directory.mkdir(parents=True, exist_ok=True)
         self.extra_env = dict(extra_env or {})
-
-    def _fake_context(self) -> str:
-        raise NotImplementedError
 
     @property
     def env(self) -> dict[str, str]:
@@ -243,19 +247,16 @@ class _Agent:
         return env
 
     def _exec(self, argv: Sequence[str], timeout: float) -> AgentRun:
-        return _run(argv, cwd=self.cwd, env=self.env, timeout=timeout, context=self._fake_context())
+        return _run(argv, cwd=self.cwd, env=self.env, timeout=timeout, context=self.fake.describe)
 
 
-class ClaudeCode(_Agent):
+class ClaudeCode(Agent):
     """The real `claude` CLI in a scratch home, talking to a fake Messages API."""
 
     def __init__(self, binary: Path, workdir: Path, fake: FakeMessagesAPI, extra_env: dict[str, str] | None = None) -> None:
         super().__init__(workdir, extra_env)
         self.binary = binary
         self.fake = fake
-
-    def _fake_context(self) -> str:
-        return f"the fake Messages API received: {self.fake.kinds()}"
 
     @property
     def env(self) -> dict[str, str]:
@@ -268,6 +269,9 @@ class ClaudeCode(_Agent):
             DISABLE_AUTOUPDATER="1",
             DISABLE_ERROR_REPORTING="1",
             CLAUDE_CODE_AUTO_COMPACT_WINDOW=str(CLAUDE_COMPACT_WINDOW),
+            # In -p mode Claude Code otherwise sends its first request while MCP servers still connect, and
+            # the model's first call to one fails with "The MCP server ... is still connecting".
+            MCP_CONNECTION_NONBLOCKING="false",
         )
         env.update(self.extra_env)
         return env
@@ -339,7 +343,7 @@ class ClaudeCode(_Agent):
 CODEX_MODEL = "gpt-5.1-codex"
 
 
-class Codex(_Agent):
+class Codex(Agent):
     """The real `codex` CLI in a scratch home (CODEX_HOME = ~/.codex), talking to a fake Responses API.
 
     The base config (the fake as the model provider, update checks and analytics off, the compaction limit)
@@ -362,9 +366,6 @@ class Codex(_Agent):
         self.codex_home = self.home / ".codex"
         self.codex_home.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.base_config())
-
-    def _fake_context(self) -> str:
-        return f"the fake Responses API received: {self.fake.kinds()}"
 
     def base_config(self) -> str:
         return (

@@ -169,6 +169,8 @@ class FakeModelAPI:
         self._ids = itertools.count(1)
         self._server: _Server | None = None
         self.requests: list[ModelRequest] = []
+        self.errors: list[str] = []
+        """Scripted steps that raised: each was answered with a 400, which the agents do not retry."""
         self.fallback: Turn = say("Done.")
         """The turn answered once the script has run out."""
         self.summary: str = DEFAULT_SUMMARY
@@ -235,7 +237,16 @@ class FakeModelAPI:
         raise NotImplementedError
 
     def _render_other(self, request: ModelRequest) -> tuple[int, str, bytes]:
-        return 404, "application/json", json.dumps({"error": f"the fake does not serve {request.path}"}).encode()
+        return self._render_error(404, f"the fake does not serve {request.method} {request.path}")
+
+    def _render_error(self, status: int, message: str) -> tuple[int, str, bytes]:
+        kind = "invalid_request_error" if status == 400 else "not_found_error"
+        return status, "application/json", json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+    def describe(self) -> str:
+        """The kinds of requests received, and any scripted step that raised (for failure messages)."""
+        errors = "".join(f"\n  {e}" for e in self.errors)
+        return f"the fake {self.api_name} received {self.kinds()}{errors}"
 
     def _next_id(self) -> int:
         return next(self._ids)
@@ -253,7 +264,15 @@ class FakeModelAPI:
             if kind == "turn":
                 step = self._steps.pop(0) if self._steps else self.fallback
         if kind == "turn":
-            turn = step(request) if callable(step) else step
+            if callable(step):
+                try:
+                    turn = step(request)
+                except Exception as exc:  # shown to the test, and the agent stops at once
+                    message = f"scripted step for request {request.index} raised {type(exc).__name__}: {exc}"
+                    self.errors.append(message)
+                    return self._render_error(400, message)
+            else:
+                turn = step
             return self._render(request, turn)
         if kind == "compaction":
             return self._render(request, say(self.summary, input_tokens=self.compaction_input_tokens))
@@ -265,8 +284,13 @@ class FakeModelAPI:
 # -- Anthropic Messages ----------------------------------------------------------------------------
 
 
-def _sse(events: list[tuple[str, dict[str, Any]]]) -> bytes:
-    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+def _event(name: str, **fields: Any) -> dict[str, Any]:
+    """One server-sent event's data: its `type` is its name."""
+    return {"type": name, **fields}
+
+
+def _sse(events: list[dict[str, Any]]) -> bytes:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
 
 
 def _last_user_text(messages: Any) -> str:
@@ -315,67 +339,51 @@ class FakeMessagesAPI(FakeModelAPI):
         if request.kind == "count_tokens":
             # Roughly four characters a token: enough for the agent's own estimates.
             return 200, "application/json", json.dumps({"input_tokens": max(1, len(request.raw) // 4)}).encode()
-        error = {"type": "error", "error": {"type": "not_found_error", "message": f"the fake does not serve {request.path}"}}
-        return 404, "application/json", json.dumps(error).encode()
+        return super()._render_other(request)
 
     def _render(self, request: ModelRequest, turn: Turn) -> tuple[int, str, bytes]:
-        message_id = f"msg_fake{self._next_id():04d}"
-        usage = {
-            "input_tokens": turn.input_tokens,
-            "output_tokens": 1,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        }
-        start = {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": self.model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": usage,
-        }
-        blocks: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
-        if turn.text is not None:
-            blocks.append(({"type": "text", "text": ""}, {"type": "text_delta", "text": turn.text}))
-        for tool in turn.tool_calls:
-            tool_id = tool.id or f"toolu_fake{self._next_id():04d}"
-            blocks.append(
-                (
-                    {"type": "tool_use", "id": tool_id, "name": tool.name, "input": {}},
-                    {"type": "input_json_delta", "partial_json": json.dumps(tool.arguments)},
-                )
-            )
-        events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
-        for index, (block, delta) in enumerate(blocks):
-            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
-            if delta is not None:
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
-            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-        stop_reason = "tool_use" if turn.stops_for_tools else "end_turn"
-        events.append(
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": turn.output_tokens},
-                },
-            )
-        )
-        events.append(("message_stop", {"type": "message_stop"}))
-        if isinstance(request.body, dict) and request.body.get("stream"):
-            return 200, "text/event-stream", _sse(events)
-        # A non-streaming caller gets the same message whole.
+        # The whole message first; a streaming caller gets it as events, block by block.
         content: list[dict[str, Any]] = []
         if turn.text is not None:
             content.append({"type": "text", "text": turn.text})
-        for (block, delta) in blocks[1 if turn.text is not None else 0 :]:
-            content.append({**block, "input": json.loads(delta["partial_json"]) if delta else {}})
-        whole = {**start, "content": content, "stop_reason": stop_reason,
-                 "usage": {**usage, "output_tokens": turn.output_tokens}}
-        return 200, "application/json", json.dumps(whole).encode()
+        for tool in turn.tool_calls:
+            tool_id = tool.id or f"toolu_fake{self._next_id():04d}"
+            content.append({"type": "tool_use", "id": tool_id, "name": tool.name, "input": tool.arguments})
+        stop_reason = "tool_use" if turn.stops_for_tools else "end_turn"
+        usage = {
+            "input_tokens": turn.input_tokens,
+            "output_tokens": turn.output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        message = {
+            "id": f"msg_fake{self._next_id():04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        if not (isinstance(request.body, dict) and request.body.get("stream")):
+            return 200, "application/json", json.dumps(message).encode()
+
+        opening = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+        events = [_event("message_start", message=opening)]
+        for index, block in enumerate(content):
+            if block["type"] == "text":
+                empty, delta = {**block, "text": ""}, {"type": "text_delta", "text": block["text"]}
+            else:
+                empty = {**block, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            events.append(_event("content_block_start", index=index, content_block=empty))
+            events.append(_event("content_block_delta", index=index, delta=delta))
+            events.append(_event("content_block_stop", index=index))
+        finish = {"stop_reason": stop_reason, "stop_sequence": None}
+        events.append(_event("message_delta", delta=finish, usage={"output_tokens": turn.output_tokens}))
+        events.append(_event("message_stop"))
+        return 200, "text/event-stream", _sse(events)
 
 
 # -- OpenAI Responses ------------------------------------------------------------------------------
@@ -418,15 +426,12 @@ class FakeResponsesAPI(FakeModelAPI):
         return "turn" if body.get("tools") else "side"
 
     def _render(self, request: ModelRequest, turn: Turn) -> tuple[int, str, bytes]:
-        response_id = f"resp_fake{self._next_id():04d}"
-        base = {"id": response_id, "object": "response", "model": self.model, "output": []}
+        base = {"id": f"resp_fake{self._next_id():04d}", "object": "response", "model": self.model, "output": []}
         items: list[dict[str, Any]] = []
-        events: list[tuple[str, dict[str, Any]]] = [
-            ("response.created", {"type": "response.created", "response": {**base, "status": "in_progress"}})
-        ]
+        events = [_event("response.created", response={**base, "status": "in_progress"})]
         if turn.text is not None:
             item_id = f"msg_fake{self._next_id():04d}"
-            item = {
+            message = {
                 "type": "message",
                 "id": item_id,
                 "role": "assistant",
@@ -434,18 +439,15 @@ class FakeResponsesAPI(FakeModelAPI):
                 "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
             }
             index = len(items)
+            started = {**message, "status": "in_progress", "content": []}
+            events.append(_event("response.output_item.added", output_index=index, item=started))
             events.append(
-                ("response.output_item.added", {"type": "response.output_item.added", "output_index": index,
-                                                "item": {**item, "status": "in_progress", "content": []}})
+                _event("response.output_text.delta", output_index=index, content_index=0, item_id=item_id, delta=turn.text)
             )
-            events.append(
-                ("response.output_text.delta", {"type": "response.output_text.delta", "output_index": index,
-                                                "content_index": 0, "item_id": item_id, "delta": turn.text})
-            )
-            events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": item}))
-            items.append(item)
+            events.append(_event("response.output_item.done", output_index=index, item=message))
+            items.append(message)
         for tool in turn.tool_calls:
-            item = {
+            function_call = {
                 "type": "function_call",
                 "id": f"fc_fake{self._next_id():04d}",
                 "call_id": tool.id or f"call_fake{self._next_id():04d}",
@@ -454,9 +456,9 @@ class FakeResponsesAPI(FakeModelAPI):
                 "status": "completed",
             }
             index = len(items)
-            events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": index, "item": item}))
-            events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": item}))
-            items.append(item)
+            events.append(_event("response.output_item.added", output_index=index, item=function_call))
+            events.append(_event("response.output_item.done", output_index=index, item=function_call))
+            items.append(function_call)
         usage = {
             "input_tokens": turn.input_tokens,
             "input_tokens_details": {"cached_tokens": 0},
@@ -465,7 +467,7 @@ class FakeResponsesAPI(FakeModelAPI):
             "total_tokens": turn.input_tokens + turn.output_tokens,
         }
         done = {**base, "status": "completed", "output": items, "usage": usage}
-        events.append(("response.completed", {"type": "response.completed", "response": done}))
+        events.append(_event("response.completed", response=done))
         return 200, "text/event-stream", _sse(events)
 
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import anthropic
+import pytest
 
 from agents_harness import (
     CLAUDE_COMPACT_WINDOW,
@@ -26,12 +27,13 @@ from agents_harness import (
     hook_recorder_command,
     read_hook_log,
 )
-from fake_models import DEFAULT_SUMMARY, FakeResponsesAPI, call, say, serve_messages_api
+from fake_models import DEFAULT_SUMMARY, FakeResponsesAPI, ModelRequest, Turn, call, say, serve_messages_api
 
 CLAUDE_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "PostCompact", "Stop", "SessionEnd")
 CODEX_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "PostCompact", "Stop")
 HUGE_COMMAND = "seq 1 200000"  # 1,288,895 bytes of output
 PAST_THE_LIMIT = int(CLAUDE_COMPACT_WINDOW * 0.95)
+TOOLS = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
 
 
 def _events(log: Path) -> list[tuple[str, str | None]]:
@@ -55,11 +57,10 @@ def _payload(log: Path, event: str, **where: object) -> dict:
 def test_the_fake_messages_stream_reads_with_the_real_sdk() -> None:
     """The fake's server-sent events are what the anthropic SDK's stream parser accepts."""
     with serve_messages_api() as fake:
-        fake.script(call("Bash", {"command": "ls"}, text="Listing.", input_tokens=190_000), say("Fine."))
+        fake.script(call("Bash", {"command": "ls"}, text="Listing.", input_tokens=190_000), call("Bash", {"command": "pwd"}))
         client = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
-        tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
         with client.messages.stream(
-            model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}], tools=tools
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}], tools=TOOLS
         ) as stream:
             first = stream.get_final_message()
         assert first.stop_reason == "tool_use"
@@ -67,10 +68,27 @@ def test_the_fake_messages_stream_reads_with_the_real_sdk() -> None:
         assert first.content[1].input == {"command": "ls"} and first.content[1].name == "Bash"
         assert first.usage.input_tokens == 190_000
 
-        second = client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}], tools=tools)
-        assert second.content[0].text == "Fine." and second.stop_reason == "end_turn"
+        # Not streamed: the same message whole.
+        second = client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}], tools=TOOLS)
+        assert second.content[0].input == {"command": "pwd"} and second.stop_reason == "tool_use"
+        assert second.content[0].id.startswith("toolu_") and second.usage.output_tokens == 20
         assert [r.kind for r in fake.requests] == ["turn", "turn"]
         assert fake.requests[0].body["stream"] is True and fake.pending == 0
+
+
+def test_a_step_that_raises_stops_the_client_at_once() -> None:
+    """A broken scripted step answers 400 (which clients do not retry) and is kept for the failure message."""
+
+    def broken(request: ModelRequest) -> Turn:
+        raise LookupError("no output id in the request")
+
+    with serve_messages_api() as fake:
+        fake.script(broken)
+        client = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=2)
+        with pytest.raises(anthropic.BadRequestError, match="no output id"):
+            client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}], tools=TOOLS)
+        assert len(fake.requests) == 1
+        assert "LookupError: no output id in the request" in fake.describe()
 
 
 def test_claude_code_compacts_and_fires_its_hooks_in_order(claude: ClaudeCode) -> None:
@@ -170,7 +188,7 @@ def test_codex_compacts_and_runs_only_trusted_hooks(codex: Codex) -> None:
     assert "compacted" in kinds
     (after,) = codex.fake.after_compaction()
     assert after.contains(DEFAULT_SUMMARY)
-    assert after.headers["x-codex-turn-metadata"] and json.loads(after.headers["x-codex-turn-metadata"])["request_kind"] == "turn"
+    assert json.loads(after.headers["x-codex-turn-metadata"])["request_kind"] == "turn"
 
 
 def test_codex_compaction_request_is_told_apart() -> None:
