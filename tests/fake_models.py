@@ -75,6 +75,9 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     id: str | None = None
+    namespace: str | None = None
+    """Responses API only: the namespace a tool was offered in (Codex offers an MCP server's tools in
+    one named `mcp__<server>`)."""
 
 
 @dataclass(frozen=True)
@@ -102,13 +105,14 @@ def call(
     *,
     text: str | None = None,
     id: str | None = None,  # noqa: A002 (mirrors the wire field)
+    namespace: str | None = None,
     input_tokens: int = 1_000,
     output_tokens: int = 20,
 ) -> Turn:
     """A turn that calls the tool `name` with `arguments` (after `text`, when given)."""
     return Turn(
         text=text,
-        tool_calls=(ToolCall(name, arguments, id),),
+        tool_calls=(ToolCall(name, arguments, id, namespace),),
         input_tokens=input_tokens,
         output_tokens=output_tokens,
     )
@@ -455,6 +459,8 @@ class FakeResponsesAPI(FakeModelAPI):
                 "arguments": json.dumps(tool.arguments),
                 "status": "completed",
             }
+            if tool.namespace is not None:
+                function_call["namespace"] = tool.namespace
             index = len(items)
             events.append(_event("response.output_item.added", output_index=index, item=function_call))
             events.append(_event("response.output_item.done", output_index=index, item=function_call))
