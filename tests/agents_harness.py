@@ -93,19 +93,24 @@ def _platform_tags() -> list[str]:
     return [f"{system}-{arch}", f"{system}-{arch}-musl"]
 
 
+class AgentMissing(Exception):
+    """The pinned CLI is not installed as the tests need it; the message says what to run."""
+
+
 def _check_installed(package: str) -> None:
     for tool in ("node", "npm"):
         if shutil.which(tool) is None:
-            unavailable(f"{tool} is not installed: the agent tests need Node.js and npm, then `{INSTALL}`")
+            raise AgentMissing(f"{tool} is not installed: the agent tests need Node.js and npm, then `{INSTALL}`")
     installed = installed_version(package)
     if installed is None:
-        unavailable(f"{package} is not installed in {AGENTS_DIR}: run `{INSTALL}`")
+        raise AgentMissing(f"{package} is not installed in {AGENTS_DIR}: run `{INSTALL}`")
     if installed != pinned_version(package):
-        unavailable(f"the installed {package} is {installed}, not the pinned {pinned_version(package)}: run `{INSTALL}`")
+        pinned = pinned_version(package)
+        raise AgentMissing(f"the installed {package} is {installed}, not the pinned {pinned}: run `{INSTALL}`")
 
 
 def claude_binary() -> Path:
-    """The native `claude` executable of the pinned package, or a skip (a failure under CI).
+    """The native `claude` executable of the pinned package; AgentMissing when it is not installed.
 
     The package's postinstall only copies the platform package's binary over a stub, and CI installs with
     `--ignore-scripts`, so the binary is taken from the platform package itself.
@@ -115,8 +120,7 @@ def claude_binary() -> Path:
         candidate = MODULES / f"{CLAUDE_PACKAGE}-{tag}" / ("claude.exe" if tag.startswith("win32") else "claude")
         if candidate.is_file():
             return candidate
-    unavailable(f"no native Claude Code binary for {_platform_tags()[0]} under {MODULES}: run `{INSTALL}`")
-    raise AssertionError("unreachable")
+    raise AgentMissing(f"no native Claude Code binary for {_platform_tags()[0]} under {MODULES}: run `{INSTALL}`")
 
 
 def codex_binary() -> Path:
@@ -124,8 +128,17 @@ def codex_binary() -> Path:
     _check_installed(CODEX_PACKAGE)
     launcher = MODULES / CODEX_PACKAGE / "bin" / "codex.js"
     if not launcher.is_file():
-        unavailable(f"{launcher} is missing: run `{INSTALL}`")
+        raise AgentMissing(f"{launcher} is missing: run `{INSTALL}`")
     return launcher
+
+
+def _required(find: Callable[[], Path]) -> Path:
+    """`find()`, or a skip (a failure under CI) saying what is missing."""
+    try:
+        return find()
+    except AgentMissing as missing:
+        unavailable(str(missing))
+        raise
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -448,7 +461,7 @@ def read_hook_log(log: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def claude(tmp_path: Path) -> Iterator[ClaudeCode]:
     """The real Claude Code in a scratch home under tmp_path, with its own fake Messages API running."""
-    binary = claude_binary()
+    binary = _required(claude_binary)
     with serve_messages_api() as fake:
         yield ClaudeCode(binary, tmp_path / "claude", fake)
 
@@ -456,6 +469,6 @@ def claude(tmp_path: Path) -> Iterator[ClaudeCode]:
 @pytest.fixture
 def codex(tmp_path: Path) -> Iterator[Codex]:
     """The real Codex in a scratch home under tmp_path, with its own fake Responses API running."""
-    launcher = codex_binary()
+    launcher = _required(codex_binary)
     with serve_responses_api() as fake:
         yield Codex(launcher, tmp_path / "codex", fake)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,6 +135,8 @@ class ModelRequest:
     """`turn` (a main model turn, answered from the script), `compaction` (the agent's summary
     request), `count_tokens`, `side` (another model call: titles and the like), `probe`
     (a reachability check) or `unknown`."""
+    received: float = 0.0
+    """`time.perf_counter()` when the request had been read (gaps between requests time the agent's work)."""
 
     @property
     def text(self) -> str:
@@ -262,7 +265,7 @@ class FakeModelAPI:
             body = None
         kind = self._classify(method, path, body, headers)
         with self._lock:
-            request = ModelRequest(len(self.requests), method, path, headers, body, raw, kind)
+            request = ModelRequest(len(self.requests), method, path, headers, body, raw, kind, time.perf_counter())
             self.requests.append(request)
             step: Step | None = None
             if kind == "turn":
