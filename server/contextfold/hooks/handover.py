@@ -31,7 +31,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from ..compaction import userwords, workingset
-from ..compaction.facts import Facts, clip, collapse, extract_facts, names_path
+from ..compaction.facts import Facts, collapse, extract_facts, names_path
 from ..compaction.template import cite
 from ..domain import Message
 from ..tokens import TokenCounter
@@ -39,7 +39,10 @@ from ..tokens import TokenCounter
 HEADER = "contextfold: what the compaction summary may have left out, taken by code from this session's full history."
 MAX_OUTPUTS = 12
 """Spilled outputs listed at most (the newest)."""
-WHY_CHARS = 80
+FILE_SHARE = 0.7
+"""Of the working set's room, what files take first: file names are what an agent most often needs
+again after a compaction. On the corpus's three real Claude Code compactions the summary plus the
+handover kept 91 % of the needed facts with 0.4, 94 % with 0.55, 97 % with 0.7 and 0.8."""
 QUOTE_SHARE = 0.35
 """Of the budget, the characters the user's words may take (4 characters a token), as in a summary."""
 
@@ -78,8 +81,10 @@ def handover(
     outputs: Sequence[SpilledOutput] = (),
     summary: str | None = None,
     sent: Collection[str] = (),
+    root: str | None = None,
 ) -> Handover:
-    """The additional context for the compaction of `messages` (the stored history, oldest first)."""
+    """The additional context for the compaction of `messages` (the stored history, oldest first).
+    `root`: the agent's working directory; the working set names files under it relative to it."""
     facts = extract_facts(messages)
     known = _Known(summary)
     files = [i for i in _files(facts) if i.key not in sent and not known.path(i.key[5:])]
@@ -87,8 +92,6 @@ def handover(
     error = [i for i in _error(facts) if i.key not in sent and not known.text(i.key[6:])]
     plan = [i for i in _plan(facts) if i.key not in sent and not known.text(i.key[5:])]
     spilled = [i for i in _outputs(outputs) if i.key not in sent and not known.text(i.key[7:])]
-    if not (files or quotes or error or plan or spilled) and summary is not None and not _names_left(messages, facts, known, sent):
-        return Handover("", 0)
     closing = (
         f'The full history before the compaction is stored: search_history(session_id="{session_id}", '
         'pattern="…") finds any earlier message, hidden ones included; read_output(id=…) reads a spilled output whole.'
@@ -101,12 +104,14 @@ def handover(
     names: list[str] = []
     name_keys: list[str] = []
     if room > 10:
-        names, name_keys = _working_set(messages, facts, known, sent, counter, min(room, workingset.MAX_TOKENS))
+        names, name_keys = _working_set(messages, facts, known, sent, counter, min(room, workingset.MAX_TOKENS), root)
     text = sections.render(HEADER, closing, names)
     while counter.count(text) > budget and names:
         names.pop()  # the least relevant bullet of the working set
         text = sections.render(HEADER, closing, names)
     keys = frozenset(i.key for i in sections.items()) | frozenset(name_keys)
+    if not keys:
+        return Handover("", 0)  # the summary holds it all, or it was all given already
     return Handover(text, counter.count(text), keys)
 
 
@@ -114,11 +119,7 @@ def handover(
 
 
 def _files(facts: Facts) -> list[_Item]:
-    items = []
-    for touch in facts.edited_files:
-        why = clip(touch.why, WHY_CHARS)
-        items.append(_Item(f"file:{touch.path}", f"- {touch.path} — {why}" if why else f"- {touch.path}", f"- {touch.path}"))
-    return items
+    return [_Item(f"file:{touch.path}", f"- {touch.path}") for touch in facts.edited_files]
 
 
 def _quotes(facts: Facts, budget: int) -> list[_Item]:
@@ -161,21 +162,34 @@ def _outputs(outputs: Sequence[SpilledOutput]) -> list[_Item]:
 
 
 def _working_set(
-    messages: Sequence[Message], facts: Facts, known: _Known, sent: Collection[str], counter: TokenCounter, budget: int
+    messages: Sequence[Message],
+    facts: Facts,
+    known: _Known,
+    sent: Collection[str],
+    counter: TokenCounter,
+    budget: int,
+    root: str | None,
 ) -> tuple[list[str], list[str]]:
+    """Working-set bullets within `budget` tokens: files first (those the agent read, then those it
+    named, by relevance) in `FILE_SHARE` of it, then tests and identifiers in the rest. Files under
+    `root` are named relative to it (they are the longest names, and the agent works from there)."""
     edited = {f.path for f in facts.edited_files}
     read = [f.path for f in facts.files if f.action == "read"]
     found = workingset.working_set(messages, edited, read)
-    ranked = [(name, kind) for name, kind in found.ranked if f"name:{name}" not in sent and not known.name(name)]
-    bullets = workingset.fit_working_set(workingset.WorkingSet(ranked), counter, budget)
+    fresh = lambda name: f"name:{name}" not in sent and not known.name(name)  # noqa: E731
+    files = [(path, "read") for path in read if fresh(path)]
+    files += [(n, k) for n, k in found.ranked if k in ("read", "file") and fresh(n) and (n, "read") not in files]
+    others = [(n, k) for n, k in found.ranked if k not in ("read", "file") and fresh(n)]
+    prefix = root.rstrip("/") + "/" if root and root.startswith("/") else None
+    if prefix:
+        files = [(n.removeprefix(prefix), k) for n, k in files]
+    bullets = workingset.fit_working_set(workingset.WorkingSet(list(dict.fromkeys(files))), counter, int(budget * FILE_SHARE))
+    spent = sum(counter.count(b) for b in bullets)
+    bullets += workingset.fit_working_set(workingset.WorkingSet(others), counter, max(0, budget - spent))
     keys = [f"name:{name}" for bullet in bullets for name, _ in (workingset.listed(bullet) or [])]
+    if prefix and any(not name.startswith("/") for b in bullets for name, kind in (workingset.listed(b) or []) if kind in ("read", "file")):
+        bullets.insert(0, f"(file paths not starting with / are under {prefix})")
     return [f"- {b}" for b in bullets], keys
-
-
-def _names_left(messages: Sequence[Message], facts: Facts, known: _Known, sent: Collection[str]) -> bool:
-    edited = {f.path for f in facts.edited_files}
-    found = workingset.working_set(messages, edited, [f.path for f in facts.files if f.action == "read"])
-    return any(f"name:{name}" not in sent and not known.name(name) for name, _ in found.ranked[:20])
 
 
 # -- rendering and trimming ----------------------------------------------------------------------------

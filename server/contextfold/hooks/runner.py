@@ -231,6 +231,7 @@ class _Hook:
             outputs=outputs,
             summary=summary,
             sent=set(sent),
+            root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
         )
         state.save(self.home, sid, {"agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": result.tokens})
         return result.text
