@@ -23,7 +23,6 @@ import pytest
 from contextfold.hooks import install
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENTS_BIN = ROOT / "tests" / "agents" / "node_modules" / ".bin"
 
 CLAUDE_SETTINGS = {
     "model": "opus",
@@ -52,13 +51,17 @@ def _in_ci() -> bool:
 
 
 def _cli(name: str) -> Path:
-    binary = AGENTS_BIN / name
-    if not binary.exists():
-        reason = f"the {name} CLI is not installed in {AGENTS_BIN.parent.parent}: run `npm ci --prefix tests/agents`"
-        if _in_ci():
-            pytest.fail(f"{reason} (CI is set, so this fails instead of skipping)", pytrace=False)
-        pytest.skip(reason)
-    return binary
+    # CI installs tests/agents with --ignore-scripts, which leaves .bin/claude a stub that cannot run:
+    # the agents harness finds the platform binary itself.
+    from agents_harness import AgentMissing, claude_binary, codex_binary
+
+    try:
+        return {"claude": claude_binary, "codex": codex_binary}[name]()
+    except AgentMissing as missing:
+        reason = str(missing)
+    if _in_ci():
+        pytest.fail(f"{reason} (CI is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(reason)
 
 
 def contextfold(home: Path, *args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
