@@ -157,8 +157,12 @@ def hook_command(base: list[str], home: Path, agent: Agent, event: str) -> str:
     return shlex.join([*base, "--home", str(home), "hook", agent, event])
 
 
+AGENT_TOOLS = "read_output,search_history"
+"""What the server offers an agent that keeps its own history: the spilled outputs and the past."""
+
+
 def server_entry(base: list[str], home: Path) -> dict[str, Any]:
-    return {"command": base[0], "args": [*base[1:], "--home", str(home), "serve"]}
+    return {"command": base[0], "args": [*base[1:], "--home", str(home), "serve", "--tools", AGENT_TOOLS]}
 
 
 def is_ours(command: Any, agent: Agent, event: str | None = None) -> bool:
