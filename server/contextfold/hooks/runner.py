@@ -221,19 +221,23 @@ class _Hook:
             outputs = [
                 SpilledOutput(r.id, r.tool or "output", r.lines, r.bytes) for r in await service.store.session_outputs(sid)
             ]
-        before = state.load(self.home, sid)
-        sent = before.get("sent", []) if again else []
+        before = state.load(self.home, sid) if again else {}
+        sent = before.get("sent", [])
+        # A second look at the same compaction adds only what the summary lacked and the first did
+        # not give: lower-ranked names mostly, so half the budget.
+        budget = settings.hook_context_tokens // 2 if again else settings.hook_context_tokens
         result = handover(
             history,
             session_id=sid,
             counter=counter_for(session.model, settings.token_factors),
-            budget=settings.hook_context_tokens,
+            budget=budget,
             outputs=outputs,
             summary=summary,
             sent=set(sent),
             root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
         )
-        state.save(self.home, sid, {"agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": result.tokens})
+        spent = [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
+        state.save(self.home, sid, {"agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent})
         return result.text
 
 
