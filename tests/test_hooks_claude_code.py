@@ -329,3 +329,14 @@ def test_spilled_outputs_are_listed_in_the_handover(tmp_path: Path) -> None:
 def test_the_answer_is_json_claude_code_can_parse(tmp_path: Path) -> None:
     run = run_hook(tmp_path / "home", "claude-code", "PostToolUse", bash_event(numbered(3_000)))
     assert run.stdout.startswith("{") and run.stdout.endswith("\n") and json.loads(run.stdout)
+
+
+def test_a_transcript_that_cannot_be_imported_still_gets_a_handover_from_what_is_stored(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    t = working_session(tmp_path)
+    run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
+    t.path.write_text(t.path.read_text().replace("Never retry", "Always retry"))  # rewritten, not grown
+    text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context
+    assert text is not None and "Never retry on a 4xx." in text  # from the import that worked
+    log = (home / "hooks" / "hooks.log").read_text()
+    assert "SessionStart (import)" in log and "those bytes have changed" in log

@@ -213,7 +213,10 @@ class _Hook:
         settings, service = await self._service()
         async with service:
             if not again:
-                await self._import(sid, service)
+                try:
+                    await self._import(sid, service)
+                except Exception as exc:  # noqa: BLE001 - what is stored still makes a handover
+                    state.log_failure(self.home, self.agent, f"{self.event} (import)", exc)
             session, _ = await service.session_view(sid)
             history = await service.session_history(sid)
             if summary == "codex":
