@@ -340,3 +340,14 @@ def test_a_transcript_that_cannot_be_imported_still_gets_a_handover_from_what_is
     assert text is not None and "Never retry on a 4xx." in text  # from the import that worked
     log = (home / "hooks" / "hooks.log").read_text()
     assert "SessionStart (import)" in log and "those bytes have changed" in log
+
+
+def test_the_status_line_shows_tokens_usable_state_and_spills(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    event = {"session_id": "s1", "model": {"id": "claude-opus-4-8", "display_name": "Opus"}, "workspace": {"current_dir": "/w"},
+             "context_window": {"total_input_tokens": 150_000, "context_window_size": 200_000, "used_percentage": 75}}
+    run = run_hook(home, "claude-code", "StatusLine", event)
+    assert run.stdout == "contextfold · 150,000 of 168,000 usable (89%) · soft\n"
+    run_hook(home, "claude-code", "PostToolUse", bash_event(numbered(3_000)))
+    after = run_hook(home, "claude-code", "StatusLine", event | {"context_window": {"total_input_tokens": 170_000, "context_window_size": 200_000}})
+    assert after.stdout == "contextfold · 170,000 of 168,000 usable (101%) · overflow · 1 output spilled\n"

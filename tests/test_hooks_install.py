@@ -104,6 +104,7 @@ def test_claude_code_install_keeps_others_is_idempotent_and_uninstall_restores(t
     assert settings["hooks"]["PreCompact"][0] == CLAUDE_SETTINGS["hooks"]["PreCompact"][0]
     assert set(settings["hooks"]) == {"PostToolUse", "PreCompact", "SessionStart", "PostCompact", "UserPromptSubmit"}
     assert settings["hooks"]["SessionStart"][0]["matcher"] == "compact"
+    assert settings["statusLine"]["command"].endswith("hook claude-code StatusLine")  # there was none
     state = json.loads((user_home / ".claude.json").read_text())
     assert state["numStartups"] == 7 and state["mcpServers"]["github"] == CLAUDE_STATE["mcpServers"]["github"]
     server = state["mcpServers"]["contextfold"]
@@ -119,6 +120,14 @@ def test_claude_code_install_keeps_others_is_idempotent_and_uninstall_restores(t
     assert (user_home / ".claude" / "settings.json").read_bytes() == settings_before
     assert (user_home / ".claude.json").read_bytes() == state_before
     assert not list(user_home.rglob("*.contextfold-backup"))
+
+
+def test_someone_elses_status_line_is_kept(tmp_path: Path, user_home: Path) -> None:
+    env = {"HOME": str(user_home)}
+    (user_home / ".claude" / "settings.json").write_text(json.dumps({"statusLine": {"type": "command", "command": "~/my-line.sh"}}))
+    done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", env=env)
+    assert "your Claude Code statusLine is kept" in done.stdout
+    assert json.loads((user_home / ".claude" / "settings.json").read_text())["statusLine"]["command"] == "~/my-line.sh"
 
 
 def test_uninstall_keeps_what_changed_since_and_drops_only_ours(tmp_path: Path, user_home: Path) -> None:

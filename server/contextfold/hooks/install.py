@@ -201,6 +201,10 @@ def plan(
     old_hooks = _json(where.hooks, hooks_before)
     installing = action == "install"
     _merge_hooks(hooks_doc, agent, specs, base, home, installing)
+    if agent == "claude-code":
+        note = _merge_status_line(hooks_doc, base, home, installing)
+        if note:
+            result.notes.append(note)
     result.changes.append(_change(where.hooks, hooks_before, _dump_json(hooks_doc), installing))
     if agent == "claude-code":
         server_before = _read(where.server)
@@ -405,6 +409,22 @@ def _merge_hooks(
             del hooks[spec.event]
     if not hooks:
         del doc["hooks"]
+
+
+def _merge_status_line(doc: dict[str, Any], base: list[str], home: Path, installing: bool) -> str | None:
+    """Claude Code's status line: ours when there is none (or ours already); someone else's stays."""
+    current = doc.get("statusLine")
+    ours = isinstance(current, dict) and is_ours(current.get("command"), "claude-code", "StatusLine")
+    if not installing:
+        if ours:
+            del doc["statusLine"]
+        return None
+    if current is not None and not ours:
+        return "your Claude Code statusLine is kept; contextfold's (tokens in view, usable, state) is `" + hook_command(
+            base, home, "claude-code", "StatusLine"
+        ) + "` if you want it"
+    doc["statusLine"] = {"type": "command", "command": hook_command(base, home, "claude-code", "StatusLine")}
+    return None
 
 
 def _merge_trust(doc: Any, hooks_file: Path, old: dict[str, Any], new: dict[str, Any]) -> None:

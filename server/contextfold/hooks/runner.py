@@ -70,6 +70,8 @@ def run(
             raise HookError(f"the {event} event is not a JSON object")
         hook = _Hook(agent, event, data, where, Path(config) if config else None, environ)
         answer = hook.answer()
+        if isinstance(answer, str):
+            return answer  # the status line: plain text
         return json.dumps(answer, ensure_ascii=False) if answer else ""
     except Exception as exc:  # noqa: BLE001 - fail open: the agent must never break on its hook
         if where is not None:
@@ -84,7 +86,7 @@ class _Hook:
         self.agent, self.event, self.data, self.home, self.config, self.environ = agent, event, data, home, config, environ
         self.module = claude_code if agent == claude_code.AGENT else codex
 
-    def answer(self) -> dict[str, Any] | None:
+    def answer(self) -> dict[str, Any] | str | None:
         sid = self.module.session_id(self.data)
         if sid is None:
             if self.event in ("PostToolUse", "PreCompact", "PostCompact", "SessionStart", "UserPromptSubmit"):
@@ -96,7 +98,12 @@ class _Hook:
 
     # -- Claude Code ---------------------------------------------------------------------------
 
-    def _claude_code(self, sid: str) -> dict[str, Any] | None:
+    def _claude_code(self, sid: str) -> dict[str, Any] | str | None:
+        if self.event == "StatusLine":
+            from .statusline import status_line
+
+            limits = gate.light_limits(self.home, self.config, self.environ) or dict(gate.LIMIT_DEFAULTS)
+            return status_line(self.data, limits, int(state.load(self.home, sid).get("spilled", 0)))
         if self.event == "PostToolUse":
             output = claude_code.tool_output(self.data)
             if output is None:
@@ -189,6 +196,8 @@ class _Hook:
                 direction=direction,
             )
             preview = text if cut is None else with_hint(cut, spilled.output_id)
+        known = state.load(self.home, sid)
+        state.save(self.home, sid, {**known, "spilled": int(known.get("spilled", 0)) + 1})
         return claude_code.replacement(self.data, output, preview)
 
     async def _import(self, sid: str, service: ContextService | None = None) -> None:
@@ -240,7 +249,8 @@ class _Hook:
             root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
         )
         spent = [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
-        state.save(self.home, sid, {"agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent})
+        kept = state.load(self.home, sid)
+        state.save(self.home, sid, {**kept, "agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent})
         return result.text
 
 
