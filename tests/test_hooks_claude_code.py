@@ -351,3 +351,20 @@ def test_the_status_line_shows_tokens_usable_state_and_spills(tmp_path: Path) ->
     run_hook(home, "claude-code", "PostToolUse", bash_event(numbered(3_000)))
     after = run_hook(home, "claude-code", "StatusLine", event | {"context_window": {"total_input_tokens": 170_000, "context_window_size": 200_000}})
     assert after.stdout == "contextfold · 170,000 of 168,000 usable (101%) · overflow · 1 output spilled\n"
+
+
+def test_several_windows_spilling_at_once_on_one_fresh_home(tmp_path: Path) -> None:
+    """Four agent windows, four sessions, one data home, started at the same instant."""
+    import concurrent.futures
+
+    home = tmp_path / "home"
+    events = [bash_event(numbered(2_500 + i), session=f"window-{i}") for i in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda e: run_hook(home, "claude-code", "PostToolUse", e), events))
+    assert all(r.code == 0 and r.answer for r in runs), [r.stderr for r in runs]
+    assert not (home / "hooks" / "hooks.log").exists()
+    import sqlite3
+
+    with sqlite3.connect(home / "contextfold.db") as db:
+        rows = db.execute("SELECT session_id, lines FROM outputs ORDER BY session_id").fetchall()
+    assert rows == [(f"claude-code-window-{i}", 2_500 + i) for i in range(4)]

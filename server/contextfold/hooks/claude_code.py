@@ -73,7 +73,8 @@ def tool_output(event: dict[str, Any]) -> ToolOutput | None:
     if not isinstance(tool, str):
         return None
     call = event.get("tool_use_id") if isinstance(event.get("tool_use_id"), str) else None
-    arguments = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
+    given = event.get("tool_input")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     label = _label(tool, arguments)
     if tool == "Bash" and isinstance(response, dict) and isinstance(response.get("stdout"), str):
         if response.get("isImage") or response.get("backgroundTaskId"):

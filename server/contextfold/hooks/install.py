@@ -476,7 +476,8 @@ def _positions(doc: dict[str, Any]) -> dict[str, list[tuple[str, tuple[str, Any,
     """Per event of a Codex hooks file: (`event:group:handler` key, (event, matcher, handler), ours)
     of each command handler."""
     found: dict[str, list[tuple[str, tuple[str, Any, dict[str, Any]], bool]]] = {}
-    hooks = doc.get("hooks") if isinstance(doc.get("hooks"), dict) else {}
+    given = doc.get("hooks")
+    hooks: dict[str, Any] = given if isinstance(given, dict) else {}
     for event, groups in hooks.items():
         if event not in _SNAKE or not isinstance(groups, list):
             continue

@@ -109,8 +109,8 @@ class _Hook:
             if output is None:
                 return None
             if output.saved is None:
-                limits = gate.light_limits(self.home, self.config, self.environ)
-                if limits is not None and gate.certainly_within(*gate.measure(output.text), limits, claude_code.MODEL):
+                quick = gate.light_limits(self.home, self.config, self.environ)
+                if quick is not None and gate.certainly_within(*gate.measure(output.text), quick, claude_code.MODEL):
                     return None
             return _run(self._spill(sid, output))
         if self.event == "PreCompact":

@@ -19,8 +19,9 @@ def status_line(event: Mapping[str, Any], limits: Mapping[str, Any], spilled: in
     from ..catalog import budget, lookup
     from ..policy.overflow import assess
 
-    window = event.get("context_window") if isinstance(event.get("context_window"), dict) else {}
-    model = event.get("model", {}).get("id") if isinstance(event.get("model"), dict) else None
+    given, described = event.get("context_window"), event.get("model")
+    window: Mapping[str, Any] = given if isinstance(given, dict) else {}
+    model = described.get("id") if isinstance(described, dict) else None
     tokens = window.get("total_input_tokens")
     size = window.get("context_window_size")
     info = lookup(model if isinstance(model, str) else "claude")
