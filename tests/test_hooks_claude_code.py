@@ -368,3 +368,18 @@ def test_several_windows_spilling_at_once_on_one_fresh_home(tmp_path: Path) -> N
     with sqlite3.connect(home / "contextfold.db") as db:
         rows = db.execute("SELECT session_id, lines FROM outputs ORDER BY session_id").fetchall()
     assert rows == [(f"claude-code-window-{i}", 2_500 + i) for i in range(4)]
+
+
+@pytest.mark.anyio
+async def test_the_history_the_handover_points_to_is_searchable_over_mcp(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    t = working_session(tmp_path)
+    run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
+    text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context
+    session = text.split('search_history(session_id="', 1)[1].split('"', 1)[0]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")}
+    args = ["-m", "contextfold", "--home", str(home), "serve", "--tools", "read_output,search_history"]
+    async with Client(StdioServerParameters(command=sys.executable, args=args, env=environ)) as client:
+        found = await client.call_tool("search_history", {"session_id": session, "pattern": "TimeoutError"})
+    assert not found.is_error, found.content
+    assert "TimeoutError: read timed out" in found.structured_content["text"]
