@@ -142,3 +142,63 @@ def replay(path: Path, name: str, *, count: Any) -> Replayed:
 
 
 __all__ = ["Replayed", "compacted_transcripts", "cut_at_boundary", "hook", "replay"]
+
+
+# -- generated Claude Code transcripts (for timing, and for --quick without the corpus) --------------
+
+
+def synthetic_claude_transcript(path: Path, turns: int, *, cwd: str = "/work/project", session: str = "bench-session") -> Path:
+    """A Claude Code session JSONL of `turns` tool calls (a Read, an Edit or a Bash each, with
+    outputs of a few KB), appended to `path` in Claude Code 2.1.197's record format."""
+    import uuid
+
+    parent = None
+    existing = path.read_text("utf-8").splitlines() if path.exists() else []
+    if existing:
+        parent = json.loads(existing[-1])["uuid"]
+    lines = []
+
+    def record(kind: str, message: dict[str, Any]) -> None:
+        nonlocal parent
+        rid = str(uuid.uuid4())
+        lines.append(json.dumps({"parentUuid": parent, "isSidechain": False, "type": kind, "message": message, "uuid": rid,
+                                 "timestamp": "2026-11-26T18:07:17.764Z", "cwd": cwd, "sessionId": session, "version": "2.1.197"}))
+        parent = rid
+
+    if not existing:
+        record("user", {"role": "user", "content": "Make the importer incremental; never re-read what was imported."})
+    start = len(existing)
+    for i in range(start, start + turns):
+        call = f"toolu_{i:06d}"
+        kind = i % 3
+        if kind == 0:
+            use = {"name": "Read", "input": {"file_path": f"{cwd}/src/module_{i % 40}.py"}}
+            output = "".join(f"def function_{i}_{j}(argument):\n    return argument * {j}\n" for j in range(60))
+        elif kind == 1:
+            use = {"name": "Edit", "input": {"file_path": f"{cwd}/src/module_{i % 40}.py", "old_string": "x", "new_string": "y"}}
+            output = f"The file {cwd}/src/module_{i % 40}.py has been updated."
+        else:
+            use = {"name": "Bash", "input": {"command": f"pytest -q tests/test_module_{i % 40}.py"}}
+            output = "".join(f"tests/test_module_{i % 40}.py::test_case_{j} PASSED\n" for j in range(40)) + "40 passed in 0.31s"
+        record("assistant", {"id": f"msg_{i}", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
+                             "content": [{"type": "tool_use", "id": call, **use}],
+                             "usage": {"input_tokens": 1000 + i, "output_tokens": 30}})
+        record("user", {"role": "user", "content": [{"tool_use_id": call, "type": "tool_result", "content": output}]})
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+    return path
+
+
+def synthetic_compaction(into: Path) -> Path:
+    """A small Claude Code transcript with a compaction boundary and a summary, like the corpus's."""
+    path = synthetic_claude_transcript(into / "synthetic-compacted.jsonl", 30)
+    last = json.loads(path.read_text("utf-8").splitlines()[-1])
+    boundary = {"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted", "parentUuid": None,
+                "logicalParentUuid": last["uuid"], "uuid": "b0", "sessionId": last["sessionId"], "cwd": last["cwd"],
+                "compactMetadata": {"trigger": "auto", "preTokens": 150_000}}
+    summary = {"type": "user", "isCompactSummary": True, "parentUuid": "b0", "uuid": "s0", "sessionId": last["sessionId"],
+               "cwd": last["cwd"], "message": {"role": "user", "content": "This session is being continued from a previous "
+               "conversation. Summary: making the importer incremental in src/module_1.py; tests pass."}}
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(boundary) + "\n" + json.dumps(summary) + "\n")
+    return path

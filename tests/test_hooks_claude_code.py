@@ -329,3 +329,57 @@ def test_spilled_outputs_are_listed_in_the_handover(tmp_path: Path) -> None:
 def test_the_answer_is_json_claude_code_can_parse(tmp_path: Path) -> None:
     run = run_hook(tmp_path / "home", "claude-code", "PostToolUse", bash_event(numbered(3_000)))
     assert run.stdout.startswith("{") and run.stdout.endswith("\n") and json.loads(run.stdout)
+
+
+def test_a_transcript_that_cannot_be_imported_still_gets_a_handover_from_what_is_stored(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    t = working_session(tmp_path)
+    run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
+    t.path.write_text(t.path.read_text().replace("Never retry", "Always retry"))  # rewritten, not grown
+    text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context
+    assert text is not None and "Never retry on a 4xx." in text  # from the import that worked
+    log = (home / "hooks" / "hooks.log").read_text()
+    assert "SessionStart (import)" in log and "those bytes have changed" in log
+
+
+def test_the_status_line_shows_tokens_usable_state_and_spills(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    event = {"session_id": "s1", "model": {"id": "claude-opus-4-8", "display_name": "Opus"}, "workspace": {"current_dir": "/w"},
+             "context_window": {"total_input_tokens": 150_000, "context_window_size": 200_000, "used_percentage": 75}}
+    run = run_hook(home, "claude-code", "StatusLine", event)
+    assert run.stdout == "contextfold · 150,000 of 168,000 usable (89%) · soft\n"
+    run_hook(home, "claude-code", "PostToolUse", bash_event(numbered(3_000)))
+    after = run_hook(home, "claude-code", "StatusLine", event | {"context_window": {"total_input_tokens": 170_000, "context_window_size": 200_000}})
+    assert after.stdout == "contextfold · 170,000 of 168,000 usable (101%) · overflow · 1 output spilled\n"
+
+
+def test_several_windows_spilling_at_once_on_one_fresh_home(tmp_path: Path) -> None:
+    """Four agent windows, four sessions, one data home, started at the same instant."""
+    import concurrent.futures
+
+    home = tmp_path / "home"
+    events = [bash_event(numbered(2_500 + i), session=f"window-{i}") for i in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda e: run_hook(home, "claude-code", "PostToolUse", e), events))
+    assert all(r.code == 0 and r.answer for r in runs), [r.stderr for r in runs]
+    assert not (home / "hooks" / "hooks.log").exists()
+    import sqlite3
+
+    with sqlite3.connect(home / "contextfold.db") as db:
+        rows = db.execute("SELECT session_id, lines FROM outputs ORDER BY session_id").fetchall()
+    assert rows == [(f"claude-code-window-{i}", 2_500 + i) for i in range(4)]
+
+
+@pytest.mark.anyio
+async def test_the_history_the_handover_points_to_is_searchable_over_mcp(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    t = working_session(tmp_path)
+    run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
+    text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context
+    session = text.split('search_history(session_id="', 1)[1].split('"', 1)[0]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")}
+    args = ["-m", "contextfold", "--home", str(home), "serve", "--tools", "read_output,search_history"]
+    async with Client(StdioServerParameters(command=sys.executable, args=args, env=environ)) as client:
+        found = await client.call_tool("search_history", {"session_id": session, "pattern": "TimeoutError"})
+    assert not found.is_error, found.content
+    assert "TimeoutError: read timed out" in found.structured_content["text"]

@@ -69,9 +69,10 @@ def test_a_prompt_with_nothing_pending_and_a_plain_session_start_load_nothing_he
         (("claude-code", "UserPromptSubmit"), {"session_id": "s", "prompt": "hi"}),
         (("claude-code", "SessionStart"), {"session_id": "s", "source": "startup"}),
         (("codex", "PostToolUse"), {"session_id": "s", "tool_name": "Bash", "tool_response": "x"}),
+        (("claude-code", "StatusLine"), {"session_id": "s", "context_window": {"total_input_tokens": 9, "context_window_size": 200_000}}),
     ):
         stdout, heavy = loaded_by(tmp_path, event, *argv)
-        assert stdout == "" and not heavy, f"{argv} loaded {sorted(heavy)}"
+        assert (stdout == "") != (argv[1] == "StatusLine") and not heavy, f"{argv} loaded {sorted(heavy)}"
 
 
 def test_the_quick_reading_of_the_limits_is_the_settings(tmp_path: Path) -> None:

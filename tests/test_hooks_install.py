@@ -107,10 +107,11 @@ def test_claude_code_install_keeps_others_is_idempotent_and_uninstall_restores(t
     assert settings["hooks"]["PreCompact"][0] == CLAUDE_SETTINGS["hooks"]["PreCompact"][0]
     assert set(settings["hooks"]) == {"PostToolUse", "PreCompact", "SessionStart", "PostCompact", "UserPromptSubmit"}
     assert settings["hooks"]["SessionStart"][0]["matcher"] == "compact"
+    assert settings["statusLine"]["command"].endswith("hook claude-code StatusLine")  # there was none
     state = json.loads((user_home / ".claude.json").read_text())
     assert state["numStartups"] == 7 and state["mcpServers"]["github"] == CLAUDE_STATE["mcpServers"]["github"]
     server = state["mcpServers"]["contextfold"]
-    assert server["args"][-3:] == ["--home", str(data), "serve"]  # the same data home as the hooks
+    assert server["args"][-5:] == ["--home", str(data), "serve", "--tools", "read_output,search_history"]  # same home
 
     files = {p: p.read_bytes() for p in (user_home / ".claude" / "settings.json", user_home / ".claude.json")}
     again = contextfold(data, "hooks", "install", "claude-code", env=env)
@@ -122,6 +123,14 @@ def test_claude_code_install_keeps_others_is_idempotent_and_uninstall_restores(t
     assert (user_home / ".claude" / "settings.json").read_bytes() == settings_before
     assert (user_home / ".claude.json").read_bytes() == state_before
     assert not list(user_home.rglob("*.contextfold-backup"))
+
+
+def test_someone_elses_status_line_is_kept(tmp_path: Path, user_home: Path) -> None:
+    env = {"HOME": str(user_home)}
+    (user_home / ".claude" / "settings.json").write_text(json.dumps({"statusLine": {"type": "command", "command": "~/my-line.sh"}}))
+    done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", env=env)
+    assert "your Claude Code statusLine is kept" in done.stdout
+    assert json.loads((user_home / ".claude" / "settings.json").read_text())["statusLine"]["command"] == "~/my-line.sh"
 
 
 def test_uninstall_keeps_what_changed_since_and_drops_only_ours(tmp_path: Path, user_home: Path) -> None:
@@ -147,7 +156,7 @@ def test_reinstalling_with_another_home_replaces_ours_in_place(tmp_path: Path, u
     ours = [c for c in commands if " hook claude-code " in c]
     assert len(ours) == 5 and all(f"--home {tmp_path / 'two'} " in c for c in ours)
     state = json.loads((user_home / ".claude.json").read_text())
-    assert state["mcpServers"]["contextfold"]["args"][-2] == str(tmp_path / "two")
+    assert state["mcpServers"]["contextfold"]["args"][-4] == str(tmp_path / "two")
 
 
 def test_dry_run_prints_the_change_and_writes_nothing(tmp_path: Path, user_home: Path) -> None:
@@ -213,7 +222,7 @@ def test_codex_install_merges_hooks_server_and_trust_and_uninstall_restores(tmp_
     assert "# my settings" in text and "# keep this comment" in text
     config = tomllib.loads(text)
     assert config["mcp_servers"]["docs"] == {"command": "docs-mcp", "args": ["--port", "1"]}
-    assert config["mcp_servers"]["contextfold"]["args"][-3:] == ["--home", str(tmp_path / "data"), "serve"]
+    assert config["mcp_servers"]["contextfold"]["args"][-5:-2] == ["--home", str(tmp_path / "data"), "serve"]
     state = config["hooks"]["state"]
     assert state[f"{codex / 'hooks.json'}:pre_compact:0:0"]["trusted_hash"] == their_hash
     ours = hooks["PreCompact"][1]
@@ -302,3 +311,20 @@ def test_claude_mcp_list_shows_contextfold_connected(tmp_path: Path, user_home: 
     )
     line = next((l for l in done.stdout.splitlines() if l.startswith("contextfold:")), "")
     assert "Connected" in line, done.stdout + done.stderr
+
+
+@pytest.mark.anyio
+async def test_the_installed_server_offers_the_agent_two_tools_and_says_what_they_are_for(tmp_path: Path, user_home: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    from contextfold.server import AGENT_INSTRUCTIONS, TOOLS
+
+    contextfold(tmp_path / "data", "hooks", "install", "claude-code", env={"HOME": str(user_home)})
+    entry = json.loads((user_home / ".claude.json").read_text())["mcpServers"]["contextfold"]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")}
+    async with Client(StdioServerParameters(command=entry["command"], args=entry["args"], env=environ)) as client:
+        listed = sorted(t.name for t in (await client.list_tools()).tools)
+        assert listed == ["read_output", "search_history"]
+    async with Client(StdioServerParameters(command=sys.executable, args=["-m", "contextfold", "--home", str(tmp_path / "data"), "serve"], env=environ)) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == sorted(TOOLS)  # the full server is unchanged
+    assert "read_output" in AGENT_INSTRUCTIONS and "append" not in AGENT_INSTRUCTIONS

@@ -54,6 +54,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help=f"bearer tokens per tenant (default <home>/tokens if it exists; see `token add`; also ${TOKENS_ENV}); "
         "re-read when it changes",
     )
+    serve.add_argument(
+        "--tools", metavar="NAMES", help="offer only these tools, comma-separated (what `hooks install` gives an agent: read_output,search_history)"
+    )
     serve.set_defaults(handler="commands.serve:serve")
 
     _add_token_commands(sub)

@@ -150,7 +150,10 @@ class Settings(BaseModel):
         "30,000-character inline cap, so it never persists the preview again).",
     )
     hook_context_tokens: int = Field(
-        2_000, ge=100, description="Most tokens one additionalContext adds after an agent's compaction."
+        2_000,
+        ge=100,
+        description="Most tokens the handover after an agent's compaction adds; what the next prompt gets once "
+        "the summary is known (Claude Code) is at most half of it.",
     )
 
     @model_validator(mode="after")

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import gc
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Annotated, Any, Literal
 
@@ -34,7 +34,7 @@ from pydantic import AnyHttpUrl
 
 from . import __version__, answers, bigstrings, safejson
 from .auth import SCOPE, TenantTokens
-from .config import Settings, load_settings
+from .config import Settings, SettingsError, load_settings
 from .compaction.prompt import anchored_summary_prompt
 from .compaction.chain import Sampled
 from .results import (
@@ -63,6 +63,19 @@ INSTRUCTIONS = """\
 contextfold keeps this conversation's context. Each turn: append the new messages (with the usage \
 the provider reported), read `status`, act on its recommended_action, then `get_context` for the \
 messages to send. Token counts are exact for OpenAI models and labelled estimates otherwise."""
+
+AGENT_INSTRUCTIONS = """\
+contextfold keeps this agent's whole history and the large tool outputs its hooks spilled. A preview \
+that ends with an output id (out_…) can be read on with `read_output`; after a compaction, \
+`search_history` finds anything said or done before it, in the session the handover names."""
+"""For `serve --tools` (what `contextfold hooks install` starts for Claude Code and Codex): the agent
+keeps its own history, so the harness loop above does not apply to it."""
+
+TOOLS = (
+    "count_tokens", "session_open", "session_list", "session_delete", "append", "get_context", "status", "prune",
+    "select_tail", "spill", "search_history", "read_output", "compact", "summarize",
+)
+"""Every tool the server offers (`tests/test_hooks_install.py` holds it equal to `tools/list`)."""
 
 SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 WireMessages = Annotated[
@@ -126,12 +139,14 @@ def _tenant(ctx: Context) -> Tenant:
 
 
 def build_server(
-    settings: Settings | None = None, *, tokens: TenantTokens | None = None
+    settings: Settings | None = None, *, tokens: TenantTokens | None = None, tools: Sequence[str] | None = None
 ) -> MCPServer:
     """The contextfold MCP server; each connection (or the HTTP process) opens the store once.
 
     With `tokens` (HTTP only) every request needs a bearer token, and the token's tenant owns
-    what the request sees: sessions and outputs of other tenants read as not found.
+    what the request sees: sessions and outputs of other tenants read as not found. `tools`: offer
+    only these tools (an agent that keeps its own history needs `read_output` and `search_history`,
+    not the harness's fourteen), with instructions for such an agent.
     """
     settings = settings or load_settings()
 
@@ -167,7 +182,10 @@ def build_server(
                 issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None, required_scopes=[SCOPE]
             ),
         }
-    mcp = _CompactSchemas("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
+    if tools is not None and (unknown := sorted(set(tools) - set(TOOLS))):
+        raise SettingsError(f"no tool named {', '.join(unknown)}; contextfold's tools are {', '.join(TOOLS)}")
+    instructions = INSTRUCTIONS if tools is None else AGENT_INSTRUCTIONS
+    mcp = _CompactSchemas("contextfold", version=__version__, instructions=instructions, lifespan=lifespan, **auth)
     mcp.private_paths = tuple(
         sorted({str(settings.home), str(settings.database_path), str(settings.spill_path)}, key=len, reverse=True)
     )
@@ -417,6 +435,9 @@ def build_server(
         except USER_ERRORS as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 
+    if tools is not None:
+        for name in sorted(set(TOOLS) - set(tools)):
+            mcp.remove_tool(name)
     return mcp
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..config import Settings
+    from ..hooks.install import FileChange
 
 
 def hook(args: argparse.Namespace, settings: Settings | None) -> int:
@@ -87,8 +88,8 @@ def status(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if not found.problems else 1
 
 
-def _files(changes: list[object]) -> str:
-    return ", ".join(str(getattr(c, "path")) for c in changes)
+def _files(changes: list[FileChange]) -> str:
+    return ", ".join(str(c.path) for c in changes)
 
 
 def _state(action: str) -> str:

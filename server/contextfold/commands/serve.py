@@ -15,8 +15,9 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()] if getattr(args, "tools", None) else None
     if not args.http:
-        build_server(settings).run()
+        build_server(settings, tools=tools).run()
         return 0
     from ..httpserve import serve_http  # the HTTP transport, for this branch only
 
@@ -27,7 +28,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             f"every session. Create one with `contextfold token add NAME` (kept in {default_tokens_path(settings)}, "
             f"read by default; or pass --tokens-file FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
         )
-    server = build_server(settings, tokens=tokens or None)
+    server = build_server(settings, tokens=tokens or None, tools=tools)
     serve_http(server, settings, host=args.host, port=args.port)
     return 0
 

@@ -9,6 +9,7 @@ contextfold MCP server into the agent's settings. One module per job:
 - `claude_code`, `codex` — each agent's events: what its input holds and the output it expects;
 - `handover` — what the agent's own compaction summary is likely to lack, from the real history
   (pure: the compaction facts of `compaction/`, bounded in tokens);
+- `statusline` — Claude Code's status line: tokens in view, the usable budget, the state;
 - `state` — the little a session's hooks remember between processes, in files under the data home;
 - `runner` — one event end to end over the service, failing open (exit 0, nothing printed, one
   line in `<home>/hooks/hooks.log`);

@@ -30,8 +30,11 @@ LIMIT_DEFAULTS: dict[str, Any] = {
     "claude_token_factor": 1.20,
     "gemini_token_factor": 1.15,
     "unknown_token_factor": 1.20,
+    "soft_ratio": 0.70,
+    "hard_ratio": 0.90,
+    "reserved": None,
 }
-"""The settings the decision reads, with `config.Settings`' defaults."""
+"""The settings the cheap paths read (the decision, the status line), with `config.Settings`' defaults."""
 
 _TYPES: dict[str, type] = {
     "max_lines": int,
@@ -43,6 +46,9 @@ _TYPES: dict[str, type] = {
     "claude_token_factor": float,
     "gemini_token_factor": float,
     "unknown_token_factor": float,
+    "soft_ratio": float,
+    "hard_ratio": float,
+    "reserved": int,
 }
 
 

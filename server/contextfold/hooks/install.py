@@ -157,8 +157,12 @@ def hook_command(base: list[str], home: Path, agent: Agent, event: str) -> str:
     return shlex.join([*base, "--home", str(home), "hook", agent, event])
 
 
+AGENT_TOOLS = "read_output,search_history"
+"""What the server offers an agent that keeps its own history: the spilled outputs and the past."""
+
+
 def server_entry(base: list[str], home: Path) -> dict[str, Any]:
-    return {"command": base[0], "args": [*base[1:], "--home", str(home), "serve"]}
+    return {"command": base[0], "args": [*base[1:], "--home", str(home), "serve", "--tools", AGENT_TOOLS]}
 
 
 def is_ours(command: Any, agent: Agent, event: str | None = None) -> bool:
@@ -197,6 +201,10 @@ def plan(
     old_hooks = _json(where.hooks, hooks_before)
     installing = action == "install"
     _merge_hooks(hooks_doc, agent, specs, base, home, installing)
+    if agent == "claude-code":
+        note = _merge_status_line(hooks_doc, base, home, installing)
+        if note:
+            result.notes.append(note)
     result.changes.append(_change(where.hooks, hooks_before, _dump_json(hooks_doc), installing))
     if agent == "claude-code":
         server_before = _read(where.server)
@@ -403,6 +411,22 @@ def _merge_hooks(
         del doc["hooks"]
 
 
+def _merge_status_line(doc: dict[str, Any], base: list[str], home: Path, installing: bool) -> str | None:
+    """Claude Code's status line: ours when there is none (or ours already); someone else's stays."""
+    current = doc.get("statusLine")
+    ours = isinstance(current, dict) and is_ours(current.get("command"), "claude-code", "StatusLine")
+    if not installing:
+        if ours:
+            del doc["statusLine"]
+        return None
+    if current is not None and not ours:
+        return "your Claude Code statusLine is kept; contextfold's (tokens in view, usable, state) is `" + hook_command(
+            base, home, "claude-code", "StatusLine"
+        ) + "` if you want it"
+    doc["statusLine"] = {"type": "command", "command": hook_command(base, home, "claude-code", "StatusLine")}
+    return None
+
+
 def _merge_trust(doc: Any, hooks_file: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
     """Record trust for our handlers in `new`, drop it for ours in `old`, and move other tools'
     trust with their handlers when ours coming or going shifted their positions (Codex keys trust
@@ -452,7 +476,8 @@ def _positions(doc: dict[str, Any]) -> dict[str, list[tuple[str, tuple[str, Any,
     """Per event of a Codex hooks file: (`event:group:handler` key, (event, matcher, handler), ours)
     of each command handler."""
     found: dict[str, list[tuple[str, tuple[str, Any, dict[str, Any]], bool]]] = {}
-    hooks = doc.get("hooks") if isinstance(doc.get("hooks"), dict) else {}
+    given = doc.get("hooks")
+    hooks: dict[str, Any] = given if isinstance(given, dict) else {}
     for event, groups in hooks.items():
         if event not in _SNAKE or not isinstance(groups, list):
             continue

@@ -70,6 +70,8 @@ def run(
             raise HookError(f"the {event} event is not a JSON object")
         hook = _Hook(agent, event, data, where, Path(config) if config else None, environ)
         answer = hook.answer()
+        if isinstance(answer, str):
+            return answer  # the status line: plain text
         return json.dumps(answer, ensure_ascii=False) if answer else ""
     except Exception as exc:  # noqa: BLE001 - fail open: the agent must never break on its hook
         if where is not None:
@@ -84,7 +86,7 @@ class _Hook:
         self.agent, self.event, self.data, self.home, self.config, self.environ = agent, event, data, home, config, environ
         self.module = claude_code if agent == claude_code.AGENT else codex
 
-    def answer(self) -> dict[str, Any] | None:
+    def answer(self) -> dict[str, Any] | str | None:
         sid = self.module.session_id(self.data)
         if sid is None:
             if self.event in ("PostToolUse", "PreCompact", "PostCompact", "SessionStart", "UserPromptSubmit"):
@@ -96,14 +98,19 @@ class _Hook:
 
     # -- Claude Code ---------------------------------------------------------------------------
 
-    def _claude_code(self, sid: str) -> dict[str, Any] | None:
+    def _claude_code(self, sid: str) -> dict[str, Any] | str | None:
+        if self.event == "StatusLine":
+            from .statusline import status_line
+
+            limits = gate.light_limits(self.home, self.config, self.environ) or dict(gate.LIMIT_DEFAULTS)
+            return status_line(self.data, limits, int(state.load(self.home, sid).get("spilled", 0)))
         if self.event == "PostToolUse":
             output = claude_code.tool_output(self.data)
             if output is None:
                 return None
             if output.saved is None:
-                limits = gate.light_limits(self.home, self.config, self.environ)
-                if limits is not None and gate.certainly_within(*gate.measure(output.text), limits, claude_code.MODEL):
+                quick = gate.light_limits(self.home, self.config, self.environ)
+                if quick is not None and gate.certainly_within(*gate.measure(output.text), quick, claude_code.MODEL):
                     return None
             return _run(self._spill(sid, output))
         if self.event == "PreCompact":
@@ -189,6 +196,8 @@ class _Hook:
                 direction=direction,
             )
             preview = text if cut is None else with_hint(cut, spilled.output_id)
+        known = state.load(self.home, sid)
+        state.save(self.home, sid, {**known, "spilled": int(known.get("spilled", 0)) + 1})
         return claude_code.replacement(self.data, output, preview)
 
     async def _import(self, sid: str, service: ContextService | None = None) -> None:
@@ -213,7 +222,10 @@ class _Hook:
         settings, service = await self._service()
         async with service:
             if not again:
-                await self._import(sid, service)
+                try:
+                    await self._import(sid, service)
+                except Exception as exc:  # noqa: BLE001 - what is stored still makes a handover
+                    state.log_failure(self.home, self.agent, f"{self.event} (import)", exc)
             session, _ = await service.session_view(sid)
             history = await service.session_history(sid)
             if summary == "codex":
@@ -221,19 +233,24 @@ class _Hook:
             outputs = [
                 SpilledOutput(r.id, r.tool or "output", r.lines, r.bytes) for r in await service.store.session_outputs(sid)
             ]
-        before = state.load(self.home, sid)
-        sent = before.get("sent", []) if again else []
+        before = state.load(self.home, sid) if again else {}
+        sent = before.get("sent", [])
+        # A second look at the same compaction adds only what the summary lacked and the first did
+        # not give: lower-ranked names mostly, so half the budget.
+        budget = settings.hook_context_tokens // 2 if again else settings.hook_context_tokens
         result = handover(
             history,
             session_id=sid,
             counter=counter_for(session.model, settings.token_factors),
-            budget=settings.hook_context_tokens,
+            budget=budget,
             outputs=outputs,
             summary=summary,
             sent=set(sent),
             root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
         )
-        state.save(self.home, sid, {"agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": result.tokens})
+        spent = [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
+        kept = state.load(self.home, sid)
+        state.save(self.home, sid, {**kept, "agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent})
         return result.text
 
 

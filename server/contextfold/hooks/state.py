@@ -17,7 +17,6 @@ Standard library only: the prompt hook reads a pending file without loading the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -36,7 +35,12 @@ def hooks_dir(home: Path) -> Path:
 
 
 def _session_file(home: Path, session_id: str, suffix: str) -> Path:
-    name = session_id if _SAFE.match(session_id) else hashlib.sha256(session_id.encode()).hexdigest()
+    if _SAFE.match(session_id):
+        name = session_id
+    else:
+        import hashlib  # agents' session ids are UUIDs: only an odd one needs hashing into a file name
+
+        name = hashlib.sha256(session_id.encode()).hexdigest()
     return hooks_dir(home) / "sessions" / f"{name}{suffix}"
 
 
