@@ -315,3 +315,21 @@ def test_a_commit_is_named_by_its_hash() -> None:
     ])
     done = parse_summary(summarize(head))[DONE]
     assert any('committed b9288c2 "feat: stream the export"' in b for b in done), done
+
+
+def test_one_file_named_several_ways_is_listed_once_under_its_longest_path() -> None:
+    path = ROOT + "lib/exporter_web/live/progress_live.ex"
+    head = stored([
+        user("Where is the progress shown?"),
+        assistant("`progress_live.ex` renders it; see `live/progress_live.ex`.",
+                  call("Read", {"file_path": path}, "defmodule ProgressLive do\nend"),
+                  call("Bash", {"command": "ls /repo/assets/ && ls /repo/assets"}, "app.js\nindex.js\nvendor/index.js")),
+        assistant("", call("Grep", {"pattern": "index.js"}, "lib/a/index.js:1: x\nlib/b/index.js:2: y\nhooks.erl:-spec f()")),
+    ])
+    ranked = dict(working_set(head, set(), [path]).ranked)
+    assert ranked.get(path) == "read"
+    assert "progress_live.ex" not in ranked and "live/progress_live.ex" not in ranked
+    assert ("/repo/assets" in ranked) != ("/repo/assets/" in ranked)
+    # A name two different paths end with is not merged into either; a search hit is its file.
+    assert "index.js" in ranked and "lib/a/index.js" in ranked and "lib/b/index.js" in ranked
+    assert "hooks.erl" in ranked and not any(name.startswith("hooks.erl:") for name in ranked)

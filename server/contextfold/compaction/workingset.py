@@ -123,6 +123,14 @@ def is_file_name(word: str) -> bool:
     return word.startswith(("/", "./", "../", "~/")) or word.endswith("/") or word.count("/") >= 2
 
 
+def _hit_file(word: str) -> str | None:
+    """The file of a search hit or a place in it (`src/otel.erl:-spec`, `a.py:12:`), else None."""
+    if ":" not in word[1:]:
+        return None
+    path = word.partition(":")[0]
+    return path if "." in path and is_file_name(path) else None
+
+
 @lru_cache(maxsize=16_384)
 def _code_like(word: str, kebab: bool = False) -> bool:
     """`word` is shaped like code; `kebab`: count `kebab-case` too (in code, not in prose, where
@@ -132,7 +140,7 @@ def _code_like(word: str, kebab: bool = False) -> bool:
         word = word.rstrip(")")  # `run(__MODULE__)`: the name, not the call's closing bracket
     if len(word) < 3:
         return False
-    if is_file_name(word):
+    if is_file_name(word) or _hit_file(word):
         return True  # a path may be long: a deep absolute one is often over 80 characters
     if len(word) > 80:
         return False
@@ -155,6 +163,7 @@ class _Scores:
 
     def add(self, term: str, weight: float, kind: str | None = None, *, output: bool = False) -> None:
         term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
+        term = _hit_file(term) or term
         if term.endswith(")") and not term.endswith("()"):
             term = term.rstrip(")")
         if len(term) < 3 or len(term) > (250 if is_file_name(term) else 120) or term.isdigit() or term.casefold() in _NOT_NAMES or _JUNK.search(term):
@@ -175,6 +184,26 @@ class _Scores:
         for term, (count, total) in self.shown.items():
             if count > COMMON_SHARE * self.outputs:
                 self.score[term] -= total
+
+    def merge_paths(self) -> None:
+        """One file, one name: `pane_view_live.ex`, `live/pane_view_live.ex`, `assets/` and the
+        longer path ending with them are the same file when exactly one longer path does. Their uses
+        add up on the longest, which is the one listed; a name several paths end with stays."""
+        by_base: dict[str, list[str]] = {}
+        for term, kind in self.kind.items():
+            if kind in ("file", "read") and term in self.score:
+                by_base.setdefault(term.rstrip("/").rsplit("/", 1)[-1], []).append(term)
+        for group in by_base.values():
+            alive = sorted(group, key=len, reverse=True)
+            for term in list(alive):
+                bare = term.rstrip("/").removeprefix("./")
+                wider = [t for t in alive if t != term and (t == bare or t.rstrip("/").endswith("/" + bare))]
+                if len(wider) == 1:
+                    into = wider[0]
+                    self.score[into] += self.score.pop(term)
+                    if self.kind[term] == "read":
+                        self.kind[into] = "read"
+                    alive.remove(term)
 
     def prose(self, text: str, weight: float) -> None:
         for span in _BACKTICKED.findall(text):
@@ -265,6 +294,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
                 scores.add(name, 1.5)
     scores.settle()
+    scores.merge_paths()
     edited_paths = {p.rstrip("/") for p in edited}
     ranked = [
         (term, scores.kind[term])
