@@ -57,6 +57,7 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler="commands.serve:serve")
 
     _add_token_commands(sub)
+    _add_proxy_command(sub)
 
     demo = sub.add_parser("demo", help="import a bundled real transcript and show its context budget")
     demo.add_argument("--model", default="gpt-4o", help="model to measure against (default gpt-4o)")
@@ -92,6 +93,13 @@ def _build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--json", action="store_true", help="print JSON")
     collect.set_defaults(handler="commands.changing:gc")
     return parser
+
+
+def _add_proxy_command(sub: Any) -> None:
+    """`proxy`: its options live with its handler (commands/proxy.py), which has no heavy imports."""
+    from .commands.proxy import add_parser
+
+    add_parser(sub)
 
 
 def _add_token_commands(sub: Any) -> None:

@@ -1,0 +1,299 @@
+"""The proxy's streamable-HTTP ends: an upstream at a URL, and `--http` for clients.
+
+Both use the MCP SDK's transports, which turn HTTP (sessions, SSE streams, resumption, the
+per-request headers) into a pair of message streams; `SdkChannel` makes such a pair a `Channel`
+for the relay. Messages are re-encoded here (the SDK hands over parsed models), so over HTTP a
+result is equal to a direct connection's as JSON rather than byte for byte.
+
+Upstream (`--url`): one SDK client transport per proxied connection. The relay forwards the
+client's handshake as it is; this end adds the headers the SDK's client session would add
+(`MCP-Protocol-Version` once a version is negotiated; for a 2026-07-28 request `Mcp-Method`,
+`Mcp-Name` and the `Mcp-Param-*` headers its tool's input schema asks for).
+
+Clients (`--http`): the SDK's session manager, with each handshake-era session relayed to an
+upstream connection of its own and recorded in a contextfold session of its own. The sessionless
+2026-07-28 HTTP wire is not served by the proxy (a request with that protocol version gets a
+JSON-RPC error naming the era that is; the SDK's clients in `auto` mode then use it); over stdio
+both eras are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from . import wire
+from .channels import Frame
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..service import ContextService
+    from .channels import Channel
+    from .upstream import UpstreamSpec
+
+log = logging.getLogger(__name__)
+
+
+class SdkChannel:
+    """A channel over the SDK's `SessionMessage` streams (an HTTP transport's)."""
+
+    def __init__(self, read_stream: Any, write_stream: Any, *, upstream: bool) -> None:
+        self._read = read_stream
+        self._write = write_stream
+        self._upstream = upstream
+        self._version: str | None = None
+        self._initializing: set[str] = set()
+        self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        self.closed = False
+
+    async def receive(self) -> Frame | None:
+        try:
+            item = await self._read.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return None
+        if isinstance(item, Exception):
+            return Frame(b"", None, 0, f"an unreadable message ({item})")
+        data = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
+        if self._upstream:
+            self._learn(data)
+        raw = wire.dumps(data)
+        return Frame(raw, data, len(raw))
+
+    async def send(self, message: bytes | dict[str, Any], *, related: Any = None) -> None:
+        from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
+        from mcp_types import jsonrpc_message_adapter
+
+        if self.closed:
+            raise BrokenPipeError("the channel is closed")
+        data = json.loads(message) if isinstance(message, bytes) else message
+        parsed = jsonrpc_message_adapter.validate_python(data, by_name=False)
+        if self._upstream:
+            metadata: Any = ClientMessageMetadata(headers=self._headers(data))
+        else:
+            metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
+        try:
+            await self._write.send(SessionMessage(parsed, metadata=metadata))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            self.closed = True
+            raise BrokenPipeError("the channel is closed") from exc
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    # -- what the SDK's client session would add -------------------------------------------------------
+
+    def _headers(self, data: dict[str, Any]) -> dict[str, str] | None:
+        from mcp.shared.inbound import (
+            MCP_METHOD_HEADER,
+            MCP_NAME_HEADER,
+            MCP_PROTOCOL_VERSION_HEADER,
+            NAME_BEARING_METHODS,
+            encode_header_value,
+            mcp_param_headers,
+        )
+
+        if not wire.is_request(data):
+            return None
+        method = data["method"]
+        if method == "initialize":
+            self._initializing.add(wire.key(data["id"]))
+            return None
+        modern = wire.meta(data).get(wire.PROTOCOL_VERSION_META)
+        if not isinstance(modern, str):
+            return {MCP_PROTOCOL_VERSION_HEADER: self._version} if self._version else None
+        params = wire.params(data)
+        headers = {MCP_PROTOCOL_VERSION_HEADER: modern, MCP_METHOD_HEADER: method}
+        name_key = NAME_BEARING_METHODS.get(method)
+        if name_key is not None and isinstance(params.get(name_key), str):
+            headers[MCP_NAME_HEADER] = encode_header_value(params[name_key])
+        if method == "tools/call" and isinstance(params.get("name"), str):
+            header_map = self._param_headers.get(params["name"])
+            arguments = params.get("arguments")
+            if header_map and isinstance(arguments, dict):
+                headers.update(mcp_param_headers(header_map, arguments))
+        return headers
+
+    def _learn(self, data: dict[str, Any]) -> None:
+        """The negotiated version (from `initialize`'s answer) and the tools' header maps."""
+        if not wire.is_response(data) or not isinstance(data.get("result"), dict):
+            return
+        result = data["result"]
+        if wire.key(data["id"]) in self._initializing:
+            self._initializing.discard(wire.key(data["id"]))
+            if isinstance(result.get("protocolVersion"), str):
+                self._version = result["protocolVersion"]
+        tools = result.get("tools")
+        if isinstance(tools, list):
+            from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+
+            for tool in tools:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    schema = tool.get("inputSchema")
+                    if find_invalid_x_mcp_header(schema) is None:
+                        self._param_headers[tool["name"]] = x_mcp_header_map(schema)
+
+
+async def open_http_upstream(
+    spec: UpstreamSpec, settings: Settings, stack: AsyncExitStack
+) -> tuple[Channel | None, str | None]:
+    """A channel to the upstream at `spec.url` (the connection is made at the first message)."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    url = spec.url or ""
+    if not url.startswith(("http://", "https://")):
+        return None, f"the upstream URL {url!r} is not an http:// or https:// address"
+    client = await stack.enter_async_context(create_mcp_http_client(headers=spec.headers or None))
+    read_stream, write_stream = await stack.enter_async_context(
+        streamable_http_client(url, http_client=client, max_sse_event_size=settings.max_message_bytes)
+    )
+    return _HttpUpstream(read_stream, write_stream, url), None
+
+
+class _HttpUpstream(SdkChannel):
+    def __init__(self, read_stream: Any, write_stream: Any, url: str) -> None:
+        super().__init__(read_stream, write_stream, upstream=True)
+        self.url = url
+
+    def describe_exit(self) -> str:
+        return f"the connection to the upstream server at {self.url} ended"
+
+
+# -- serving clients over HTTP ------------------------------------------------------------------------
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def serve_proxy_http(settings: Settings, spec: Any, *, host: str, port: int) -> None:
+    """Serve the proxy over streamable HTTP at http://host:port/mcp until interrupted."""
+    from ..cli_errors import CliError
+
+    if host not in LOOPBACK:
+        raise CliError(
+            f"refusing to serve the proxy on {host}: it runs the upstream server for whoever connects. "
+            "Bind 127.0.0.1 (the default), or serve it on stdio"
+        )
+    import uvicorn
+
+    config = uvicorn.Config(build_app(settings, spec, host=host), host=host, port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
+
+
+def build_app(settings: Settings, spec: Any, *, host: str = "127.0.0.1") -> Any:
+    """The proxy's ASGI app: /mcp, each handshake-era session relayed to an upstream of its own."""
+    from contextlib import asynccontextmanager
+
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    security = None
+    if host in LOOPBACK:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    manager = _sessions(settings, spec, security)
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        from ..guard import open_service
+
+        service, problem = await open_service(settings)
+        if problem is not None:
+            log.warning("contextfold proxy: %s", problem)
+        manager.service = service
+        try:
+            async with manager.run():
+                yield
+        finally:
+            await service.close()
+
+    async def endpoint(scope: Any, receive: Any, send: Any) -> None:
+        await manager.handle_request(scope, receive, send)
+
+    return Starlette(routes=[Route("/mcp", endpoint=_Endpoint(endpoint))], lifespan=lifespan)
+
+
+class _Endpoint:
+    """A plain ASGI callable for a Starlette route (all methods)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def _sessions(settings: Settings, spec: Any, security: Any) -> Any:
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+    from starlette.responses import Response
+
+    from .upstream import run_proxy
+
+    class ProxySessions(StreamableHTTPSessionManager):
+        """The SDK's session manager (sessions, idle timeout, limits, DNS-rebinding checks), with
+        each session's stream pair relayed instead of served by an SDK server."""
+
+        service: ContextService | None = None
+
+        async def _handle_request(self, scope: Any, receive: Any, send: Any) -> None:
+            version = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-protocol-version"), None)
+            if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                body = wire.error(
+                    None,
+                    -32601,
+                    f"contextfold proxy serves MCP over HTTP in the handshake era ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}), "
+                    f"not {version}: start with initialize (over stdio it serves both)",
+                )
+                await Response(json.dumps(body), status_code=404, media_type="application/json")(scope, receive, send)
+                return
+            await super()._handle_request(scope, receive, send)
+
+        async def _serve_opening_request(self, http_transport: Any, scope: Any, receive: Any, send: Any) -> None:
+            session_id = http_transport.mcp_session_id
+
+            async def run_server(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+                async with http_transport.connect() as (read_stream, write_stream):
+                    task_status.started()
+                    try:
+                        idle_scope = http_transport.idle_scope or anyio.CancelScope()
+                        with idle_scope:
+                            client = SdkChannel(read_stream, write_stream, upstream=False)
+                            await run_proxy(client, spec, settings, service=self.service)
+                    except Exception:
+                        log.exception("contextfold proxy: session %s failed", session_id)
+                    finally:
+                        await self._discard_session(session_id, http_transport)
+
+            established = False
+            try:
+                assert self._task_group is not None
+                await self._task_group.start(run_server)
+                status: list[int] = []
+
+                async def watch(message: Any) -> None:
+                    if message["type"] == "http.response.start":
+                        status.append(message["status"])
+                    await send(message)
+
+                await http_transport.handle_request(scope, receive, watch)
+                established = bool(status) and status[0] < 400
+            finally:
+                if not established:
+                    await self._discard_session(session_id, http_transport)
+
+    return ProxySessions(
+        app=Server("contextfold-proxy"),
+        security_settings=security,
+        max_request_body_size=settings.max_request_bytes,
+        session_idle_timeout=settings.http_session_idle_seconds,
+        max_sessions=settings.http_max_sessions,
+    )
