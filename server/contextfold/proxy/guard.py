@@ -86,6 +86,9 @@ class Plan:
     combine: list[Path] = field(default_factory=list)
     """Text blocks stored together as one piece (`COMBINED`): many small blocks that no single cut
     brings under the limit."""
+    mirrors: list[Path] = field(default_factory=list)
+    """Text blocks that are the structured content written as JSON (as the SDKs write it beside
+    structured content): they show the structured piece's preview instead of being stored twice."""
 
 
 @dataclass(frozen=True)
@@ -197,21 +200,8 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
         data = holder.get("blob") if isinstance(holder.get("blob"), str) else holder["data"]
         size = _binary_bytes(data)
         if size > limits.max_binary_bytes:
-            pieces.append(Piece(path, "binary", data, 0, mime=holder.get("mimeType"), bytes=size))
-    measured = _measure(texts, count, limits)
-    combine: list[Path] = []
-    if _over(sum((s for _, _, s in measured), _ZERO), limits):
-        chosen, combine = _choose(measured, limits)
-        n = max(1, len(chosen) + bool(combine))
-        share = (
-            max(MIN_PIECE_TOKENS, limits.preview_tokens // n),
-            max(10, limits.preview_lines // n),
-            max(1024, limits.preview_bytes // n),
-        )
-        pieces += [Piece(path, "text", text, *share) for path, text, _ in chosen]
-        if combine:
-            joined = "\n".join(text for path, text, _ in measured if path in combine)
-            pieces.append(Piece(COMBINED, "text", joined, *share))
+            pieces.append(Piece(path, "binary", _wrapped(data), 0, mime=holder.get("mimeType"), bytes=size))
+    mirrors: list[Path] = []
     structured = result.get("structuredContent")
     if structured is not None:
         text = structured_text(structured)
@@ -222,7 +212,57 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
                     limits.preview_tokens, limits.preview_lines, limits.preview_bytes,
                 )
             )
-    return Plan(pieces, combine) if pieces else None
+            mirrors = [path for path, text in texts if len(path) == 2 and _mirrors(text, structured)]
+            texts = [(path, text) for path, text in texts if path not in mirrors]
+    measured = _measure(texts, count, limits)
+    combine: list[Path] = []
+    if _over(sum((s for _, _, s in measured), _ZERO), limits):
+        chosen, combine = _choose(measured, limits)
+        n = max(1, len(chosen) + bool(combine))
+        share = (
+            max(MIN_PIECE_TOKENS, limits.preview_tokens // n),
+            max(10, limits.preview_lines // n),
+            max(1024, limits.preview_bytes // n),
+        )
+        pieces += [Piece(path, "text", readable(text), *share) for path, text, _ in chosen]
+        if combine:
+            joined = "\n".join(text for path, text, _ in measured if path in combine)
+            pieces.append(Piece(COMBINED, "text", readable(joined), *share))
+    return Plan(pieces, combine, mirrors) if pieces else None
+
+
+READ_LINE_CHARS = 20_000
+"""`read_output` returns at most this much of one line."""
+
+
+def readable(text: str) -> str:
+    """What is stored of a text: the text itself, unless it is JSON with a line longer than
+    `read_output` can return (minified JSON), which is stored indented instead, so that every
+    part of it can be read back."""
+    if len(text) <= READ_LINE_CHARS or not text.lstrip().startswith(("{", "[")):
+        return text
+    if max(map(len, text.split("\n"))) <= READ_LINE_CHARS:
+        return text
+    try:
+        return structured_text(json.loads(text))
+    except (ValueError, RecursionError):
+        return text
+
+
+def _wrapped(data: str, width: int = 76) -> str:
+    """Base64 in lines of `width` (as MIME writes it; decoders skip the newlines), to read by lines."""
+    data = "".join(data.split())
+    return "\n".join(data[i : i + width] for i in range(0, len(data), width))
+
+
+def _mirrors(text: str, structured: Any) -> bool:
+    """Whether a text block is `structured` written as JSON."""
+    if not text.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        return bool(json.loads(text) == structured)
+    except ValueError:
+        return False
 
 
 def _choose(
@@ -289,6 +329,8 @@ def apply(
     if structured is None:
         return out
     outcome = stored[structured.path]
+    for path in planned.mirrors:
+        _holder(out, path)["text"] = outcome.shown
     shortened = shorten(result["structuredContent"], structured.preview_tokens, count, _note(outcome.output_id))
     fits = shortened is not None and (
         output_schema is None or validate is None or validate(shortened, output_schema)
@@ -303,7 +345,9 @@ def apply(
         "of it fits the tool's output schema, so it is given here as text."
     )
     rest = {k: v for k, v in out.items() if k not in ("structuredContent", "content", "isError")}
-    content = [{"type": "text", "text": f"{why}\n{outcome.shown}"}, *out.get("content", [])]
+    mirrored = {path[1] for path in planned.mirrors}
+    others = [block for i, block in enumerate(out.get("content") or []) if i not in mirrored]
+    content = [{"type": "text", "text": f"{why}\n{outcome.shown}"}, *others]
     return {**rest, "content": content, "isError": True}
 
 
@@ -318,7 +362,7 @@ def _copy_path_parents(result: dict[str, Any], planned: Plan) -> dict[str, Any]:
     caller's result is never changed."""
     out = dict(result)
     paths = [p.path for p in planned.pieces if p.path != COMBINED and p.kind != "structured"]
-    paths += planned.combine
+    paths += planned.combine + planned.mirrors
     for path in paths:
         node: Any = out
         for key in path[:-1] if len(path) > 1 else ():

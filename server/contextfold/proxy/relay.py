@@ -35,6 +35,10 @@ from .session import ProxySession
 
 log = logging.getLogger(__name__)
 
+ENVELOPE = "io.modelcontextprotocol/"
+"""The prefix of the 2026-07-28 envelope's `_meta` keys (protocol version, client info, capabilities)."""
+OWN_ID = "contextfold-proxy:"
+"""The proxy's own requests (a `tools/list` for an output schema) have ids no client uses."""
 GUARDED = frozenset({"tools/call", "tasks/result", "resources/read", "prompts/get"})
 UNTIMED = frozenset({"subscriptions/listen"})
 """Requests that stay open by design (a 2026-07-28 notification stream)."""
@@ -51,6 +55,9 @@ class Pending:
     tool: str | None = None
     arguments: Any = None
     first_page: bool = True
+    envelope: dict[str, Any] | None = None
+    """A 2026-07-28 request's envelope (`_meta` minus its per-request keys), to send the proxy's
+    own request in the same era."""
     progress: Any = None
     deadline: float | None = None
     cancelled: bool = False
@@ -81,6 +88,8 @@ class Relay:
         self._listing: set[str] = set()
         self._server_info: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._own_count = 0
 
     # -- running ----------------------------------------------------------------------------------------
 
@@ -173,6 +182,8 @@ class Relay:
         pending = Pending(request_id, method, progress=wire.meta(message).get("progressToken"))
         if method == "tools/call":
             pending.tool, pending.arguments = params.get("name"), params.get("arguments")
+            if wire.is_modern(message):
+                pending.envelope = {k: v for k, v in wire.meta(message).items() if k.startswith(ENVELOPE)}
         elif method == "tools/list":
             pending.first_page = params.get("cursor") is None
         if self.timeout and method not in UNTIMED:
@@ -241,6 +252,11 @@ class Relay:
             await self._unreadable_from_upstream(frame)
             return
         if wire.is_response(message):
+            own = self._own.pop(wire.key(message["id"]), None)
+            if own is not None:
+                if not own.done():
+                    own.set_result(message)
+                return
             request = self.pending.pop(wire.key(message["id"]), None)
             if request is None:
                 await self._to_client(frame.raw or b"")
@@ -361,7 +377,7 @@ class Relay:
                     piece, tool=request.tool, call_id=str(request.id), reader=self.names.read_output
                 )
             counter = await self.session.counter()
-            schema = self.output_schemas.get(request.tool) if request.tool else None
+            schema = await self._output_schema(request) if "structuredContent" in result else None
             guarded = guard.apply(
                 result, planned, stored, count=counter.count, output_schema=schema, validate=_fits_schema
             )
@@ -373,6 +389,45 @@ class Relay:
         await self._to_client({**message, "result": guarded})
         if request.method == "tools/call":
             self.session.record(str(request.tool), request.arguments, guarded)
+
+    async def _output_schema(self, request: Pending) -> Any:
+        """The called tool's output schema; when the client called it without listing the tools
+        through this proxy, the proxy lists them itself. A schema it cannot learn counts as one
+        no shortened copy fits (the result then becomes an error result, valid either way)."""
+        if request.tool is None:
+            return {"not": {}}
+        if request.tool not in self.output_schemas:
+            cursor: Any = None
+            for _ in range(100):
+                params: dict[str, Any] = {} if request.envelope is None else {"_meta": dict(request.envelope)}
+                if cursor is not None:
+                    params["cursor"] = cursor
+                answer = await self._ask_upstream("tools/list", params)
+                result = answer.get("result") if answer is not None else None
+                if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+                    break
+                for tool in result["tools"]:
+                    if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                        self.output_schemas[tool["name"]] = tool.get("outputSchema")
+                cursor = result.get("nextCursor")
+                if not cursor:
+                    break
+        return self.output_schemas.get(request.tool, {"not": {}})
+
+    async def _ask_upstream(self, method: str, params: dict[str, Any], timeout: float = 15.0) -> dict[str, Any] | None:
+        """The proxy's own request to the upstream, and its answer (None if there is none in time)."""
+        self._own_count += 1
+        request_id = f"{OWN_ID}{self._own_count}"
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._own[wire.key(request_id)] = answer
+        try:
+            if not await self._to_upstream({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}):
+                return None
+            return await asyncio.wait_for(answer, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            self._own.pop(wire.key(request_id), None)
 
     async def _plan(self, frame: Frame, result: dict[str, Any]) -> guard.Plan | None:
         limits = self.session.limits
