@@ -17,6 +17,7 @@ it could not be saved.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,9 @@ class ProxySession:
     async def _open(self, service: ContextService | None) -> ContextService:
         if service is not None:
             return service
+        # The store's modules take a few hundred milliseconds to import: in a worker thread, so
+        # that the client's first messages are relayed meanwhile.
+        await asyncio.to_thread(importlib.import_module, "contextfold.guard")
         from ..guard import open_service
 
         opened, problem = await open_service(self.settings)
