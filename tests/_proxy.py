@@ -9,7 +9,12 @@ import json
 import os
 import re
 import shutil
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +95,34 @@ async def read_whole(client: Any, output: str, tool: str = "read_output") -> str
             lines.append(match.group(2))
         if "more from offset=" not in head:
             return "\n".join(lines)
+
+
+@contextmanager
+def listening(argv: list[str], home: Path, port: int, **extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process serving HTTP on `port` for the duration of the block (its stderr in a log)."""
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / f"listener-{port}.log"
+    with open(log, "wb") as stderr:
+        process = subprocess.Popen(argv, env=env(home, **extra), stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+                time.sleep(0.05)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 class RawClient:

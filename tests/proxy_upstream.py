@@ -221,6 +221,12 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+@mcp.tool()
+def header(name: str, ctx: Context) -> str:
+    """A header of the HTTP request that carried this call ("" over stdio)."""
+    return (ctx.headers or {}).get(name.lower(), "")
+
+
 @mcp.resource("text://small", mime_type="text/plain")
 def small_resource() -> str:
     return "a small resource"

@@ -19,6 +19,7 @@ both eras are.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from contextlib import AsyncExitStack
@@ -141,26 +142,79 @@ async def open_http_upstream(
     spec: UpstreamSpec, settings: Settings, stack: AsyncExitStack
 ) -> tuple[Channel | None, str | None]:
     """A channel to the upstream at `spec.url` (the connection is made at the first message)."""
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
     url = spec.url or ""
     if not url.startswith(("http://", "https://")):
         return None, f"the upstream URL {url!r} is not an http:// or https:// address"
-    client = await stack.enter_async_context(create_mcp_http_client(headers=spec.headers or None))
-    read_stream, write_stream = await stack.enter_async_context(
-        streamable_http_client(url, http_client=client, max_sse_event_size=settings.max_message_bytes)
-    )
-    return _HttpUpstream(read_stream, write_stream, url), None
+    upstream = _HttpUpstream(url)
+    await upstream.start(spec.headers, settings.max_message_bytes)
+    stack.push_async_callback(upstream.aclose)
+    return upstream, None
 
 
-class _HttpUpstream(SdkChannel):
-    def __init__(self, read_stream: Any, write_stream: Any, url: str) -> None:
-        super().__init__(read_stream, write_stream, upstream=True)
+class _HttpUpstream:
+    """The SDK's client transport, run in a task of its own: when it fails (the server cannot be
+    reached, the connection drops) the proxy is told so, instead of going down with it."""
+
+    def __init__(self, url: str) -> None:
         self.url = url
+        self.failure: str | None = None
+        self._channel: SdkChannel | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, headers: dict[str, str], max_bytes: int) -> None:
+        self._task = asyncio.create_task(self._run(headers, max_bytes))
+        await self._ready.wait()
+
+    async def _run(self, headers: dict[str, str], max_bytes: int) -> None:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        try:
+            async with create_mcp_http_client(headers=headers or None) as client:
+                async with streamable_http_client(self.url, http_client=client, max_sse_event_size=max_bytes) as streams:
+                    self._channel = SdkChannel(*streams, upstream=True)
+                    self._ready.set()
+                    await self._stop.wait()
+        except Exception as exc:
+            self.failure = _leaf(exc)
+            log.warning("contextfold proxy: the upstream at %s failed: %s", self.url, self.failure)
+        finally:
+            self._ready.set()
+            if self._channel is not None:
+                self._channel.closed = True
+
+    async def receive(self) -> Frame | None:
+        if self._channel is None:
+            return None
+        return await self._channel.receive()
+
+    async def send(self, message: bytes | dict[str, Any], *, related: Any = None) -> None:
+        if self._channel is None:
+            raise BrokenPipeError("the upstream connection is closed")
+        await self._channel.send(message)
+
+    async def wait_exit(self) -> None:
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=2)
 
     def describe_exit(self) -> str:
+        if self.failure is not None:
+            return f"the upstream server at {self.url} cannot be reached or failed ({self.failure})"
         return f"the connection to the upstream server at {self.url} ended"
+
+    async def aclose(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=5)
+
+
+def _leaf(exc: BaseException) -> str:
+    """The innermost cause of a (grouped) exception, in one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
 # -- serving clients over HTTP ------------------------------------------------------------------------
