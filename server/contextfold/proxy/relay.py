@@ -329,6 +329,7 @@ class Relay:
             await self._tools_listed(frame, message, result, request)
         elif request.method in ("initialize", "server/discover"):
             await self._capabilities(frame, message, result)
+            self.session.start()  # the upstream is up: now the store and the tokenizer
         else:
             await self._to_client(frame.raw or b"")
 

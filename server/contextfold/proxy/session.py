@@ -8,8 +8,8 @@ them like any other. Every tool call and what the client received of it is appen
 session after the answer has gone out (a queue and one writer task, batched), which is what
 `search_history` searches.
 
-The data home is opened in the background when the proxy starts, and the tokenizer loaded, so
-the client's first message is forwarded at once. If the home cannot be used, the proxy still
+The data home is opened in the background once the upstream has answered its first message, and
+the tokenizer loaded, so the handshake is not held up by them. If the home cannot be used, the proxy still
 relays everything; a result too large to return is then cut in place, with a note saying why
 it could not be saved.
 """
@@ -34,14 +34,20 @@ log = logging.getLogger(__name__)
 
 QUEUE = 1_000
 """Calls waiting to be recorded; past this, new ones are dropped (logged), never the relay slowed."""
-BATCH = 50
-"""Calls recorded in one append."""
+BATCH = 200
+"""Calls recorded in one append, at most."""
+GATHER_SECONDS = 0.25
+"""How long the writer waits for more calls to record with the first."""
 FLUSH_SECONDS = 5.0
 
 
 class ProxySession:
-    def __init__(self, settings: Settings, *, title: str, owner: str = "") -> None:
+    def __init__(
+        self, settings: Settings, *, title: str, owner: str = "", service: ContextService | None = None
+    ) -> None:
+        """`service`: one already open (the HTTP server shares one); else the session opens its own."""
         self.settings = settings
+        self._given = service
         self.title = title[:200]
         self.owner = owner
         self.limits = Limits(
@@ -63,11 +69,13 @@ class ProxySession:
         self._owns_service = True
         self._calls = 0
 
-    def start(self, service: ContextService | None = None) -> None:
-        """Open the data home and load the tokenizer in the background (or use `service`)."""
+    def start(self) -> None:
+        """Open the data home and load the tokenizer in the background. The relay calls it once the
+        upstream has answered its first message (so both do not start up at once on a busy machine);
+        anything that needs the store calls it too."""
         if self._opening is None:
-            self._owns_service = service is None
-            self._opening = asyncio.create_task(self._open(service))
+            self._owns_service = self._given is None
+            self._opening = asyncio.create_task(self._open(self._given))
             self._counter = asyncio.create_task(asyncio.to_thread(self._load_counter))
             self._writer = asyncio.create_task(self._write_records())
 
@@ -186,6 +194,7 @@ class ProxySession:
 
     def record(self, tool: str, arguments: Any, result: dict[str, Any] | None, error: str | None = None) -> None:
         """Queue a call and what the client received of it, to append to the session later."""
+        self.start()
         self._calls += 1
         call_id = f"call_{self._calls}"
         text, failed = (error, True) if result is None else result_text(result)
@@ -205,8 +214,16 @@ class ProxySession:
     async def _write_records(self) -> None:
         while True:
             items = [await self._queue.get()]
-            while len(items) < BATCH and not self._queue.empty():
-                items.append(self._queue.get_nowait())
+            # Calls come in bursts: gathering them a moment makes one transaction of many.
+            deadline = asyncio.get_running_loop().time() + GATHER_SECONDS
+            while len(items) < BATCH:
+                wait = deadline - asyncio.get_running_loop().time()
+                if wait <= 0:
+                    break
+                try:
+                    items.append(await asyncio.wait_for(self._queue.get(), wait))
+                except TimeoutError:
+                    break
             try:
                 tenant = await self._tenant()
                 session_id = await self.session()

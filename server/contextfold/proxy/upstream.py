@@ -76,8 +76,7 @@ async def run_proxy(
 
         await run_multi(client, spec, settings, owner=owner, service=service)
         return
-    session = ProxySession(settings, title=f"proxy: {spec.label}", owner=owner)
-    session.start(service)
+    session = ProxySession(settings, title=f"proxy: {spec.label}", owner=owner, service=service)
     async with AsyncExitStack() as stack:
         upstream, problem = await connect(spec, settings, stack)
         await relay_for(client, upstream, session, settings, problem).run()
