@@ -92,6 +92,7 @@ def _build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--dry-run", action="store_true", help="report what would be removed")
     collect.add_argument("--json", action="store_true", help="print JSON")
     collect.set_defaults(handler="commands.changing:gc")
+    _add_hook_commands(sub)
     return parser
 
 
@@ -100,6 +101,35 @@ def _add_proxy_command(sub: Any) -> None:
     from .commands.proxy import add_parser
 
     add_parser(sub)
+
+
+AGENTS = ("claude-code", "codex")
+
+
+def _add_hook_commands(sub: Any) -> None:
+    """`hook AGENT EVENT` (run by the agent, light: it loads the settings itself only when it must)
+    and `hooks install|uninstall|status AGENT`."""
+    hook = sub.add_parser("hook", help="run one agent hook event: its JSON on stdin, the agent's JSON (or nothing) out")
+    hook.add_argument("agent", choices=AGENTS)
+    hook.add_argument("event", help="the agent's event name: PostToolUse, PreCompact, PostCompact, SessionStart, …")
+    hook.set_defaults(handler="commands.hooks:hook", light=True)
+
+    hooks = sub.add_parser("hooks", help="put contextfold's hooks and MCP server into Claude Code or Codex (install, uninstall, status)")
+    actions = hooks.add_subparsers(dest="hooks_command", metavar="ACTION", required=True)
+    for name, what in (
+        ("install", "merge contextfold's hooks and MCP server into the agent's settings (others' entries kept)"),
+        ("uninstall", "take them out again, restoring the settings as they were"),
+        ("status", "what is installed, where, for which data home, and whether Codex trusts it"),
+    ):
+        action = actions.add_parser(name, help=what)
+        action.add_argument("agent", choices=AGENTS)
+        action.add_argument("--scope", choices=["user", "project"], default="user", help="default user")
+        action.add_argument("--project", metavar="DIR", help="the project for --scope project (default: the current directory)")
+        if name == "status":
+            action.add_argument("--json", action="store_true", help="print JSON")
+        else:
+            action.add_argument("--dry-run", action="store_true", help="print the change instead of making it")
+        action.set_defaults(handler=f"commands.hooks:{name}")
 
 
 def _add_token_commands(sub: Any) -> None:
@@ -193,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not getattr(args, "command", None):
                 parser.print_help()
                 return EXIT_USAGE
+            if getattr(args, "light", False):  # a hook: it reads only the settings it needs, when it needs them
+                return int(_handler(args.handler)(args, None))  # type: ignore[arg-type]
             from .config import load_settings  # pydantic: after parsing, which --help and --version end
 
             settings = load_settings({"home": args.home}, config_file=Path(args.config) if args.config else None)

@@ -156,6 +156,17 @@ class Settings(BaseModel):
     anthropic_timeout: float = Field(60.0, gt=0)
     anthropic_max_retries: int = Field(2, ge=0)
 
+    # -- agent hooks (`contextfold hook`, `contextfold hooks install`) ---------------------------
+    hook_preview_bytes: int = Field(
+        20_000,
+        ge=1_000,
+        description="Most of a spilled output a hook puts in the agent's context (under Claude Code's own "
+        "30,000-character inline cap, so it never persists the preview again).",
+    )
+    hook_context_tokens: int = Field(
+        2_000, ge=100, description="Most tokens one additionalContext adds after an agent's compaction."
+    )
+
     @model_validator(mode="after")
     def _ratios_ordered(self) -> Settings:
         if self.soft_ratio > self.hard_ratio:

@@ -1,0 +1,270 @@
+"""One hook event, end to end: read it, do the work over the service, answer in the agent's JSON.
+
+Fails open: whatever goes wrong (a bad event, a full disk, a transcript that changed under the
+import), the hook exits 0 with nothing on stdout, so the agent carries on as if there were no hook,
+and one line goes to `<home>/hooks/hooks.log`. Each write is one transaction of the service (an
+import, a spill), so a failure leaves nothing half-written.
+
+What each event does (see `claude_code` and `codex` for what the agents send and take back):
+
+| agent | event | work | answer |
+|---|---|---|---|
+| both | PreCompact | import the transcript into the session, only what was appended since the last import | nothing |
+| Claude Code | PostToolUse | an output over the limits (or one Claude Code saved to disk) is spilled | the preview, as `updatedToolOutput` |
+| Claude Code | SessionStart `compact` | import what is new, hand over what a summary is likely to lack | `additionalContext` |
+| Claude Code | PostCompact | compare the summary with the handover; keep what it lacked for the next prompt | nothing (it takes no context) |
+| Claude Code | UserPromptSubmit | deliver that, once | `additionalContext`, or nothing |
+| Codex | PostCompact | import (the rollout now holds the summary) | nothing |
+| Codex | SessionStart `compact` | hand over what Codex's summary lacks | `additionalContext` |
+
+The common case — a small tool output, a prompt with nothing pending, a session that did not just
+compact — is decided from the event alone (`gate`, a `stat` for a pending file) before anything
+heavy is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import claude_code, codex, gate, state
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..domain import Message
+    from ..service import ContextService
+
+AGENTS = ("claude-code", "codex")
+SAVED_READ_LIMIT = 64 * 1024**2
+"""A file an agent saved an output to is read up to this many bytes (the spill is then refused
+with the reason if it is over `max_message_bytes`)."""
+
+
+HINT_LINES = 2
+HINT_BYTES = 1_024
+"""What `policy.truncate.with_hint` adds to a preview, at most: a blank line and the hint."""
+
+
+class HookError(Exception):
+    """An event this hook cannot use (not JSON, not an object); logged, never shown to the agent."""
+
+
+def run(
+    agent: str,
+    event: str,
+    raw: bytes,
+    *,
+    home: str | None = None,
+    config: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> str:
+    """The hook's stdout for `event` of `agent` given its stdin `raw`: JSON, or '' for no answer."""
+    where: Path | None = None
+    try:
+        where = gate.home_of(home, environ)
+        data = json.loads(raw) if raw.strip() else {}
+        if not isinstance(data, dict):
+            raise HookError(f"the {event} event is not a JSON object")
+        hook = _Hook(agent, event, data, where, Path(config) if config else None, environ)
+        answer = hook.answer()
+        return json.dumps(answer, ensure_ascii=False) if answer else ""
+    except Exception as exc:  # noqa: BLE001 - fail open: the agent must never break on its hook
+        if where is not None:
+            state.log_failure(where, agent, event, exc)
+        return ""
+
+
+class _Hook:
+    def __init__(
+        self, agent: str, event: str, data: dict[str, Any], home: Path, config: Path | None, environ: Mapping[str, str]
+    ) -> None:
+        self.agent, self.event, self.data, self.home, self.config, self.environ = agent, event, data, home, config, environ
+        self.module = claude_code if agent == claude_code.AGENT else codex
+
+    def answer(self) -> dict[str, Any] | None:
+        sid = self.module.session_id(self.data)
+        if sid is None:
+            if self.event in ("PostToolUse", "PreCompact", "PostCompact", "SessionStart", "UserPromptSubmit"):
+                raise HookError(f"the {self.event} event has no session_id")
+            return None
+        if self.agent == claude_code.AGENT:
+            return self._claude_code(sid)
+        return self._codex(sid)
+
+    # -- Claude Code ---------------------------------------------------------------------------
+
+    def _claude_code(self, sid: str) -> dict[str, Any] | None:
+        if self.event == "PostToolUse":
+            output = claude_code.tool_output(self.data)
+            if output is None:
+                return None
+            if output.saved is None:
+                limits = gate.light_limits(self.home, self.config, self.environ)
+                if limits is not None and gate.certainly_within(*gate.measure(output.text), limits, claude_code.MODEL):
+                    return None
+            return _run(self._spill(sid, output))
+        if self.event == "PreCompact":
+            _run(self._import(sid))
+            return None  # Claude Code would read anything printed here as summary instructions
+        if self.event == "SessionStart":
+            if self.data.get("source") != "compact":
+                return None
+            text = _run(self._handover(sid, summary=None))
+            return claude_code.additional_context("SessionStart", text) if text else None
+        if self.event == "PostCompact":
+            summary = self.data.get("compact_summary")
+            if isinstance(summary, str) and summary.strip():
+                pending = _run(self._handover(sid, summary=summary, again=True))
+                state.set_pending(self.home, sid, pending)
+            return None
+        if self.event == "UserPromptSubmit":
+            pending = state.take_pending(self.home, sid)
+            return claude_code.additional_context("UserPromptSubmit", pending) if pending else None
+        return None
+
+    # -- Codex ---------------------------------------------------------------------------------
+
+    def _codex(self, sid: str) -> dict[str, Any] | None:
+        if self.event in ("PreCompact", "PostCompact"):
+            _run(self._import(sid))
+            return None
+        if self.event == "SessionStart" and self.data.get("source") == "compact":
+            text = _run(self._handover(sid, summary="codex"))
+            return codex.additional_context("SessionStart", text) if text else None
+        return None  # PostToolUse: Codex has already cut the output and takes no replacement
+
+    # -- the work --------------------------------------------------------------------------------
+
+    def _settings(self) -> Settings:
+        from ..config import load_settings
+
+        return load_settings({"home": self.home}, config_file=self.config, environ=self.environ)
+
+    async def _service(self) -> tuple[Settings, ContextService]:
+        from ..service import ContextService
+
+        settings = self._settings()
+        return settings, await ContextService.open(settings)
+
+    def _model(self) -> str:
+        model = self.data.get("model")
+        return model if isinstance(model, str) and model else self.module.MODEL
+
+    async def _ensure(self, service: ContextService, sid: str) -> None:
+        from ..store import NotFoundError
+
+        try:
+            await service.status(sid)
+        except NotFoundError:
+            title = f"{self.agent} session {sid.removeprefix(self.module.SESSION_PREFIX)}"
+            await service.open_session(sid, model=self._model(), title=title)
+
+    async def _spill(self, sid: str, output: claude_code.ToolOutput) -> dict[str, Any] | None:
+        from .. import catalog
+        from ..ingest import PreviewCaps
+        from ..policy.truncate import with_hint
+        from ..tokens import counter_for
+
+        settings, service = await self._service()
+        async with service:
+            text = output.text if output.saved is None else _read_saved(output.saved)
+            counter = counter_for(claude_code.MODEL, settings.token_factors)
+            window = catalog.budget(catalog.lookup(claude_code.MODEL), context=settings.context_window).context
+            caps = PreviewCaps.of(settings, window, counter.count)
+            direction = "head" if output.shape == "read" else settings.truncate_direction
+            over = caps.truncate(text, max_lines=settings.max_lines, max_bytes=settings.max_bytes, direction=direction)
+            if over is None and output.saved is None:
+                return None  # within the limits after all
+            await self._ensure(service, sid)
+            spilled = await service.spill(sid, text, tool=output.label, call_id=output.call_id)
+            # Room for the hint's two lines and bytes, so importing the transcript later, which
+            # holds this preview, finds it within the limits and does not spill it again.
+            cut = caps.truncate(
+                text,
+                max_lines=max(1, settings.max_lines - HINT_LINES),
+                max_bytes=max(1, min(settings.max_bytes - HINT_BYTES, settings.hook_preview_bytes)),
+                direction=direction,
+            )
+            preview = text if cut is None else with_hint(cut, spilled.output_id)
+        return claude_code.replacement(self.data, output, preview)
+
+    async def _import(self, sid: str, service: ContextService | None = None) -> None:
+        path = self.data.get("transcript_path")
+        if not isinstance(path, str) or not path or not Path(path).is_file():
+            raise HookError(f"the {self.event} event names no transcript file ({path!r})")
+        if service is None:
+            _, opened = await self._service()
+            async with opened:
+                await self._import(sid, opened)
+            return
+        await self._ensure(service, sid)
+        await service.import_transcript(Path(path), session_id=sid, format=self.agent)
+
+    async def _handover(self, sid: str, *, summary: str | None, again: bool = False) -> str:
+        """The handover text. `summary`: the agent's summary; "codex" to read it from the session
+        (the rollout holds it by then); None when it is not known yet. `again`: a second look at
+        the same compaction, giving only what the first did not."""
+        from ..tokens import counter_for
+        from .handover import SpilledOutput, handover
+
+        settings, service = await self._service()
+        async with service:
+            if not again:
+                await self._import(sid, service)
+            session, _ = await service.session_view(sid)
+            history = await service.session_history(sid)
+            if summary == "codex":
+                summary, history = _codex_summary(history)
+            outputs = [
+                SpilledOutput(r.id, r.tool or "output", r.lines, r.bytes) for r in await service.store.session_outputs(sid)
+            ]
+        before = state.load(self.home, sid)
+        sent = before.get("sent", []) if again else []
+        result = handover(
+            history,
+            session_id=sid,
+            counter=counter_for(session.model, settings.token_factors),
+            budget=settings.hook_context_tokens,
+            outputs=outputs,
+            summary=summary,
+            sent=set(sent),
+            root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
+        )
+        state.save(self.home, sid, {"agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": result.tokens})
+        return result.text
+
+
+def _codex_summary(history: list[Message]) -> tuple[str | None, list[Message]]:
+    """Codex's latest summary (the `compacted` record, stored as a user message named
+    `compact_summary`) and the history before it."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role == "user" and message.name == "compact_summary":
+            return _plain_text(message), history[:index]
+    return None, history
+
+
+def _plain_text(message: Message) -> str:
+    from ..domain import TextPart
+
+    return "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+
+
+def _read_saved(path: Path) -> str:
+    with path.open("rb") as handle:
+        data = handle.read(SAVED_READ_LIMIT + 1)
+    if len(data) > SAVED_READ_LIMIT:
+        raise HookError(f"{path} is over {SAVED_READ_LIMIT:,} bytes; left as the agent saved it")
+    return data.decode("utf-8", "replace")
+
+
+def _run(coroutine: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coroutine)
+
+
+__all__ = ["AGENTS", "HookError", "run"]
