@@ -214,6 +214,9 @@ async def test_structured_content_over_the_limit_stays_valid_for_its_output_sche
         assert shortened["title"] == "report" and 0 < len(shortened["rows"]) < 600
         assert counter_for("gpt-4o").count(json.dumps(shortened)) <= 2_400
         assert shortened["rows"] == [{"id": i, "name": f"row {i}", "notes": "n" * 200} for i in range(len(shortened["rows"]))]
+        # Rows were dropped without a trace in them: a note says so, and where the whole result is
+        # (clients such as Claude Code show the model the structured content).
+        assert "lists cut to their first items" in shortened["contextfold_note"]
         # The JSON text the SDK writes beside it shows the stored JSON's preview and hint: one
         # output for both, written indented so that it reads by lines.
         assert len(result.content) == 1
@@ -227,6 +230,7 @@ async def test_structured_content_over_the_limit_stays_valid_for_its_output_sche
         long = await client.call_tool("report", {"rows": 3, "note_chars": 60_000})
         notes = [row["notes"] for row in long.structured_content["rows"]]
         assert all(n.startswith("nnnn") and f'read_output(id="{output_id(long.content[0].text)}")' in n for n in notes)
+        assert "contextfold_note" not in long.structured_content  # each cut carries its own note
 
 
 async def test_structured_content_no_shortening_can_fit_becomes_an_error_result_with_the_preview(tmp_path):

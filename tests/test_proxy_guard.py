@@ -136,6 +136,31 @@ def test_structured_content_is_shortened_to_a_copy_its_schema_accepts():
     assert result["structuredContent"] is value and len(value["rows"]) == 500  # the input is untouched
 
 
+def test_a_long_string_that_is_also_a_text_block_becomes_its_preview_in_the_structure():
+    # server-filesystem's read_text_file: {"content": text} beside the text, the schema {content: string}.
+    text = lines(5_000)
+    schema = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"], "additionalProperties": False}
+    result = {"content": [{"type": "text", "text": text}], "structuredContent": {"content": text}}
+    planned = plan(result, LIMITS, COUNT)
+    assert [p.kind for p in planned.pieces] == ["text"]  # stored once, as the text (readable by lines)
+    assert planned.substitutes == {text: ("content", 0)}
+    out = guard.apply(result, planned, stored_for(planned), count=COUNT, output_schema=schema, validate=_fits_schema)
+    assert out["structuredContent"] == {"content": out["content"][0]["text"]}
+    assert out["content"][0]["text"].startswith("[preview of text 0]")
+
+
+def test_lists_cut_without_a_trace_get_a_note_where_the_schema_allows_one():
+    value = {"rows": [{"id": i, "notes": "n" * 100} for i in range(2_000)]}
+    result = {"content": [], "structuredContent": value}
+    planned = plan(result, LIMITS, COUNT)
+    open_schema = {"type": "object", "properties": {"rows": {"type": "array"}}}
+    out = guard.apply(result, planned, stored_for(planned), count=COUNT, output_schema=open_schema, validate=_fits_schema)
+    assert 'read_output(id="out_0")' in out["structuredContent"][guard.NOTE_KEY]
+    closed = {**open_schema, "additionalProperties": False}
+    out = guard.apply(result, planned, stored_for(planned), count=COUNT, output_schema=closed, validate=_fits_schema)
+    assert guard.NOTE_KEY not in out["structuredContent"] and 0 < len(out["structuredContent"]["rows"]) < 2_000
+
+
 def test_structured_content_no_shortening_fits_becomes_an_error_result():
     value = {"code": "a" * 100_000}
     schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^a+$"}}, "required": ["code"]}
@@ -161,9 +186,10 @@ json_values = st.recursive(
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(value=json_values, budget=st.integers(min_value=200, max_value=3_000))
 def test_shorten_keeps_the_shape_and_fits_the_budget(value, budget):
-    shortened = shorten(value, budget, COUNT, "[cut]")
-    if shortened is None:
+    found = shorten(value, budget, COUNT, "[cut]")
+    if found is None:
         return
+    shortened, _dropped = found
     assert COUNT(json.dumps(shortened, ensure_ascii=False, separators=(",", ":"))) <= budget
 
     def same_shape(a: Any, b: Any) -> bool:

@@ -89,6 +89,13 @@ class Plan:
     mirrors: list[Path] = field(default_factory=list)
     """Text blocks that are the structured content written as JSON (as the SDKs write it beside
     structured content): they show the structured piece's preview instead of being stored twice."""
+    substitutes: dict[str, Path] = field(default_factory=dict)
+    """Long strings of the structured content that are also a text block's text (a file's content
+    as `{"content": text}` beside the text): in the shortened structure they become that block's
+    preview and hint, and they are not stored a second time."""
+    structured_budget: int | None = None
+    """Tokens the shortened structured content may take (besides the substituted previews); None
+    when the structured content goes through unchanged."""
 
 
 @dataclass(frozen=True)
@@ -202,22 +209,32 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
         if size > limits.max_binary_bytes:
             pieces.append(Piece(path, "binary", _wrapped(data), 0, mime=holder.get("mimeType"), bytes=size))
     mirrors: list[Path] = []
+    substitutes: dict[str, Path] = {}
+    budget: int | None = None
     structured = result.get("structuredContent")
     if structured is not None:
         text = structured_text(structured)
         if _over(_measure([(("structuredContent",), text)], count, limits)[0][2], limits):
-            pieces.append(
-                Piece(
-                    ("structuredContent",), "structured", text,
-                    limits.preview_tokens, limits.preview_lines, limits.preview_bytes,
-                )
-            )
+            budget = limits.preview_tokens
             mirrors = [path for path, text in texts if len(path) == 2 and _mirrors(text, structured)]
             texts = [(path, text) for path, text in texts if path not in mirrors]
+            by_text = {text: path for path, text in texts if len(text) >= SUBSTITUTE_CHARS}
+            substitutes = {value: by_text[value] for value in _strings(structured) if value in by_text}
+            if substitutes:  # those strings are stored as their text blocks: this stores the rest
+                placeholders = {value: f"[the text of {_where(path)}, stored on its own]" for value, path in substitutes.items()}
+                text = structured_text(_replace_strings(structured, placeholders))
+            if _over(_measure([(("structuredContent",), text)], count, limits)[0][2], limits):
+                pieces.append(
+                    Piece(
+                        ("structuredContent",), "structured", text,
+                        limits.preview_tokens, limits.preview_lines, limits.preview_bytes,
+                    )
+                )
     measured = _measure(texts, count, limits)
     combine: list[Path] = []
-    if _over(sum((s for _, _, s in measured), _ZERO), limits):
-        chosen, combine = _choose(measured, limits)
+    forced = set(substitutes.values())
+    if forced or _over(sum((s for _, _, s in measured), _ZERO), limits):
+        chosen, combine = _choose(measured, limits, forced)
         n = max(1, len(chosen) + bool(combine))
         share = (
             max(MIN_PIECE_TOKENS, limits.preview_tokens // n),
@@ -228,7 +245,39 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
         if combine:
             joined = "\n".join(text for path, text, _ in measured if path in combine)
             pieces.append(Piece(COMBINED, "text", readable(joined), *share))
-    return Plan(pieces, combine, mirrors) if pieces else None
+    if not pieces and budget is None:
+        return None
+    return Plan(pieces, combine, mirrors, substitutes, budget)
+
+
+SUBSTITUTE_CHARS = 200
+"""A string of the structured content this long that is also a text block's text is shown as that
+block's preview (shorter ones are too small to matter)."""
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+
+
+def _replace_strings(value: Any, strings: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return strings.get(value, value)
+    if isinstance(value, list):
+        return [_replace_strings(v, strings) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_strings(v, strings) for k, v in value.items()}
+    return value
+
+
+def _where(path: Path) -> str:
+    return f"content block {path[1] + 1}" if path[0] == "content" else "/".join(map(str, path))
 
 
 READ_LINE_CHARS = 20_000
@@ -266,13 +315,14 @@ def _mirrors(text: str, structured: Any) -> bool:
 
 
 def _choose(
-    texts: list[tuple[Path, str, _Size]], limits: Limits
+    texts: list[tuple[Path, str, _Size]], limits: Limits, forced: set[Path] = frozenset()  # type: ignore[assignment]
 ) -> tuple[list[tuple[Path, str, _Size]], list[Path]]:
-    """The text slots to store, largest first, until what stays (previews included) fits; and,
-    when the rest are each no bigger than a preview, the plain text blocks to store together."""
-    chosen: list[tuple[Path, str, _Size]] = []
-    rest = sorted(texts, key=lambda t: (t[2].tokens, t[2].bytes, t[2].lines), reverse=True)
-    kept = sum((s for _, _, s in rest), _ZERO)
+    """The text slots to store: those `forced`, then the largest first until what stays (previews
+    included) fits; and, when the rest are each no bigger than a preview, the plain text blocks to
+    store together."""
+    chosen = [t for t in texts if t[0] in forced]
+    rest = sorted((t for t in texts if t[0] not in forced), key=lambda t: (t[2].tokens, t[2].bytes, t[2].lines), reverse=True)
+    kept = sum((s for _, _, s in rest), _ZERO) + sum((_preview_size(s, limits) for _, _, s in chosen), _ZERO)
     while rest and _over(kept, limits) and _shrinks(rest[0][2], limits):
         path, text, size = rest.pop(0)
         chosen.append((path, text, size))
@@ -325,19 +375,21 @@ def apply(
             _replace_binary(out, piece, outcome)
     if planned.combine:
         _combine(out, planned.combine, stored[COMBINED].shown)
-    structured = next((p for p in planned.pieces if p.kind == "structured"), None)
-    if structured is None:
+    if planned.structured_budget is None:
         return out
-    outcome = stored[structured.path]
-    for path in planned.mirrors:
-        _holder(out, path)["text"] = outcome.shown
-    shortened = shorten(result["structuredContent"], structured.preview_tokens, count, _note(outcome.output_id))
-    fits = shortened is not None and (
-        output_schema is None or validate is None or validate(shortened, output_schema)
-    )
-    if fits:
-        out["structuredContent"] = shortened
-        return out
+    piece = next((p for p in planned.pieces if p.kind == "structured"), None)
+    outcome = stored[piece.path] if piece is not None else None
+    if outcome is not None:
+        for path in planned.mirrors:
+            _holder(out, path)["text"] = outcome.shown
+    shown = {value: stored[path].shown for value, path in planned.substitutes.items()}
+    first_id = next((stored[path].output_id for path in planned.substitutes.values() if stored[path].output_id), None)
+    output_id = outcome.output_id if outcome is not None else first_id
+    budget = planned.structured_budget + sum(count(text) for text in shown.values())
+    for candidate in _shortenings(result["structuredContent"], budget, count, output_id, shown):
+        if output_schema is None or validate is None or validate(candidate, output_schema):
+            out["structuredContent"] = candidate
+            return out
     # No valid shortened copy: an error result (no client validates one) that carries the preview
     # of the structured result first, then the rest of the content as guarded above.
     why = (
@@ -347,8 +399,28 @@ def apply(
     rest = {k: v for k, v in out.items() if k not in ("structuredContent", "content", "isError")}
     mirrored = {path[1] for path in planned.mirrors}
     others = [block for i, block in enumerate(out.get("content") or []) if i not in mirrored]
-    content = [{"type": "text", "text": f"{why}\n{outcome.shown}"}, *others]
-    return {**rest, "content": content, "isError": True}
+    head = f"{why}\n{outcome.shown}" if outcome is not None else why
+    return {**rest, "content": [{"type": "text", "text": head}, *others], "isError": True}
+
+
+NOTE_KEY = "contextfold_note"
+"""The key a shortened structured result gets, saying what was cut and where the whole is, when the
+tool's output schema allows it (clients such as Claude Code show the model the structured content)."""
+
+
+def _shortenings(
+    value: Any, budget: int, count: Count, output_id: str | None, shown: dict[str, str]
+) -> Iterator[Any]:
+    """Shortened copies of `value` to offer, best first: with a note of what was cut (when items
+    were dropped without a trace), then without."""
+    found = shorten(value, budget, count, _note(output_id), shown)
+    if found is None:
+        return
+    shortened, silent = found
+    if silent and isinstance(shortened, dict) and NOTE_KEY not in shortened:
+        where = f'output {output_id}: read_output(id="{output_id}")' if output_id else "not saved"
+        yield {**shortened, NOTE_KEY: f"Shortened to fit: lists cut to their first items. The whole result is {where}."}
+    yield shortened
 
 
 def _note(output_id: str | None) -> str:
@@ -417,27 +489,36 @@ def _combine(out: dict[str, Any], paths: list[Path], shown: str) -> None:
 _ROUNDS = 14
 
 
-def shorten(value: Any, max_tokens: int, count: Count, note: str) -> Any | None:
-    """A copy of `value` within `max_tokens` (as compact JSON): strings over a length cut to their
-    start and `note`, arrays over a length cut to their first items; lengths halve until it fits.
-    None when even the shortest cut does not fit (a huge object of small fields)."""
+def shorten(
+    value: Any, max_tokens: int, count: Count, note: str, shown: dict[str, str] | None = None
+) -> tuple[Any, bool] | None:
+    """A copy of `value` within `max_tokens` (as compact JSON), and whether items were dropped from a
+    list: strings in `shown` replaced by what it maps them to, other strings over a length cut to
+    their start and `note`, lists over a length cut to their first items; the lengths halve until
+    it fits. None when even the shortest cut does not fit (a huge object of small fields)."""
     strings, items = 4_096, 64
+    shown = shown or {}
     for _ in range(_ROUNDS):
-        candidate = _cut(value, strings, items, note)
+        dropped: list[bool] = []
+        candidate = _cut(value, strings, items, note, shown, dropped)
         text = json.dumps(candidate, ensure_ascii=False, separators=(",", ":"))
         if count(text) <= max_tokens:
-            return candidate
+            return candidate, bool(dropped)
         if strings <= 16 and items <= 1:
             return None
         strings, items = max(16, strings // 2), max(1, items // 2)
     return None
 
 
-def _cut(value: Any, strings: int, items: int, note: str) -> Any:
+def _cut(value: Any, strings: int, items: int, note: str, shown: dict[str, str], dropped: list[bool]) -> Any:
     if isinstance(value, str):
+        if value in shown:
+            return shown[value]
         return value if len(value) <= strings + len(note) else f"{value[:strings]}… {note}"
     if isinstance(value, list):
-        return [_cut(v, strings, items, note) for v in value[:items]]
+        if len(value) > items:
+            dropped.append(True)
+        return [_cut(v, strings, items, note, shown, dropped) for v in value[:items]]
     if isinstance(value, dict):
-        return {k: _cut(v, strings, items, note) for k, v in value.items()}
+        return {k: _cut(v, strings, items, note, shown, dropped) for k, v in value.items()}
     return value
