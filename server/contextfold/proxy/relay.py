@@ -73,15 +73,19 @@ class Relay:
         timeout: float,
         max_message_bytes: int,
         unavailable: str | None = None,
+        names: tools.ToolNames | None = None,
+        owns_session: bool = True,
     ) -> None:
-        """`upstream` None means it could not be started; `unavailable` says why."""
+        """`upstream` None means it could not be started; `unavailable` says why. Behind `--config`
+        the hub passes passive `names` and keeps the session (`owns_session` False)."""
         self.client = client
         self.upstream = upstream
         self.session = session
         self.timeout = timeout
         self.max_message_bytes = max_message_bytes
         self.dead = unavailable if upstream is None else None
-        self.names = tools.ToolNames()
+        self.names = names or tools.ToolNames()
+        self.owns_session = owns_session
         self.pending: dict[str, Pending] = {}
         self.output_schemas: dict[str, Any] = {}
         self.upstream_has_tools = True
@@ -108,7 +112,8 @@ class Relay:
                 await asyncio.wait(self._tasks, timeout=10)
             if self.upstream is not None:
                 await self.upstream.aclose()
-            await self.session.close()
+            if self.owns_session:
+                await self.session.close()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -173,7 +178,7 @@ class Relay:
             if added is not None:
                 self._spawn(self._added_tool(message, added))
                 return
-        if method == "tools/list" and not self.upstream_has_tools:
+        if method == "tools/list" and not self.upstream_has_tools and not self.names.passive:
             await self._to_client(wire.result(request_id, self._stamped(message, {"tools": self.names.definitions()})))
             return
         if self.dead is not None:
@@ -203,20 +208,7 @@ class Relay:
         return result
 
     async def _added_tool(self, message: dict[str, Any], added: str) -> None:
-        from ..errors import USER_ERRORS, brief
-
-        arguments = wire.params(message).get("arguments")
-        try:
-            if added == tools.READ_OUTPUT:
-                text = await self.session.read_output(**tools.read_output_args(arguments))
-            else:
-                text = await self.session.search_history(**tools.search_history_args(arguments))
-            result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
-        except (tools.ArgumentError, *USER_ERRORS) as exc:
-            result = {"content": [{"type": "text", "text": brief(str(exc))}], "isError": True}
-        except Exception as exc:
-            log.exception("contextfold proxy: %s failed", added)
-            result = {"content": [{"type": "text", "text": f"{added} failed: {type(exc).__name__}"}], "isError": True}
+        result = await tools.answer(self.session, added, wire.params(message).get("arguments"))
         await self._to_client(wire.result(message["id"], self._stamped(message, result)))
 
     # -- from the upstream ------------------------------------------------------------------------------

@@ -53,19 +53,27 @@ _SEARCH_HISTORY: dict[str, Any] = {
 
 
 class ToolNames:
-    """The names the added tools go by, given the upstream's tools."""
+    """The names the added tools go by, given the upstream's tools.
 
-    def __init__(self) -> None:
+    A `passive` one (an upstream's relay behind `--config`, where the hub lists and answers the
+    added tools) only names the reader in previews' hints: it adds and owns nothing."""
+
+    def __init__(self, *, passive: bool = False) -> None:
         self.read_output = READ_OUTPUT
         self.search_history = SEARCH_HISTORY
+        self.passive = passive
 
     def settle(self, upstream: set[str]) -> None:
         """Pick names the upstream's listing does not use."""
+        if self.passive:
+            return
         self.read_output = _free(READ_OUTPUT, upstream)
         self.search_history = _free(SEARCH_HISTORY, upstream)
 
     def owns(self, name: Any) -> str | None:
         """Which added tool `name` is (its base name), or None for an upstream tool."""
+        if self.passive:
+            return None
         if name == self.read_output:
             return READ_OUTPUT
         if name == self.search_history:
@@ -73,6 +81,8 @@ class ToolNames:
         return None
 
     def definitions(self) -> list[dict[str, Any]]:
+        if self.passive:
+            return []
         read, search = copy.deepcopy(_READ_OUTPUT), copy.deepcopy(_SEARCH_HISTORY)
         read["name"], search["name"] = self.read_output, self.search_history
         return [read, search]
@@ -86,6 +96,25 @@ def _free(base: str, taken: set[str]) -> str:
     while f"{PREFIX}{base}_{n}" in taken:
         n += 1
     return f"{PREFIX}{base}_{n}"
+
+
+async def answer(session: Any, added: str, arguments: Any) -> dict[str, Any]:
+    """The result of a call to an added tool (`added` is its base name), errors as error results."""
+    from ..errors import USER_ERRORS, brief
+
+    try:
+        if added == READ_OUTPUT:
+            text = await session.read_output(**read_output_args(arguments))
+        else:
+            text = await session.search_history(**search_history_args(arguments))
+        return {"content": [{"type": "text", "text": text}], "isError": False}
+    except (ArgumentError, *USER_ERRORS) as exc:
+        return {"content": [{"type": "text", "text": brief(str(exc))}], "isError": True}
+    except Exception as exc:
+        import logging
+
+        logging.getLogger(__name__).exception("contextfold proxy: %s failed", added)
+        return {"content": [{"type": "text", "text": f"{added} failed: {type(exc).__name__}"}], "isError": True}
 
 
 class ArgumentError(ValueError):
