@@ -4,7 +4,7 @@ It answers the handshake and lists its tools like any server; each tool then fai
 `exit` dies mid-call (stderr says why), `hang` never answers, `garbage` writes a line that is not
 JSON and then a response with neither a result nor an error, `junk` writes a stray non-JSON line
 before a good answer, `huge` streams a result of `mb` megabytes (never held in memory), `echo`
-works. `--hang-at-start` never answers anything.
+works. `--hang-at-start` never answers anything; `--no-tools` has no tools capability.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def stream_huge(request_id: int, mb: float) -> None:
 
 def main() -> None:
     hang_at_start = "--hang-at-start" in sys.argv
+    no_tools = "--no-tools" in sys.argv
     for raw in sys.stdin:
         if not raw.strip():
             continue
@@ -54,10 +55,10 @@ def main() -> None:
         if method == "initialize":
             send({"jsonrpc": "2.0", "id": request_id, "result": {
                 "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"tools": {}},
+                "capabilities": {"resources": {}} if no_tools else {"tools": {}},
                 "serverInfo": {"name": "faulty", "version": "0"},
             }})
-        elif method == "tools/list":
+        elif method == "tools/list" and not no_tools:
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
         elif method == "tools/call":
             name = params.get("name")

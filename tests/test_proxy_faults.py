@@ -171,3 +171,16 @@ async def test_sigterm_stops_the_proxy_and_its_upstream_cleanly(tmp_path):
     sessions = json.loads(done.stdout)
     sessions = sessions if isinstance(sessions, list) else sessions["sessions"]
     assert sessions[0]["messages"] == 2  # both calls were recorded before it stopped (a call and its result are one)
+
+
+async def test_an_upstream_without_tools_still_gets_the_added_ones(tmp_path):
+    client = await RawClient.start(proxy_command(*faulty("--no-tools")), env(tmp_path))
+    try:
+        init = json.loads(await client.handshake())["result"]
+        assert init["capabilities"] == {"resources": {}, "tools": {}}
+        listed = json.loads(await client.request("tools/list", {}))["result"]["tools"]
+        assert [tool["name"] for tool in listed] == ["read_output", "search_history"]
+        missing = await call(client, "read_output", {"id": "out_nope"})
+        assert missing["result"]["isError"] is True
+    finally:
+        assert await client.close() == 0

@@ -1,7 +1,8 @@
 """The two tools the proxy adds to the upstream's: `read_output` and `search_history`.
 
-They are listed after the upstream's tools and cost about 200 tokens of `tools/list` together
-(tests/test_proxy.py holds them under 300). Their results are text only, without an output
+They are listed after the upstream's tools and cost 271 o200k tokens of `tools/list` together,
+measured as tests/test_footprint.py measures contextfold's own listing (tests/test_proxy.py holds
+them under 300). Their results are text only, without an output
 schema: what the model reads is the text, and a schema would cost tokens on every listing.
 
 Names never collide with the upstream's: each tool takes the first of its name,
@@ -22,10 +23,7 @@ PREFIX = "contextfold_"
 _READ_OUTPUT: dict[str, Any] = {
     "name": READ_OUTPUT,
     "title": "Read saved output",
-    "description": (
-        "Read an output this server saved whole when it was too large: numbered lines from offset, "
-        "or the lines matching a regex."
-    ),
+    "description": "Read an output saved whole when a result was cut: numbered lines from offset, or lines matching pattern.",
     "inputSchema": {
         "type": "object",
         "properties": {
@@ -37,7 +35,7 @@ _READ_OUTPUT: dict[str, Any] = {
         },
         "required": ["id"],
     },
-    "annotations": {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+    "annotations": {"readOnlyHint": True, "openWorldHint": False},
 }
 
 _SEARCH_HISTORY: dict[str, Any] = {
@@ -48,7 +46,7 @@ _SEARCH_HISTORY: dict[str, Any] = {
         "type": "object",
         "properties": {"pattern": {"type": "string"}, "at": {"type": "string"}},
     },
-    "annotations": {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+    "annotations": {"readOnlyHint": True, "openWorldHint": False},
 }
 
 
