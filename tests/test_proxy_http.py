@@ -5,6 +5,7 @@ SDK's client.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
@@ -69,13 +70,12 @@ async def test_an_unreachable_url_is_a_clear_error(tmp_path):
     assert "ConnectError" in message and "before it answered initialize" in message
 
 
-@pytest.mark.parametrize("mode", ERAS)
-async def test_clients_over_http_each_get_their_own_upstream_and_session(tmp_path, mode):
+async def test_clients_over_http_each_get_their_own_upstream_and_session(tmp_path):
     port = free_port()
     argv = [sys.executable, "-m", "contextfold", "proxy", "--http", "--port", str(port), "--", *python_upstream()]
     with listening(argv, tmp_path, port):
         url = f"http://127.0.0.1:{port}/mcp"
-        async with Client(url, mode=mode, sampling_callback=fake_llm) as first, Client(url, mode=mode) as second:
+        async with Client(url, mode="legacy", sampling_callback=fake_llm) as first, Client(url, mode="legacy") as second:
             assert first.protocol_version == second.protocol_version == "2025-11-25"
             names = [t.name for t in (await first.list_tools()).tools]
             assert names[-2:] == ["read_output", "search_history"] and "echo" in names
@@ -92,9 +92,36 @@ async def test_clients_over_http_each_get_their_own_upstream_and_session(tmp_pat
         assert len(_sessions(tmp_path)) == 2
 
 
-async def test_the_sessionless_http_era_is_refused_with_a_way_forward(tmp_path):
+async def test_sessionless_clients_over_http_share_one_upstream_connection(tmp_path):
     port = free_port()
     argv = [sys.executable, "-m", "contextfold", "proxy", "--http", "--port", str(port), "--", *python_upstream()]
+    with listening(argv, tmp_path, port):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url, mode="auto", sampling_callback=fake_llm) as first, Client(url, mode="auto") as second:
+            assert first.protocol_version == second.protocol_version == "2026-07-28"
+            names = [t.name for t in (await first.list_tools()).tools]
+            assert names[-2:] == ["read_output", "search_history"] and "echo" in names
+            # Both clients number their requests alike; each answer still reaches its own request.
+            echoes = await asyncio.gather(*(c.call_tool("echo", {"text": f"from {n}"}) for n, c in enumerate((first, second))))
+            assert [e.content[0].text for e in echoes] == ["from 0", "from 1"]
+            progress: list[Any] = []
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                progress.append((value, message))
+
+            done = await first.call_tool("count", {"n": 3}, progress_callback=on_progress)
+            assert done.content[0].text == "counted 3" and progress == [(1, "step 1"), (2, "step 2"), (3, "step 3")]
+            # Sampling the 2026-07-28 way: the answer asks for input, the client retries with it.
+            assert (await first.call_tool("ask", {"question": "why"})).content[0].text == "LLM<why>"
+            cut = (await second.call_tool("big", {"lines": 3_000})).content[0].text
+            assert await read_whole(first, output_id(cut)) == lines_text(3_000)
+
+
+async def test_the_sessionless_http_era_behind_several_servers_is_refused_with_a_way_forward(tmp_path):
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"py": {"command": sys.executable, "args": [str(UPSTREAM)]}}}))
+    port = free_port()
+    argv = [sys.executable, "-m", "contextfold", "proxy", "--http", "--port", str(port), "--config", str(servers)]
     with listening(argv, tmp_path, port):
         body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {}}}
         headers = {
@@ -106,3 +133,6 @@ async def test_the_sessionless_http_era_is_refused_with_a_way_forward(tmp_path):
             response = await http.post(f"http://127.0.0.1:{port}/mcp", json=body, headers=headers)
         assert response.status_code == 404
         assert "start with initialize" in response.json()["error"]["message"]
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="auto") as client:  # falls back to the handshake
+            assert client.protocol_version == "2025-11-25"
+            assert "py__echo" in [t.name for t in (await client.list_tools()).tools]

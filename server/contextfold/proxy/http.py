@@ -11,10 +11,12 @@ client's handshake as it is; this end adds the headers the SDK's client session 
 `Mcp-Name` and the `Mcp-Param-*` headers its tool's input schema asks for).
 
 Clients (`--http`): the SDK's session manager, with each handshake-era session relayed to an
-upstream connection of its own and recorded in a contextfold session of its own. The sessionless
-2026-07-28 HTTP wire is not served by the proxy (a request with that protocol version gets a
-JSON-RPC error naming the era that is; the SDK's clients in `auto` mode then use it); over stdio
-both eras are.
+upstream connection of its own and recorded in a contextfold session of its own. Sessionless
+2026-07-28 requests (each POST one request) are served by the SDK's handler for them, which
+hands each to `_Sessionless`: one relay for all of them, to one upstream connection opened in
+that era at the first such request, with ids and progress tokens made unique on the way up and
+restored on the way down, so that each request's answer and notifications reach its own POST.
+Their calls share one contextfold session (they have no session of their own to follow).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import asyncio
 import json
 import logging
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -262,10 +265,12 @@ def build_app(settings: Settings, spec: Any, *, host: str = "127.0.0.1") -> Any:
         if problem is not None:
             log.warning("contextfold proxy: %s", problem)
         manager.service = service
+        manager.sessionless.service = service
         try:
             async with manager.run():
                 yield
         finally:
+            await manager.sessionless.aclose()
             await service.close()
 
     async def endpoint(scope: Any, receive: Any, send: Any) -> None:
@@ -297,16 +302,12 @@ def _sessions(settings: Settings, spec: Any, security: Any) -> Any:
         each session's stream pair relayed instead of served by an SDK server."""
 
         service: ContextService | None = None
+        sessionless: _Sessionless
 
         async def _handle_request(self, scope: Any, receive: Any, send: Any) -> None:
             version = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-protocol-version"), None)
-            if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-                body = wire.error(
-                    None,
-                    -32601,
-                    f"contextfold proxy serves MCP over HTTP in the handshake era ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}), "
-                    f"not {version}: start with initialize (over stdio it serves both)",
-                )
+            if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS and sessionless.unavailable:
+                body = wire.error(None, -32601, sessionless.unavailable)
                 await Response(json.dumps(body), status_code=404, media_type="application/json")(scope, receive, send)
                 return
             await super()._handle_request(scope, receive, send)
@@ -344,10 +345,157 @@ def _sessions(settings: Settings, spec: Any, security: Any) -> Any:
                 if not established:
                     await self._discard_session(session_id, http_transport)
 
-    return ProxySessions(
-        app=Server("contextfold-proxy"),
+    sessionless = _Sessionless(settings, spec)
+    app = Server("contextfold-proxy")
+    app.middleware = [sessionless]  # every sessionless request is the relay's, whatever its method
+    manager = ProxySessions(
+        app=app,
         security_settings=security,
         max_request_body_size=settings.max_request_bytes,
         session_idle_timeout=settings.http_session_idle_seconds,
         max_sessions=settings.http_max_sessions,
     )
+    manager.sessionless = sessionless
+    return manager
+
+
+class _Sessionless:
+    """Sessionless (2026-07-28) requests over HTTP: one relay and one upstream connection for all.
+
+    Installed as the SDK server's only middleware, so every such request comes here whatever its
+    method, and its answer (result, or error) is the upstream's, relayed and guarded."""
+
+    def __init__(self, settings: Settings, spec: Any) -> None:
+        self.settings = settings
+        self.spec = spec
+        self.service: ContextService | None = None
+        self.unavailable: str | None = None
+        if isinstance(spec, list):
+            self.unavailable = (
+                "contextfold proxy --config serves MCP over HTTP in the handshake era (2025-11-25 and "
+                "before), not 2026-07-28: start with initialize"
+            )
+        self._channel: _Multiplex | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def _relay(self) -> _Multiplex:
+        async with self._lock:
+            if self._channel is None:
+                from .upstream import run_proxy
+
+                self._channel = _Multiplex()
+                self._task = asyncio.create_task(run_proxy(self._channel, self.spec, self.settings, service=self.service))
+            return self._channel
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        from mcp import MCPError
+        from mcp_types import server_notification_adapter
+
+        if ctx.request_id is None:  # a notification: the sessionless wire defines none from clients
+            return None
+        channel = await self._relay()
+        message = {"jsonrpc": "2.0", "id": ctx.request_id, "method": ctx.method, "params": dict(ctx.params or {})}
+        exchange = channel.submit(message)
+        try:
+            while True:
+                item = await exchange.queue.get()
+                if wire.is_response(item):
+                    break
+                try:
+                    notification = server_notification_adapter.validate_python(item, by_name=False)
+                    await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+                except Exception:
+                    log.debug("contextfold proxy: a notification for a sessionless request was not delivered", exc_info=True)
+        except BaseException:
+            await channel.abandon(exchange)
+            raise
+        finally:
+            channel.forget(exchange)
+        if "error" in item:
+            error = item["error"] if isinstance(item["error"], dict) else {}
+            raise MCPError(int(error.get("code", wire.INTERNAL_ERROR)), str(error.get("message", "error")), error.get("data"))
+        return item.get("result", {})
+
+    async def aclose(self) -> None:
+        if self._channel is not None:
+            await self._channel.aclose()
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=10)
+
+
+@dataclass
+class _Exchange:
+    id: Any
+    """The client's id; the relay and the upstream see `key`."""
+    key: str
+    token: Any
+    """The client's progress token, if any; the upstream sees `key` instead."""
+    method: str
+    queue: asyncio.Queue[dict[str, Any]]
+
+
+class _Multiplex:
+    """The relay's client end for sessionless HTTP requests: many HTTP requests, one stream of
+    messages. Ids and progress tokens are replaced by unique ones going up, and restored coming down."""
+
+    def __init__(self) -> None:
+        self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._open: dict[str, _Exchange] = {}
+        self._count = 0
+
+    def submit(self, message: dict[str, Any]) -> _Exchange:
+        self._count += 1
+        key = f"contextfold-http:{self._count}"
+        params = dict(wire.params(message))
+        meta = dict(wire.meta(message))
+        token = meta.get("progressToken")
+        if token is not None:
+            meta["progressToken"] = key
+            params["_meta"] = meta
+        exchange = _Exchange(message["id"], key, token, message["method"], asyncio.Queue())
+        self._open[key] = exchange
+        self._inbox.put_nowait({**message, "id": key, "params": params})
+        return exchange
+
+    async def abandon(self, exchange: _Exchange) -> None:
+        """The HTTP request went away: cancel its request upstream."""
+        if exchange.key in self._open:
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": exchange.key}}
+            await self._inbox.put(cancel)
+
+    def forget(self, exchange: _Exchange) -> None:
+        self._open.pop(exchange.key, None)
+
+    # -- the relay's side ---------------------------------------------------------------------------------
+
+    async def receive(self) -> Frame | None:
+        message = await self._inbox.get()
+        if message is None:
+            return None
+        raw = wire.dumps(message)
+        return Frame(raw, message, len(raw))
+
+    async def send(self, message: bytes | dict[str, Any], *, related: Any = None) -> None:
+        data = json.loads(message) if isinstance(message, bytes) else message
+        if wire.is_response(data):
+            exchange = self._open.get(data["id"]) if isinstance(data["id"], str) else None
+            if exchange is not None:
+                exchange.queue.put_nowait({**data, "id": exchange.id})
+            return
+        if not wire.is_notification(data):
+            return  # a request to the client: the sessionless era has no way to carry one
+        params = wire.params(data)
+        if data["method"] == "notifications/progress":
+            exchange = self._open.get(params.get("progressToken")) if isinstance(params.get("progressToken"), str) else None
+            if exchange is not None:
+                exchange.queue.put_nowait({**data, "params": {**params, "progressToken": exchange.token}})
+            return
+        targets = [self._open[related]] if isinstance(related, str) and related in self._open else []
+        if not targets:  # list-changed and resource updates: to every open subscription stream
+            targets = [e for e in self._open.values() if e.method == "subscriptions/listen"]
+        for exchange in targets:
+            exchange.queue.put_nowait(data)
+
+    async def aclose(self) -> None:
+        await self._inbox.put(None)
