@@ -95,7 +95,9 @@ def test_every_command_names_a_handler_that_exists() -> None:
         assert callable(cli._handler(name)), f"{command}: {name} is not a function"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["serve", "--help"], ["token", "add", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["--version"], ["serve", "--help"], ["token", "add", "--help"], ["proxy", "--help"]]
+)
 def test_parsing_alone_loads_nothing_but_the_standard_library(
     tmp_path: Path, argv: list[str], bare_interpreter: set[str]
 ) -> None:

@@ -60,6 +60,7 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler="commands.serve:serve")
 
     _add_token_commands(sub)
+    _add_proxy_command(sub)
 
     demo = sub.add_parser("demo", help="import a bundled real transcript and show its context budget")
     demo.add_argument("--model", default="gpt-4o", help="model to measure against (default gpt-4o)")
@@ -96,6 +97,40 @@ def _build_parser() -> argparse.ArgumentParser:
     collect.set_defaults(handler="commands.changing:gc")
     _add_hook_commands(sub)
     return parser
+
+
+def _add_proxy_command(sub: Any) -> None:
+    """`proxy`: another MCP server behind contextfold (handled by commands/proxy.py)."""
+    proxy = sub.add_parser(
+        "proxy",
+        help="run an MCP server behind contextfold, which spills its oversized results (proxy -- COMMAND ARGS…)",
+        description="Serve MCP on stdio (or --http) in front of an upstream MCP server: everything passes "
+        "through, except results over the limits, which are saved whole and replaced by a preview with a "
+        "read_output hint. Give the upstream as `-- COMMAND [ARGS…]`, --url, or --config.",
+    )
+    proxy.add_argument("--url", help="the upstream's streamable HTTP endpoint instead of a command")
+    proxy.add_argument(
+        "--header", action="append", default=[], metavar="K=V", help="an HTTP header for --url (repeatable)"
+    )
+    proxy.add_argument(
+        "--config",
+        "--servers",
+        dest="servers",
+        metavar="FILE",
+        help='several upstreams: a JSON file in the apps\' {"mcpServers": {...}} format, tools prefixed by server',
+    )
+    proxy.add_argument("--max-tokens", type=int, metavar="N", help="cut results over N tokens (proxy_max_tokens)")
+    proxy.add_argument(
+        "--preview-tokens", type=int, metavar="N", help="tokens a cut result keeps (proxy_preview_tokens)"
+    )
+    proxy.add_argument(
+        "--timeout", type=float, metavar="S", help="fail requests unanswered for S seconds (proxy_timeout_seconds)"
+    )
+    proxy.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    proxy.add_argument("--host", default="127.0.0.1", help="with --http: bind address (default 127.0.0.1)")
+    proxy.add_argument("--port", type=int, default=8766, help="with --http: port (default 8766)")
+    proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS…]: the upstream server to run")
+    proxy.set_defaults(handler="commands.proxy:proxy")
 
 
 AGENTS = ("claude-code", "codex")

@@ -113,6 +113,20 @@ class Settings(BaseModel):
         description="Sessions whose view a server keeps loaded and rendered between requests (0: none).",
     )
 
+    # -- `contextfold proxy` ------------------------------------------------------------------------
+    proxy_max_tokens: int = Field(
+        10_000, ge=100, description="A result whose text is over this many tokens (or max_lines, max_bytes) is cut."
+    )
+    proxy_preview_tokens: int = Field(
+        2_000, ge=100, description="What the previews of one cut result take together, at most."
+    )
+    proxy_max_binary_bytes: int = Field(
+        5 * 1024**2, ge=0, description="An image, audio clip or blob over this many bytes is saved, not passed on."
+    )
+    proxy_timeout_seconds: float = Field(
+        600.0, ge=0, description="A request the upstream leaves unanswered this long fails (progress restarts it; 0 = never)."
+    )
+
     # -- compaction, recovery and the strategies without an LLM -----------------------------------
     recovery_attempts: int = Field(3, ge=1, description="Compactions overflow recovery tries before giving up.")
     compaction_cooldown_seconds: float = Field(
@@ -207,6 +221,10 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "http_max_sessions",
         "http_session_idle_seconds",
         "view_cache_sessions",
+        "proxy_max_tokens",
+        "proxy_preview_tokens",
+        "proxy_max_binary_bytes",
+        "proxy_timeout_seconds",
     }
 )
 """Server-wide: where data lives and the limits that guard the whole process or data home (one

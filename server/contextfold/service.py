@@ -21,7 +21,7 @@ from .app.pruning import Pruning
 from .app.reading import Reading
 from .app.runtime import FormatArg, Runtime, Scope
 from .app.sessions import Sessions, with_system
-from .app.spilling import Spilling
+from .app.spilling import PreviewLimits, Spilling
 from .compaction.anthropic import default_max_tokens
 from .compaction.base import SummaryRequest
 from .compaction.chain import Sampled, SummarizerChoice, build_chain, run_chain
@@ -235,9 +235,15 @@ class Tenant:
     # -- spilled outputs -------------------------------------------------------------------------
 
     async def spill(
-        self, session_id: str, text: str, *, tool: str | None = None, call_id: str | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        tool: str | None = None,
+        call_id: str | None = None,
+        preview: PreviewLimits | None = None,
     ) -> SpillResult:
-        return await self._spilling.spill(session_id, text, tool=tool, call_id=call_id)
+        return await self._spilling.spill(session_id, text, tool=tool, call_id=call_id, preview=preview)
 
     async def read_output(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput, LimitExceeded
@@ -11,6 +13,17 @@ from ..results import OutputRead, SpillResult
 
 if TYPE_CHECKING:
     from .runtime import Scope
+
+
+@dataclass(frozen=True)
+class PreviewLimits:
+    """A preview's own limits, for a caller that wants one smaller than the session's ingest
+    limits (the proxy), and the name of the tool its hint tells the model to call."""
+
+    tokens: int
+    lines: int
+    bytes: int
+    reader: str = "read_output"
 
 
 class Spilling:
@@ -26,8 +39,11 @@ class Spilling:
         *,
         tool: str | None = None,
         call_id: str | None = None,
+        preview: PreviewLimits | None = None,
     ) -> SpillResult:
-        """Store a large text whole; return the preview to put in context and the id to read it by."""
+        """Store a large text whole; return the preview to put in context and the id to read it by.
+
+        The preview is cut to the session's limits, or to `preview`'s when given."""
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > self._scope.settings.max_message_bytes:
             raise LimitExceeded(
@@ -47,18 +63,22 @@ class Spilling:
         except Exception:
             await self._scope.outputs.discard(stored)  # e.g. no such session: leave no orphan file behind
             raise
-        caps = PreviewCaps.of(
-            settings, self._scope.budget(tx.session, settings).context, self._scope.counter(tx.session.model, settings).count
-        )
-        cut = caps.truncate(
-            text, max_lines=settings.max_lines, max_bytes=settings.max_bytes, direction=settings.truncate_direction
+        count = self._scope.counter(tx.session.model, settings).count
+        caps = PreviewCaps.of(settings, self._scope.budget(tx.session, settings).context, count)
+        lines, nbytes, reader = settings.max_lines, settings.max_bytes, "read_output"
+        if preview is not None:
+            caps = PreviewCaps(caps.max_chars, preview.tokens, count)
+            lines, nbytes, reader = preview.lines, preview.bytes, preview.reader
+        # Counting and cutting a big text is CPU work: a worker thread keeps the event loop serving.
+        cut = await asyncio.to_thread(
+            caps.truncate, text, max_lines=lines, max_bytes=nbytes, direction=settings.truncate_direction
         )
         return SpillResult(
             output_id=new.record.id,
             bytes=new.file.bytes,
             lines=new.file.lines,
             truncated=cut is not None,
-            preview=text if cut is None else with_hint(cut, new.record.id),
+            preview=text if cut is None else with_hint(cut, new.record.id, reader=reader),
         )
 
     async def read_output(

@@ -439,28 +439,29 @@ def _is_low_surrogate(char: str) -> bool:
 # -- the hint ----------------------------------------------------------------------------------------
 
 
-def hint(t: Truncation, output_id: str) -> str:
-    """The note that follows a preview: what was cut, where the full text is, and how to read it."""
+def hint(t: Truncation, output_id: str, *, reader: str = "read_output") -> str:
+    """The note that follows a preview: what was cut, where the full text is, and how to read it
+    (with the tool named `reader`, which a proxy may have had to rename)."""
     amount = _amount(t)
     ref = f'id="{output_id}"'
-    search = f'or read_output({ref}, pattern="…") to search it.'
+    search = f'or {reader}({ref}, pattern="…") to search it.'
     if t.direction == "tail":
         return (
             f"… {amount} truncated from the start ({_span(*t.omitted_range)}); above is the end of the output. "
-            f"Full output saved as {output_id} — call read_output({ref}, offset=1, limit={READ_LIMIT}) "
+            f"Full output saved as {output_id} — call {reader}({ref}, offset=1, limit={READ_LIMIT}) "
             f"to read from the start, {search}"
         )
     middle = f" from the middle ({_span(*t.omitted_range)})" if t.direction == "head_tail" else ""
     return (
         f"… {amount} truncated{middle} … Full output saved as {output_id} — call "
-        f"read_output({ref}, offset={t.resume_line}, limit={READ_LIMIT}) for more, {search}"
+        f"{reader}({ref}, offset={t.resume_line}, limit={READ_LIMIT}) for more, {search}"
     )
 
 
-def with_hint(t: Truncation, output_id: str) -> str:
+def with_hint(t: Truncation, output_id: str, *, reader: str = "read_output") -> str:
     """The preview followed by its hint on a line of its own: the text the model sees."""
     separator = "" if t.preview.endswith("\n") or not t.preview else "\n"
-    return f"{t.preview}{separator}\n{hint(t, output_id)}"
+    return f"{t.preview}{separator}\n{hint(t, output_id, reader=reader)}"
 
 
 def _amount(t: Truncation) -> str:

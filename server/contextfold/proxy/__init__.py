@@ -1,0 +1,14 @@
+"""`contextfold proxy`: contextfold in front of any MCP server, guarding its oversized results.
+
+- `relay` — every message between the client and the upstream, forwarded as received, except
+  the few the proxy guards or adds to;
+- `guard` — pure: which parts of a result to store whole, and the result the client gets;
+- `session` — the proxy's session in the data home: stored outputs, recorded calls;
+- `tools` — the added `read_output` and `search_history`, named so they never collide;
+- `channels` — newline-delimited JSON over stdio and child processes, bounded; `http` — the
+  streamable-HTTP ends (an upstream URL, and `--http` for clients);
+- `servers` — `--config servers.json`: several upstreams behind one proxy, with name prefixes;
+- `wire` — JSON-RPC messages as plain dicts.
+
+`contextfold.commands.proxy` is the command-line handler.
+"""

@@ -1,0 +1,297 @@
+"""Where messages come from and go to: newline-delimited JSON over pipes, bounded.
+
+A `Channel` yields `Frame`s — the bytes of one message as received, parsed — and sends either
+such bytes (forwarded untouched) or a message the proxy wrote. Over stdio a message is one line;
+`LineFramer` reads lines in 64 KiB blocks and never holds more than `max_bytes` of one: a longer
+line is skipped to its end with only its first and last bytes kept (to find its id), so an
+upstream that answers with 100 MB costs the proxy a few blocks of memory and its caller a clear
+error, not the proxy's life.
+
+The proxy's own stdin and stdout (`stdio_channel`) and an upstream server run as a child
+process (`ProcessChannel`, which also keeps the last lines of its stderr for error messages)
+are the two stdio ends; the HTTP ends are in `contextfold.proxy.http`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .wire import dumps
+
+log = logging.getLogger(__name__)
+
+BLOCK = 1 << 16
+EDGE = 1 << 12
+"""Bytes kept from each end of a line too long to read, to find its id."""
+THREADED_PARSE = 1 << 20
+"""Lines at least this long are parsed in a worker thread, so the other traffic keeps flowing."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One message off a channel."""
+
+    raw: bytes | None
+    """Its bytes, without the newline (None when it was too large to keep)."""
+    message: Any
+    """The parsed JSON, or None when it could not be parsed (see `problem`)."""
+    size: int
+    problem: str | None = None
+    head: bytes = b""
+    tail: bytes = b""
+
+
+class Channel(Protocol):
+    async def receive(self) -> Frame | None:
+        """The next message, or None once the other end has closed."""
+
+    async def send(self, message: bytes | dict[str, Any], *, related: Any = None) -> None:
+        """Write a message: bytes as received elsewhere (forwarded untouched), or a dict.
+        `related` is the id of the request a message belongs to (HTTP routes it by that)."""
+
+    async def aclose(self) -> None: ...
+
+
+class LineFramer:
+    """Lines from a byte source, each at most `max_bytes` (longer ones are reported, not read)."""
+
+    def __init__(self, read: Callable[[int], Awaitable[bytes]], max_bytes: int, *, what: str) -> None:
+        self._read = read
+        self._max = max_bytes
+        self._what = what
+        self._buf = bytearray()
+        self._eof = False
+
+    async def next(self) -> Frame | None:
+        while True:
+            line = await self._line()
+            if line is None:
+                return None
+            if isinstance(line, Frame):
+                return line
+            if line.strip():
+                return await _parse(line, self._what)
+
+    async def _line(self) -> bytes | Frame | None:
+        start = 0
+        while True:
+            at = self._buf.find(b"\n", start)
+            if at >= 0:
+                line = bytes(self._buf[:at])
+                del self._buf[: at + 1]
+                return line[:-1] if line.endswith(b"\r") else line
+            if len(self._buf) > self._max:
+                return await self._skip()
+            if self._eof:
+                if not self._buf:
+                    return None
+                line, self._buf = bytes(self._buf), bytearray()
+                return line
+            start = len(self._buf)
+            chunk = await self._read(BLOCK)
+            if chunk:
+                self._buf += chunk
+            else:
+                self._eof = True
+
+    async def _skip(self) -> Frame:
+        """Read past the end of a line over the limit, keeping its first and last bytes."""
+        head = bytes(self._buf[:EDGE])
+        size = len(self._buf)
+        tail = bytearray(self._buf[-EDGE:])
+        self._buf = bytearray()
+        while True:
+            chunk = await self._read(BLOCK)
+            if not chunk:
+                self._eof = True
+                break
+            at = chunk.find(b"\n")
+            if at >= 0:
+                size += at
+                tail = (tail + chunk[:at])[-EDGE:]
+                self._buf += chunk[at + 1 :]
+                break
+            size += len(chunk)
+            tail = (tail + chunk)[-EDGE:]
+        problem = f"a message of {size:,} bytes from {self._what}, over the {self._max:,}-byte limit"
+        return Frame(None, None, size, problem, head, bytes(tail))
+
+
+async def _parse(line: bytes, what: str) -> Frame:
+    try:
+        if len(line) >= THREADED_PARSE:
+            message = await asyncio.to_thread(json.loads, line)
+        else:
+            message = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return Frame(line, None, len(line), f"{what} sent a line that is not JSON ({exc})")
+    return Frame(line, message, len(line))
+
+
+class StreamChannel:
+    """A channel over an asyncio reader and writer (pipes)."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None, max_bytes: int, *, what: str
+    ) -> None:
+        self._framer = LineFramer(reader.read, max_bytes, what=what)
+        self._writer = writer
+        self._lock = asyncio.Lock()
+        self.closed = False
+
+    async def receive(self) -> Frame | None:
+        return await self._framer.next()
+
+    async def send(self, message: bytes | dict[str, Any], *, related: Any = None) -> None:
+        data = message if isinstance(message, bytes) else dumps(message)
+        if self._writer is None or self.closed:
+            raise BrokenPipeError("the channel is closed")
+        async with self._lock:  # one whole line at a time, never interleaved
+            self._writer.write(data + b"\n")
+            await self._writer.drain()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except (OSError, RuntimeError):
+                pass
+
+
+async def stdio_channel(max_bytes: int) -> StreamChannel:
+    """This process's stdin and stdout as a channel (the client's end)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=BLOCK)
+    stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+    except ValueError:  # a regular file: read it in a thread
+        reader = _ThreadReader(stdin)  # type: ignore[assignment]
+    stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    # Nothing else may write to the real stdout now: a stray print would corrupt the stream.
+    sys.stdout = sys.stderr
+    try:
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    except ValueError:
+        writer = _ThreadWriter(stdout)  # type: ignore[assignment]
+    return StreamChannel(reader, writer, max_bytes, what="the client")
+
+
+class _ThreadReader:
+    def __init__(self, f: Any) -> None:
+        self._f = f
+
+    async def read(self, n: int) -> bytes:
+        return await asyncio.to_thread(self._f.read, n)
+
+
+class _ThreadWriter:
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self._pending = b""
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    async def drain(self) -> None:
+        data, self._pending = self._pending, b""
+        await asyncio.to_thread(self._f.write, data)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+STDERR_LINES = 20
+
+
+class ProcessChannel(StreamChannel):
+    """An upstream server run as a child process, spoken to over its stdin and stdout.
+
+    Its stderr goes on to this process's stderr (where MCP clients log a server's stderr), and
+    its last lines are kept to say why it ended.
+    """
+
+    def __init__(self, process: asyncio.subprocess.Process, max_bytes: int, command: str) -> None:
+        assert process.stdout is not None and process.stdin is not None
+        super().__init__(process.stdout, process.stdin, max_bytes, what="the upstream server")
+        self.process = process
+        self.command = command
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self._stderr_task = asyncio.create_task(self._relay_stderr())
+
+    @classmethod
+    async def start(
+        cls, argv: list[str], max_bytes: int, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> ProcessChannel:
+        """Start `argv`; OSError (e.g. FileNotFoundError) when it cannot be started."""
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            limit=BLOCK,
+        )
+        return cls(process, max_bytes, " ".join(argv))
+
+    async def _relay_stderr(self) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        while True:
+            line = await stream.readline()
+            if not line:
+                return
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            self.stderr_tail.append(text)
+            try:
+                sys.__stderr__.write(text + "\n")
+                sys.__stderr__.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def describe_exit(self) -> str:
+        """How the process ended, with the last line it wrote to stderr."""
+        code = self.process.returncode
+        how = "is still running" if code is None else (f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}")
+        last = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
+        return f"the upstream server ({self.command}) {how}" + (f"; its last words on stderr: {last[:300]}" if last else "")
+
+    async def wait_exit(self, timeout: float = 2.0) -> None:
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout)
+        except TimeoutError:
+            pass
+        try:
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+        except (TimeoutError, asyncio.CancelledError):
+            pass
+
+    async def aclose(self) -> None:
+        """Close its stdin (the stdio way to ask a server to stop), then terminate, then kill."""
+        await super().aclose()
+        if self.process.returncode is None:
+            try:
+                await asyncio.wait_for(self.process.wait(), 2.0)
+            except TimeoutError:
+                for stop in (self.process.terminate, self.process.kill):
+                    try:
+                        stop()
+                    except ProcessLookupError:
+                        break
+                    try:
+                        await asyncio.wait_for(self.process.wait(), 2.0)
+                        break
+                    except TimeoutError:
+                        continue
+        self._stderr_task.cancel()

@@ -1,0 +1,91 @@
+"""A misbehaving MCP server, written by hand in raw JSON-RPC lines, for tests/test_proxy_faults.py.
+
+It answers the handshake and lists its tools like any server; each tool then fails in its own way:
+`exit` dies mid-call (stderr says why), `hang` never answers, `garbage` writes a line that is not
+JSON and then a response with neither a result nor an error, `junk` writes a stray non-JSON line
+before a good answer, `huge` streams a result of `mb` megabytes (never held in memory), `echo`
+works. `--hang-at-start` never answers anything; `--no-tools` has no tools capability.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+TOOLS = [
+    {"name": name, "description": f"fails: {name}", "inputSchema": {"type": "object"}}
+    for name in ("exit", "hang", "garbage", "junk", "huge", "echo")
+]
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def stream_huge(request_id: int, mb: float) -> None:
+    """A tools/call result of `mb` megabytes of text, written a chunk at a time, TypeScript-style
+    (`{"result":…,"jsonrpc":"2.0","id":…}`: the id comes last)."""
+    out = sys.stdout.buffer
+    out.write(b'{"result":{"content":[{"type":"text","text":"')
+    line = b"0123456789abcdef" * 4 + b"\\n"
+    total = int(mb * 1_000_000)
+    chunk = line * (65_536 // len(line))
+    written = 0
+    while written < total:
+        out.write(chunk)
+        written += len(chunk)
+    out.write(b'"}]},"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b"}\n")
+    out.flush()
+
+
+def main() -> None:
+    hang_at_start = "--hang-at-start" in sys.argv
+    no_tools = "--no-tools" in sys.argv
+    for raw in sys.stdin:
+        if not raw.strip():
+            continue
+        message = json.loads(raw)
+        if hang_at_start or "id" not in message or "method" not in message:
+            continue
+        request_id, method = message["id"], message["method"]
+        params = message.get("params") or {}
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {
+                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                "capabilities": {"resources": {}} if no_tools else {"tools": {}},
+                "serverInfo": {"name": "faulty", "version": "0"},
+            }})
+        elif method == "tools/list" and not no_tools:
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+        elif method == "tools/call":
+            name = params.get("name")
+            arguments = params.get("arguments") or {}
+            if name == "exit":
+                sys.stderr.write("fatal: the database connection was lost\n")
+                sys.stderr.flush()
+                os._exit(3)
+            elif name == "hang":
+                continue
+            elif name == "garbage":
+                sys.stdout.write("this is not JSON at all\n")
+                send({"jsonrpc": "2.0", "id": request_id})
+            elif name == "junk":
+                sys.stdout.write("<html>oops</html>\n")
+                send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "fine"}]}})
+            elif name == "huge":
+                stream_huge(request_id, float(arguments.get("mb", 100)))
+            elif name == "echo":
+                text = str(arguments.get("text", ""))
+                send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
+        elif method == "ping":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        else:
+            send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "Method not found"}})
+    time.sleep(0)
+
+
+if __name__ == "__main__":
+    main()
