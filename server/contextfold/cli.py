@@ -54,6 +54,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help=f"bearer tokens per tenant (default <home>/tokens if it exists; see `token add`; also ${TOKENS_ENV}); "
         "re-read when it changes",
     )
+    _add_team_options(serve)
     serve.set_defaults(handler="commands.serve:serve")
 
     _add_token_commands(sub)
@@ -91,7 +92,32 @@ def _build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--dry-run", action="store_true", help="report what would be removed")
     collect.add_argument("--json", action="store_true", help="print JSON")
     collect.set_defaults(handler="commands.changing:gc")
+    _add_migrate_command(sub)
     return parser
+
+
+def _add_team_options(serve: Any) -> None:
+    """`serve`'s options for a team: a PostgreSQL database shared by stateless replicas."""
+    serve.add_argument(
+        "--database",
+        metavar="URL",
+        help="postgresql://user:password@host:port/dbname to share sessions and spilled outputs between "
+        "replicas (also the database setting, $CONTEXTFOLD_DATABASE); default the SQLite file in the home",
+    )
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        help="HTTP: answer handshake (2025-era) clients without MCP sessions, so any replica behind a load "
+        "balancer serves any request (2026-07-28 clients are sessionless anyway)",
+    )
+
+
+def _add_migrate_command(sub: Any) -> None:
+    """`migrate --to URL`: a SQLite home's data copied into PostgreSQL."""
+    migrate = sub.add_parser("migrate", help="copy this home's SQLite sessions and spilled outputs into PostgreSQL")
+    migrate.add_argument("--to", required=True, metavar="URL", help="postgresql://user:password@host:port/dbname")
+    migrate.add_argument("--json", action="store_true", help="print JSON")
+    migrate.set_defaults(handler="commands.migrate:migrate")
 
 
 def _add_token_commands(sub: Any) -> None:

@@ -168,9 +168,12 @@ def build_server(
             ),
         }
     mcp = _CompactSchemas("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
-    mcp.private_paths = tuple(
-        sorted({str(settings.home), str(settings.database_path), str(settings.spill_path)}, key=len, reverse=True)
-    )
+    private = {str(settings.home), str(settings.database_path), str(settings.spill_path)}
+    if settings.database_url:  # a remote tenant learns neither the database's address nor its password
+        from .store.postgres import redact
+
+        private |= {settings.database_url, redact(settings.database_url)}
+    mcp.private_paths = tuple(sorted(private, key=len, reverse=True))
 
     @mcp.tool(title="Count tokens", annotations=_annotations(read_only=True, idempotent=True))
     async def count_tokens(

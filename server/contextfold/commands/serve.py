@@ -15,6 +15,14 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
+    if getattr(args, "database", None):
+        settings.database = args.database  # validated: a path or a postgresql:// URL
+    if getattr(args, "stateless", False):
+        settings.http_stateless = True
+    if settings.database_url:
+        from ..pgguard import check_database  # reachable and migrated, or one line and exit 2
+
+        check_database(settings)
     if not args.http:
         build_server(settings).run()
         return 0
