@@ -29,7 +29,7 @@ from psycopg_pool import ConnectionPool
 
 from . import lineindex
 from .blobs import BlobInfo, StoredBlob, byte_chunks, check_digest, missing
-from .store.postgres import connect_kwargs
+from .store.postgres import connect_kwargs, connection_lost
 
 __all__ = ["CHUNK_BYTES", "PostgresBlobs"]
 
@@ -53,7 +53,7 @@ class PostgresBlobs:
             pgschema.migrate(conn)
         self._pool = ConnectionPool(
             url, min_size=1, max_size=max(1, pool_size), kwargs=connect_kwargs(), open=False, timeout=timeout,
-            name="contextfold-blobs",
+            name="contextfold-blobs", check=_check,
         )
         self._pool.open(wait=True, timeout=timeout)
 
@@ -249,6 +249,12 @@ class _BlobReader:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
     ) -> None:
         self.close()
+
+
+def _check(conn: psycopg.Connection) -> None:
+    if connection_lost(conn):
+        conn.close()  # so the pool discards it instead of lending it again
+        raise psycopg.OperationalError("the database closed this connection while it was idle")
 
 
 def _rechunk(chunks: Iterable[bytes]) -> Iterator[bytes]:

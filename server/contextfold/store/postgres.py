@@ -61,7 +61,7 @@ _INSERT_SESSION = (
     f"INSERT INTO sessions (owner, {', '.join(WRITTEN)}) VALUES (%s, {', '.join(['%s'] * len(WRITTEN))}) "
     "ON CONFLICT (owner, id) DO NOTHING"
 )
-_UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = %s' for f in UPDATABLE)} WHERE owner = %s AND id = %s"
+_FLUSHED = (*UPDATABLE, "revision", "next_seq", "compaction_count", "compaction_tokens_freed")
 _OUTPUT_SELECT = f"SELECT {', '.join(OUTPUT_COLUMNS)} FROM outputs"
 _SESSION_TABLES = ("sessions", "messages", "parts", "compactions", "outputs", "output_tombstones")
 """What `size_bytes` counts: the sessions' data, not the spilled blobs (they have their own quota)."""
@@ -92,6 +92,28 @@ def connect_kwargs() -> dict[str, Any]:
     """Connection options every contextfold connection uses."""
     # A name in pg_stat_activity; autocommit so a read is one statement and writes say BEGIN.
     return {"autocommit": True, "application_name": "contextfold"}
+
+
+def connection_lost(conn: psycopg.Connection | psycopg.AsyncConnection) -> bool:
+    """Whether the server closed this idle connection (a restart, a failover, a terminated
+    backend), found without a round trip: an idle connection in autocommit is sent nothing
+    unasked, so anything waiting on its socket is the server's goodbye (or its EOF)."""
+    import select
+
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.OperationalError):
+        return True
+    return bool(readable)
+
+
+async def _check(conn: psycopg.AsyncConnection) -> None:
+    """The pool's check before lending a connection: a dead one is replaced, not lent."""
+    if connection_lost(conn):
+        await conn.close()  # so the pool discards it instead of lending it again
+        raise psycopg.OperationalError("the database closed this connection while it was idle")
 
 
 def _safe(params: Sequence[Any]) -> tuple[Any, ...]:
@@ -213,6 +235,9 @@ class PostgresStore:
             open=False,
             timeout=timeout,
             name="contextfold",
+            # A replica survives a database restart or a failover without failing the request
+            # that would have met a dead connection, at no round trip per checkout.
+            check=_check,
         )
         await pool.open(wait=True, timeout=timeout)
         return cls(pool, url)
@@ -361,7 +386,9 @@ class PostgresTenant:
                 row = await self._session_row(conn, session_id)  # ours, or one a concurrent request made
             if row is None:
                 raise NotFoundError("session", session_id, "open it first with session_open")
-            yield _PgTransaction(conn, self.owner, session_from_row(row), row["next_seq"])
+            tx = _PgTransaction(conn, self.owner, session_from_row(row), row["next_seq"])
+            yield tx
+            await tx._flush()
 
     async def _session_row(self, conn: psycopg.AsyncConnection, session_id: str) -> dict[str, Any] | None:
         return await _fetchone(
@@ -513,19 +540,38 @@ class _PgTransaction(_OutputStatements):
         self.session = session
         self._next_seq = next_seq
         self._rev: int | None = None
+        self._dirty = False
 
     async def _stamp(self) -> int:
-        """The revision this transaction stamps on what it changes, taken before its first change."""
+        """The revision this transaction stamps on what it changes: the session's next, taken
+        before its first change. The row is locked by this transaction, so no other can take
+        it; the row itself is written once, at the end (`_flush`)."""
         if self._rev is None:
-            row = await _fetchone(
-                self._conn,
-                "UPDATE sessions SET revision = revision + 1 WHERE owner = %s AND id = %s RETURNING revision",
-                (self._owner, self.session.id),
-            )
-            assert row is not None  # the row is locked by this transaction
-            self._rev = int(row["revision"])
+            self._rev = self.session.revision + 1
             self.session = self.session.model_copy(update={"revision": self._rev})
+            self._dirty = True
         return self._rev
+
+    async def _flush(self) -> None:
+        """Write the session row once, before commit: the revision taken, the next seq, the
+        compaction totals, and what `save_session` asked for."""
+        if not self._dirty:
+            return
+        session = self.session
+        columns = session_columns(session)
+        await _execute(
+            self._conn,
+            f"UPDATE sessions SET {', '.join(f'{f} = %s' for f in _FLUSHED)} WHERE owner = %s AND id = %s",
+            (
+                *(columns[f] for f in UPDATABLE),
+                session.revision,
+                self._next_seq,
+                session.compaction_count,
+                session.compaction_tokens_freed,
+                self._owner,
+                session.id,
+            ),
+        )
 
     async def messages(self, after_seq: int = 0, *, hidden: bool = False) -> list[Message]:
         return await _load_messages(self._conn, self._owner, self.session.id, after_seq, None, hidden=hidden)
@@ -626,24 +672,21 @@ class _PgTransaction(_OutputStatements):
                     )
                 )
             stored.append(message)
-        await _executemany(
-            self._conn,
-            "INSERT INTO messages (id, owner, session_id, seq, role, name, parent_id, summary, finish_reason, "
-            "error, usage, created_at, metadata, tokens, view_tokens, turn_start, rev) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            message_rows,
-        )
-        await _executemany(
-            self._conn,
-            "INSERT INTO parts (message_id, idx, owner, session_id, type, call_id, state, data, tokens) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            part_rows,
-        )
-        await _execute(
-            self._conn,
-            "UPDATE sessions SET next_seq = %s WHERE owner = %s AND id = %s",
-            (self._next_seq, self._owner, self.session.id),
-        )
+        async with self._conn.pipeline():  # both batches in one round trip
+            await _executemany(
+                self._conn,
+                "INSERT INTO messages (id, owner, session_id, seq, role, name, parent_id, summary, finish_reason, "
+                "error, usage, created_at, metadata, tokens, view_tokens, turn_start, rev) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                message_rows,
+            )
+            await _executemany(
+                self._conn,
+                "INSERT INTO parts (message_id, idx, owner, session_id, type, call_id, state, data, tokens) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                part_rows,
+            )
+        self._dirty = True  # next_seq moved
         return stored
 
     async def mark_parts(self, marks: Sequence[PartMark]) -> None:
@@ -671,12 +714,7 @@ class _PgTransaction(_OutputStatements):
             "INSERT INTO compactions (id, owner, session_id, created_at, data) VALUES (%s, %s, %s, %s, %s)",
             (record.id, self._owner, record.session_id, record.created_at, record.model_dump_json()),
         )
-        await _execute(
-            self._conn,
-            "UPDATE sessions SET compaction_count = compaction_count + 1, "
-            "compaction_tokens_freed = compaction_tokens_freed + %s WHERE owner = %s AND id = %s",
-            (record.tokens_freed, self._owner, self.session.id),
-        )
+        self._dirty = True
         self.session = self.session.model_copy(
             update={
                 "compaction_count": self.session.compaction_count + 1,
@@ -701,10 +739,8 @@ class _PgTransaction(_OutputStatements):
     async def save_session(self, session: Session) -> None:
         kept = {f: getattr(self.session, f) for f in KEPT}
         kept["revision"] = self.session.revision
-        session = session.model_copy(update={"updated_at": time.time(), **kept})
-        columns = session_columns(session)
-        await _execute(self._conn, _UPDATE_SESSION, (*(columns[f] for f in UPDATABLE), self._owner, session.id))
-        self.session = session
+        self.session = session.model_copy(update={"updated_at": time.time(), **kept})
+        self._dirty = True  # written by `_flush`, with the rest of the row
 
 
 def _migrate(url: str, timeout: float) -> None:
