@@ -54,7 +54,7 @@ class Sizes:
     turns: int
 
 
-FULL = Sizes(clients=8, batches=60, turns=40)
+FULL = Sizes(clients=8, batches=40, turns=30)
 QUICK = Sizes(clients=2, batches=3, turns=3)
 
 
@@ -177,35 +177,40 @@ def _postgres_databases() -> Iterator[Any]:
         cluster.stop()
 
 
-def _row(deployment: str, m: Measured) -> dict[str, Any]:
-    appends = sorted(m.append_latencies or [0.0])
-    contexts = sorted(m.context_latencies or [0.0])
-    p95 = contexts[min(len(contexts) - 1, int(0.95 * len(contexts)))]
+def _row(deployment: str, runs: list[Measured]) -> dict[str, Any]:
+    """The best of the runs (the machine is shared: the best run is the least disturbed)."""
+
+    def p95(values: list[float]) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
     return {
         "deployment": deployment,
-        "append msgs/s": f"{m.messages / m.append_seconds:,.0f}",
-        "append p50 ms": ms(statistics.median(appends)),
-        "get_context p50 ms": ms(statistics.median(contexts)),
-        "get_context p95 ms": ms(p95),
-        "messages in view": f"{m.view_messages:,}",
+        "append msgs/s": f"{max(m.messages / m.append_seconds for m in runs):,.0f}",
+        "append p50 ms": ms(min(statistics.median(m.append_latencies or [0.0]) for m in runs)),
+        "get_context p50 ms": ms(min(statistics.median(m.context_latencies or [0.0]) for m in runs)),
+        "get_context p95 ms": ms(min(p95(m.context_latencies or [0.0]) for m in runs)),
+        "messages in view": f"{runs[-1].view_messages:,}",
     }
 
 
 async def measure(opts: Options) -> None:
     sizes = QUICK if opts.quick else FULL
-    rows = []
+    names = ["SQLite, 1 server", "SQLite, 3 servers, one home", "PostgreSQL, 1 replica", "PostgreSQL, 3 replicas"]
+    runs: dict[str, list[Measured]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="cf-bench-pg-") as tmp, _postgres_databases() as new_database:
         root = Path(tmp)
-        deployments: list[tuple[str, int, tuple[str, ...]]] = [
-            ("SQLite, 1 server", 1, ()),
-            ("SQLite, 3 servers, one home", 3, ()),
-            ("PostgreSQL, 1 replica", 1, ("--database", new_database())),
-            ("PostgreSQL, 3 replicas", 3, ("--database", new_database(), "--stateless")),
-        ]
-        for n, (name, count, args) in enumerate(deployments):
-            with _servers(root / f"d{n}", count, args) as servers:
-                rows.append(_row(name, await _load(servers, sizes)))
-            print(f"measured: {name}", file=sys.stderr, flush=True)
+        for round_ in range(opts.repeat):
+            # Each round a fresh home or database per deployment, in the other order than the last.
+            for n, name in enumerate(names if round_ % 2 == 0 else reversed(names)):
+                count = 3 if "3" in name else 1
+                args: tuple[str, ...] = ()
+                if name.startswith("PostgreSQL"):
+                    args = ("--database", new_database(), *(("--stateless",) if count == 3 else ()))
+                with _servers(root / f"r{round_}d{n}", count, args) as servers:
+                    runs[name].append(await _load(servers, sizes))
+                print(f"measured: {name} (round {round_ + 1})", file=sys.stderr, flush=True)
+    rows = [_row(name, runs[name]) for name in names]
     report(
         "bench_postgres",
         "Append throughput and get_context latency, SQLite and PostgreSQL, 1 and 3 processes",
@@ -216,11 +221,12 @@ async def measure(opts: Options) -> None:
             f"then {sizes.turns} turns of append(2) + get_context; 2026-07-28 protocol over loopback HTTP",
             "three servers: each client's requests rotate over them (round robin); on one machine, so they share "
             "its cores with the database and the clients",
+            f"best of {opts.repeat} rounds, the deployments in alternating order (the machine is shared)",
         ],
         packages=("mcp", "psycopg", "psycopg-pool"),
     )
 
 
 if __name__ == "__main__":
-    opts = options(__doc__.splitlines()[0], repeat=1)
+    opts = options(__doc__.splitlines()[0], repeat=3)
     asyncio.run(measure(opts))

@@ -177,6 +177,16 @@ class Settings(BaseModel):
         return self.database if isinstance(self.database, str) else None
 
     @property
+    def database_name(self) -> str:
+        """Where the sessions are, to show a person: the SQLite file, or the URL without its password."""
+        return redact_url(self.database_url) if self.database_url else str(self.database_path)
+
+    @property
+    def spill_name(self) -> str:
+        """Where spilled outputs are, to show a person."""
+        return f"the database at {self.database_name}" if self.database_url else str(self.spill_path)
+
+    @property
     def database_path(self) -> Path:
         """The SQLite file (with a PostgreSQL database, where it would be: nothing uses it)."""
         return self.database if isinstance(self.database, Path) else self.home / "contextfold.db"
@@ -232,6 +242,20 @@ SESSION_LIMITS = frozenset({"max_message_bytes", "max_batch_messages", "max_batc
 """Request limits a session may lower for itself but not raise past the server's."""
 SESSION_SETTINGS = frozenset(Settings.model_fields) - PROCESS_SETTINGS
 """Per-session policy: every other setting, overridable with `session_open(settings=…)`."""
+
+
+def redact_url(url: str) -> str:
+    """A database URL without its password, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    except ValueError:
+        return "postgresql://…"
 
 
 def check_session_overrides(overrides: Mapping[str, Any]) -> None:

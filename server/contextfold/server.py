@@ -170,9 +170,7 @@ def build_server(
     mcp = _CompactSchemas("contextfold", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, **auth)
     private = {str(settings.home), str(settings.database_path), str(settings.spill_path)}
     if settings.database_url:  # a remote tenant learns neither the database's address nor its password
-        from .store.postgres import redact
-
-        private |= {settings.database_url, redact(settings.database_url)}
+        private |= {settings.database_url, settings.database_name}
     mcp.private_paths = tuple(sorted(private, key=len, reverse=True))
 
     @mcp.tool(title="Count tokens", annotations=_annotations(read_only=True, idempotent=True))

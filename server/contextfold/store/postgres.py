@@ -75,17 +75,9 @@ def is_postgres_url(value: object) -> bool:
 
 def redact(url: str) -> str:
     """`url` without its password, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
+    from ..config import redact_url
 
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://…"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    return redact_url(url)
 
 
 def connect_kwargs() -> dict[str, Any]:
