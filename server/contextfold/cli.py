@@ -105,6 +105,12 @@ def _add_team_options(serve: Any) -> None:
         "replicas (also the database setting, $CONTEXTFOLD_DATABASE); default the SQLite file in the home",
     )
     serve.add_argument(
+        "--spill-url",
+        metavar="URL",
+        help="s3://bucket/prefix to keep spilled outputs in S3-compatible storage (credentials and endpoint from "
+        "AWS_* variables; the spill_url setting); default the database when it is PostgreSQL, else <home>/outputs",
+    )
+    serve.add_argument(
         "--stateless",
         action="store_true",
         help="HTTP: answer handshake (2025-era) clients without MCP sessions, so any replica behind a load "

@@ -45,6 +45,11 @@ class Settings(BaseModel):
         None, description="SQLite file (default <home>/contextfold.db), or a postgresql:// URL for a team."
     )
     spill_dir: Path | None = Field(None, description="Spilled outputs; default <home>/outputs.")
+    spill_url: str | None = Field(
+        None,
+        description="Spilled outputs in S3-compatible storage, s3://bucket/prefix (AWS_* variables for credentials "
+        "and endpoint); default: in the database when it is PostgreSQL, else in spill_dir.",
+    )
     database_pool_size: int = Field(
         10, ge=1, description="PostgreSQL: connections each server process keeps at most for sessions."
     )
@@ -171,6 +176,13 @@ class Settings(BaseModel):
             return Path(value).expanduser()
         return value
 
+    @field_validator("spill_url")
+    @classmethod
+    def _spill_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("s3://"):
+            raise ValueError(f"expected s3://bucket/prefix, got {value!r}")
+        return value
+
     @property
     def database_url(self) -> str | None:
         """The PostgreSQL URL when the database is PostgreSQL, else None (SQLite)."""
@@ -184,6 +196,8 @@ class Settings(BaseModel):
     @property
     def spill_name(self) -> str:
         """Where spilled outputs are, to show a person."""
+        if self.spill_url:
+            return self.spill_url
         return f"the database at {self.database_name}" if self.database_url else str(self.spill_path)
 
     @property
@@ -220,7 +234,7 @@ class Settings(BaseModel):
         return merged.model_copy(update=capped) if capped else merged
 
 
-PATH_SETTINGS = frozenset({"home", "database", "spill_dir"})
+PATH_SETTINGS = frozenset({"home", "database", "spill_dir", "spill_url"})
 PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
     {
         "database_pool_size",

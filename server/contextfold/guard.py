@@ -68,6 +68,11 @@ def storage_error(
     for cause in _causes(exc):
         if isinstance(cause, sqlite3.Error):
             problem = _sqlite_problem(cause, settings, read_only, then)
+        elif settings.spill_url and type(cause).__module__.startswith("obstore"):
+            problem = StoreUnavailable(
+                f"the spill store at {settings.spill_url} failed ({str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__}); "
+                f"check that it is reachable and the AWS_* credentials, then {then}"
+            )
         elif settings.database_url and type(cause).__module__.startswith(("psycopg", "contextfold.store.pg")):
             from .pgguard import postgres_problem  # only a PostgreSQL deployment gets here
 
@@ -92,7 +97,7 @@ def _explained(settings: Settings, read_only: ReadOnlyHome | None = None) -> Ite
             raise
         raise problem from exc
     except Exception as exc:
-        if not settings.database_url:
+        if not settings.database_url and not settings.spill_url:
             raise
         problem = storage_error(exc, settings, read_only)
         if problem is None:
@@ -238,6 +243,15 @@ def without_store(settings: Settings) -> ContextService:
     return ContextService(settings, GuardedStore(None, settings, problem), GuardedFiles(settings, problem))
 
 
+async def _s3_blobs(settings: Settings) -> GuardedBlobs:
+    """Spilled outputs in S3-compatible storage (`spill_url`), failures explained."""
+    from .s3blobs import S3Blobs
+
+    assert settings.spill_url is not None
+    with _explained(settings):
+        return GuardedBlobs(await asyncio.to_thread(S3Blobs, settings.spill_url), settings)
+
+
 async def _open_postgres(settings: Settings) -> ContextService:
     """The service on a PostgreSQL database, spilled outputs in it too; its failures in one line."""
     from .pgguard import open_postgres
@@ -251,7 +265,7 @@ async def _open_postgres(settings: Settings) -> ContextService:
 async def _open_normally(settings: Settings) -> ContextService:
     store = await SQLiteStore.open(settings.database_path)
     try:
-        files = GuardedFiles(settings)
+        files = await _s3_blobs(settings) if settings.spill_url else GuardedFiles(settings)
     except BaseException:
         await store.close()
         raise

@@ -37,9 +37,19 @@ async def open_postgres(settings: Settings) -> tuple[PostgresStore, Any]:
     except Exception as exc:
         raise _opening_problem(exc, url) from exc
     try:
-        files = await asyncio.to_thread(PostgresBlobs, url, pool_size=settings.database_pool_size)
+        if settings.spill_url:  # spilled outputs in S3 instead of the database
+            from .s3blobs import S3Blobs
+
+            try:
+                files = await asyncio.to_thread(S3Blobs, settings.spill_url)
+            except Exception as exc:
+                raise StoreUnavailable(f"could not open the spill store at {settings.spill_url}: {_first_line(exc)}") from exc
+        else:
+            files = await asyncio.to_thread(PostgresBlobs, url, pool_size=settings.database_pool_size)
     except BaseException as exc:
         await store.close()
+        if isinstance(exc, StorageError):
+            raise
         if isinstance(exc, Exception):
             raise _opening_problem(exc, url) from exc
         raise

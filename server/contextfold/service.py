@@ -312,6 +312,10 @@ class ContextService(Tenant):
             store, blobs = await open_postgres(settings)
             return cls(settings, store, blobs)
         store = await SQLiteStore.open(settings.database_path)
+        if settings.spill_url:
+            from .s3blobs import S3Blobs
+
+            return cls(settings, store, await asyncio.to_thread(S3Blobs, settings.spill_url))
         return cls(settings, store, FileBlobs(settings.spill_path))
 
     async def close(self) -> None:

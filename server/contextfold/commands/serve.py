@@ -17,6 +17,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 def serve(args: argparse.Namespace, settings: Settings) -> int:
     if getattr(args, "database", None):
         settings.database = args.database  # validated: a path or a postgresql:// URL
+    if getattr(args, "spill_url", None):
+        settings.spill_url = args.spill_url
     if getattr(args, "stateless", False):
         settings.http_stateless = True
     if settings.database_url:
