@@ -59,16 +59,19 @@ class Cluster:
     port: int
     user: str
     run_as: list[str]
+    root: Path
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
 
     def stop(self) -> None:
+        """Stop the server and delete the cluster."""
         subprocess.run(
             [*self.run_as, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
             capture_output=True,
             timeout=60,
         )
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def start_cluster() -> Cluster:
@@ -112,7 +115,7 @@ def start_cluster() -> Cluster:
             timeout=START_TIMEOUT + 30,
         )
         if started.returncode == 0:
-            return Cluster(bin_dir, data, port, user, run_as)
+            return Cluster(bin_dir, data, port, user, run_as, root)
         log = (root / "log").read_text(errors="replace") if (root / "log").exists() else ""
         if "in use" not in log or attempt == 2:
             raise RuntimeError(f"pg_ctl start failed: {started.stderr[-1000:]}\n{log[-2000:]}")
