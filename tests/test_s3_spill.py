@@ -147,3 +147,35 @@ async def test_replicas_share_spilled_outputs_in_s3(tmp_path, pg_url, s3_endpoin
     assert collected.returncode == 0, collected.stderr
     assert '"outputs_removed": 1' in collected.stdout and '"files_removed": 1' in collected.stdout
     assert list(bucket_view.list()) == []
+
+
+@pytest.mark.anyio
+async def test_migrate_puts_spilled_content_in_the_bucket_when_spill_url_is_set(tmp_path, pg_url, s3_endpoint) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import psycopg
+    from test_migrate import BIG, _build_home
+
+    from contextfold.config import load_settings
+    from contextfold.s3blobs import S3Blobs
+    from contextfold.service import ContextService
+
+    bucket = new_bucket(s3_endpoint)
+    home = tmp_path / "home"
+    ids = await _build_home(home)
+    done = subprocess.run(
+        [sys.executable, "-m", "contextfold", "migrate", "--to", pg_url, "--json"],
+        env={**os.environ, "CONTEXTFOLD_HOME": str(home), "CONTEXTFOLD_SPILL_URL": f"s3://{bucket}/spill"},
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["blobs"] == 1
+    with psycopg.connect(pg_url) as db:
+        assert db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 0
+    assert len(list(S3Blobs(f"s3://{bucket}/spill").list())) == 1
+    team = load_settings({"home": tmp_path / "replica", "database": pg_url, "spill_url": f"s3://{bucket}/spill"},
+                         environ={})
+    async with await ContextService.open(team) as service:
+        assert (await service.output_text(ids["spilled"])) == BIG

@@ -86,10 +86,16 @@ class MigrationReport:
 
 
 def migrate_home(
-    database: Path, spill_dir: Path, url: str, *, progress: Callable[[int, int], None] | None = None
+    database: Path,
+    spill_dir: Path,
+    url: str,
+    *,
+    spill_url: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> MigrationReport:
-    """Copy the SQLite home (`database`, `spill_dir`) into the PostgreSQL database at `url`;
-    `progress(done, total)` is called after each session."""
+    """Copy the SQLite home (`database`, `spill_dir`) into the PostgreSQL database at `url`, the
+    spilled content into the database too, or into S3 with `spill_url` (as the replicas will read
+    it); `progress(done, total)` is called after each session."""
     from .pgblobs import PostgresBlobs
     from .store import pgschema
 
@@ -99,7 +105,12 @@ def migrate_home(
         raise FileNotFoundError(f"no database at {database}: nothing to migrate (pass --home, or set CONTEXTFOLD_HOME)")
     report.upgraded_from = _upgrade(database)
     files = FileBlobs(spill_dir, read_only=True)
-    blobs = PostgresBlobs(url, pool_size=2)
+    if spill_url:
+        from .s3blobs import S3Blobs
+
+        blobs: Any = S3Blobs(spill_url)
+    else:
+        blobs = PostgresBlobs(url, pool_size=2)
     source = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
     source.row_factory = sqlite3.Row
     try:
@@ -114,7 +125,8 @@ def migrate_home(
             _verify(source, target, keys, report)
     finally:
         source.close()
-        blobs.close()
+        if hasattr(blobs, "close"):
+            blobs.close()
     return report
 
 

@@ -38,7 +38,9 @@ def _run(settings: Settings, url: str, progress):  # type: ignore[no-untyped-def
     from ..pgguard import postgres_problem
 
     try:
-        return migrate_home(settings.database_path, settings.spill_path, url, progress=progress)
+        return migrate_home(
+            settings.database_path, settings.spill_path, url, spill_url=settings.spill_url, progress=progress
+        )
     except Exception as exc:
         problem = postgres_problem(exc, url, "run migrate again: it goes on where it stopped")
         if problem is None:
