@@ -299,15 +299,6 @@ class PostgresStore:
         )
         return int(row["size"]) if row else 0
 
-    async def counts(self) -> dict[str, int]:
-        """Rows per table (sessions, messages, parts, compactions, outputs), for `migrate`'s check."""
-        row = await self._fetchone(
-            "SELECT (SELECT COUNT(*) FROM sessions) AS sessions, (SELECT COUNT(*) FROM messages) AS messages, "
-            "(SELECT COUNT(*) FROM parts) AS parts, (SELECT COUNT(*) FROM compactions) AS compactions, "
-            "(SELECT COUNT(*) FROM outputs) AS outputs"
-        )
-        return {k: int(v) for k, v in (row or {}).items()}
-
 
 class PostgresTenant:
     """`TenantStore` on a `PostgresStore`: every query is scoped to one owner."""
