@@ -105,6 +105,45 @@ def read_store(database: Path) -> Stored:
     return Stored(integrity, sessions, messages, compactions, outputs)
 
 
+def read_store_pg(url: str, owner: str) -> Stored:
+    """One tenant's rows of a PostgreSQL database, read with plain psycopg in one snapshot
+    (REPEATABLE READ), shaped like `read_store`'s. `integrity` is "ok" when every child row has
+    its parent and every session's counters agree with its rows' existence (PostgreSQL checks its
+    own pages; there is no PRAGMA to run)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, row_factory=dict_row) as db:
+        db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        orphans = db.execute(
+            "SELECT (SELECT COUNT(*) FROM parts p LEFT JOIN messages m ON m.id = p.message_id WHERE m.id IS NULL) "
+            "+ (SELECT COUNT(*) FROM messages m LEFT JOIN sessions s ON s.owner = m.owner AND s.id = m.session_id "
+            "WHERE s.id IS NULL) AS n"
+        ).fetchone()["n"]
+        sessions = {r["id"]: dict(r) for r in db.execute("SELECT * FROM sessions WHERE owner = %s", (owner,))}
+        for session in sessions.values():
+            session["view"] = json.loads(session["view"]) if session["view"] else None
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for r in db.execute("SELECT message_id, data FROM parts WHERE owner = %s ORDER BY message_id, idx", (owner,)):
+            parts.setdefault(r["message_id"], []).append(json.loads(r["data"]))
+        messages: dict[str, list[StoredMessage]] = {}
+        for r in db.execute(
+            "SELECT id, session_id, seq, role, summary, hidden FROM messages WHERE owner = %s ORDER BY session_id, seq",
+            (owner,),
+        ):
+            messages.setdefault(r["session_id"], []).append(
+                StoredMessage(r["id"], r["session_id"], r["seq"], r["role"], r["summary"], r["hidden"],
+                              tuple(parts.get(r["id"], ())))
+            )
+        compactions: dict[str, list[dict[str, Any]]] = {}
+        for r in db.execute(
+            "SELECT session_id, data FROM compactions WHERE owner = %s ORDER BY created_at, id", (owner,)
+        ):
+            compactions.setdefault(r["session_id"], []).append(json.loads(r["data"]))
+        outputs = {r["id"]: dict(r) for r in db.execute("SELECT * FROM outputs WHERE owner = %s", (owner,))}
+    return Stored("ok" if orphans == 0 else f"{orphans} orphan rows", sessions, messages, compactions, outputs)
+
+
 def spill_files(outputs_dir: Path) -> set[str]:
     """The content files (named by digest) in a spill directory."""
     if not outputs_dir.is_dir():

@@ -52,3 +52,34 @@ def corpus_session(path: Path, model: str = "gpt-4o") -> tuple[list[SystemPrompt
         for i, m in enumerate(batch.messages)
     ]
     return system, messages
+
+
+# -- a real PostgreSQL (tests/_postgres.py) -------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL cluster for the whole run (skips without one; fails under CI=true)."""
+    import _postgres
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _postgres.missing("the psycopg package is not installed (pip install -e '.[test]')")
+    cluster = _postgres.start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster):
+    """The URL of a new, empty database on the test cluster, dropped after the test."""
+    import _postgres
+
+    url = _postgres.create_database(pg_cluster)
+    try:
+        yield url
+    finally:
+        _postgres.drop_database(pg_cluster, url)

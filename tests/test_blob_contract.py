@@ -1,4 +1,4 @@
-"""The blob store contract (tests/blob_contract.py) on the embedded filesystem backend."""
+"""The blob store contract (tests/blob_contract.py) on the filesystem and in PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,11 +10,31 @@ from blob_contract import *  # noqa: F403 - the contract's tests run here
 from contextfold.fileblobs import FileBlobs
 
 
-@pytest.fixture
-def blobs(tmp_path: Path) -> FileBlobs:
-    return FileBlobs(tmp_path / "blobs")
+@pytest.fixture(params=["files", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path):
+    """A function opening (another instance on) one fresh store of the backend under test."""
+    if request.param == "files":
+        yield lambda: FileBlobs(tmp_path / "blobs")
+        return
+    url = request.getfixturevalue("pg_url")
+    opened = []
+
+    def open_postgres():
+        from contextfold.pgblobs import PostgresBlobs
+
+        opened.append(PostgresBlobs(url, pool_size=2))
+        return opened[-1]
+
+    yield open_postgres
+    for store in opened:
+        store.close()
 
 
 @pytest.fixture
-def reopen(tmp_path: Path):
-    return lambda: FileBlobs(tmp_path / "blobs")
+def blobs(backend):
+    return backend()
+
+
+@pytest.fixture
+def reopen(backend):
+    return backend

@@ -1,4 +1,4 @@
-"""The store contract (tests/store_contract.py) on the embedded SQLite backend."""
+"""The store contract (tests/store_contract.py) on both backends: embedded SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,9 +12,24 @@ from store_contract import *  # noqa: F403 - the contract's tests run here
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path):
+    """How to open (another connection to) one fresh database of the backend under test."""
+    if request.param == "sqlite":
+        return lambda: SQLiteStore.open(tmp_path / "contract.db")
+    url = request.getfixturevalue("pg_url")
+
+    def open_postgres():
+        from contextfold.store.postgres import PostgresStore
+
+        return PostgresStore.open(url, pool_size=4)
+
+    return open_postgres
+
+
 @pytest.fixture
-async def store(tmp_path: Path):
-    opened = await SQLiteStore.open(tmp_path / "contract.db")
+async def store(backend):
+    opened = await backend()
     try:
         yield opened
     finally:
@@ -22,8 +37,5 @@ async def store(tmp_path: Path):
 
 
 @pytest.fixture
-def reopen(tmp_path: Path):
-    async def second():
-        return await SQLiteStore.open(tmp_path / "contract.db")
-
-    return second
+def reopen(backend):
+    return backend

@@ -41,14 +41,16 @@ def _turns(start: int, count: int) -> list[dict[str, Any]]:
     return messages
 
 
-@pytest.fixture
-async def services(tmp_path: Path):
+@pytest.fixture(params=["sqlite", "postgres"])
+async def services(request: pytest.FixtureRequest, tmp_path: Path):
     """A reader that keeps views, a writer (another process, as far as the store can tell: its
-    own connection and its own cache), and a fresh reader that keeps nothing."""
+    own connection and its own cache), and a fresh reader that keeps nothing; on one SQLite home,
+    or as three replicas on one PostgreSQL database."""
+    shared = {"database": request.getfixturevalue("pg_url")} if request.param == "postgres" else {}
     opened = [
-        await ContextService.open(load_settings({"home": tmp_path}, environ={})),
-        await ContextService.open(load_settings({"home": tmp_path}, environ={})),
-        await ContextService.open(load_settings({"home": tmp_path, "view_cache_sessions": 0}, environ={})),
+        await ContextService.open(load_settings({"home": tmp_path, **shared}, environ={})),
+        await ContextService.open(load_settings({"home": tmp_path, **shared}, environ={})),
+        await ContextService.open(load_settings({"home": tmp_path, "view_cache_sessions": 0, **shared}, environ={})),
     ]
     try:
         yield opened

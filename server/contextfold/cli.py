@@ -57,6 +57,7 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--tools", metavar="NAMES", help="offer only these tools, comma-separated (what `hooks install` gives an agent: read_output,search_history)"
     )
+    _add_team_options(serve)
     serve.set_defaults(handler="commands.serve:serve")
 
     _add_token_commands(sub)
@@ -96,6 +97,7 @@ def _build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--json", action="store_true", help="print JSON")
     collect.set_defaults(handler="commands.changing:gc")
     _add_hook_commands(sub)
+    _add_migrate_command(sub)
     return parser
 
 
@@ -160,6 +162,36 @@ def _add_hook_commands(sub: Any) -> None:
         else:
             action.add_argument("--dry-run", action="store_true", help="print the change instead of making it")
         action.set_defaults(handler=f"commands.hooks:{name}")
+
+
+def _add_team_options(serve: Any) -> None:
+    """`serve`'s options for a team: a PostgreSQL database shared by stateless replicas."""
+    serve.add_argument(
+        "--database",
+        metavar="URL",
+        help="postgresql://user:password@host:port/dbname to share sessions and spilled outputs between "
+        "replicas (also the database setting, $CONTEXTFOLD_DATABASE); default the SQLite file in the home",
+    )
+    serve.add_argument(
+        "--spill-url",
+        metavar="URL",
+        help="s3://bucket/prefix to keep spilled outputs in S3-compatible storage (credentials and endpoint from "
+        "AWS_* variables; the spill_url setting); default the database when it is PostgreSQL, else <home>/outputs",
+    )
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        help="HTTP: answer handshake (2025-era) clients without MCP sessions, so any replica behind a load "
+        "balancer serves any request (2026-07-28 clients are sessionless anyway)",
+    )
+
+
+def _add_migrate_command(sub: Any) -> None:
+    """`migrate --to URL`: a SQLite home's data copied into PostgreSQL."""
+    migrate = sub.add_parser("migrate", help="copy this home's SQLite sessions and spilled outputs into PostgreSQL")
+    migrate.add_argument("--to", required=True, metavar="URL", help="postgresql://user:password@host:port/dbname")
+    migrate.add_argument("--json", action="store_true", help="print JSON")
+    migrate.set_defaults(handler="commands.migrate:migrate")
 
 
 def _add_token_commands(sub: Any) -> None:

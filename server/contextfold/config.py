@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ContextfoldError
 
 ENV_PREFIX = "CONTEXTFOLD_"
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class SettingsError(ContextfoldError, ValueError):
@@ -40,8 +41,18 @@ class Settings(BaseModel):
 
     # -- where data lives (not overridable per session) ------------------------------------------
     home: Path = Field(default_factory=default_home, description="Data home: database and spilled outputs.")
-    database: Path | None = Field(None, description="SQLite file; default <home>/contextfold.db.")
+    database: Path | str | None = Field(
+        None, description="SQLite file (default <home>/contextfold.db), or a postgresql:// URL for a team."
+    )
     spill_dir: Path | None = Field(None, description="Spilled outputs; default <home>/outputs.")
+    spill_url: str | None = Field(
+        None,
+        description="Spilled outputs in S3-compatible storage, s3://bucket/prefix (AWS_* variables for credentials "
+        "and endpoint); default: in the database when it is PostgreSQL, else in spill_dir.",
+    )
+    database_pool_size: int = Field(
+        10, ge=1, description="PostgreSQL: connections each server process keeps at most for sessions."
+    )
 
     # -- models and counting ---------------------------------------------------------------------
     default_model: str = Field("default", description="Model of sessions opened without one.")
@@ -106,6 +117,10 @@ class Settings(BaseModel):
     )
     http_session_idle_seconds: float = Field(
         600.0, gt=0, description="A session with no request in flight and no open stream this long is closed."
+    )
+    http_stateless: bool = Field(
+        False,
+        description="Answer 2025-era (handshake) clients without MCP sessions, so any replica serves any request.",
     )
     view_cache_sessions: int = Field(
         16,
@@ -176,9 +191,47 @@ class Settings(BaseModel):
             raise ValueError(f"soft_ratio ({self.soft_ratio}) must not exceed hard_ratio ({self.hard_ratio})")
         return self
 
+    @field_validator("database")
+    @classmethod
+    def _database(cls, value: Path | str | None) -> Path | str | None:
+        if isinstance(value, str) and not value.startswith(_POSTGRES_SCHEMES):
+            if "://" in value:
+                scheme = value.split("://", 1)[0]
+                raise ValueError(
+                    f"{scheme}:// is not a database contextfold knows; give a SQLite file path or a "
+                    "postgresql://user:password@host:port/dbname URL"
+                )
+            return Path(value).expanduser()
+        return value
+
+    @field_validator("spill_url")
+    @classmethod
+    def _spill_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("s3://"):
+            raise ValueError(f"expected s3://bucket/prefix, got {value!r}")
+        return value
+
+    @property
+    def database_url(self) -> str | None:
+        """The PostgreSQL URL when the database is PostgreSQL, else None (SQLite)."""
+        return self.database if isinstance(self.database, str) else None
+
+    @property
+    def database_name(self) -> str:
+        """Where the sessions are, to show a person: the SQLite file, or the URL without its password."""
+        return redact_url(self.database_url) if self.database_url else str(self.database_path)
+
+    @property
+    def spill_name(self) -> str:
+        """Where spilled outputs are, to show a person."""
+        if self.spill_url:
+            return self.spill_url
+        return f"the database at {self.database_name}" if self.database_url else str(self.spill_path)
+
     @property
     def database_path(self) -> Path:
-        return self.database or self.home / "contextfold.db"
+        """The SQLite file (with a PostgreSQL database, where it would be: nothing uses it)."""
+        return self.database if isinstance(self.database, Path) else self.home / "contextfold.db"
 
     @property
     def spill_path(self) -> Path:
@@ -209,9 +262,10 @@ class Settings(BaseModel):
         return merged.model_copy(update=capped) if capped else merged
 
 
-PATH_SETTINGS = frozenset({"home", "database", "spill_dir"})
+PATH_SETTINGS = frozenset({"home", "database", "spill_dir", "spill_url"})
 PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
     {
+        "database_pool_size",
         "max_request_bytes",
         "max_database_bytes",
         "max_count_bytes",
@@ -220,6 +274,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "http_sessions_per_tenant",
         "http_max_sessions",
         "http_session_idle_seconds",
+        "http_stateless",
         "view_cache_sessions",
         "proxy_max_tokens",
         "proxy_preview_tokens",
@@ -233,6 +288,20 @@ SESSION_LIMITS = frozenset({"max_message_bytes", "max_batch_messages", "max_batc
 """Request limits a session may lower for itself but not raise past the server's."""
 SESSION_SETTINGS = frozenset(Settings.model_fields) - PROCESS_SETTINGS
 """Per-session policy: every other setting, overridable with `session_open(settings=…)`."""
+
+
+def redact_url(url: str) -> str:
+    """A database URL without its password, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    except ValueError:
+        return "postgresql://…"
 
 
 def check_session_overrides(overrides: Mapping[str, Any]) -> None:

@@ -68,6 +68,15 @@ def storage_error(
     for cause in _causes(exc):
         if isinstance(cause, sqlite3.Error):
             problem = _sqlite_problem(cause, settings, read_only, then)
+        elif settings.spill_url and type(cause).__module__.startswith("obstore"):
+            problem = StoreUnavailable(
+                f"the spill store at {settings.spill_url} failed ({str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__}); "
+                f"check that it is reachable and the AWS_* credentials, then {then}"
+            )
+        elif settings.database_url and type(cause).__module__.startswith(("psycopg", "contextfold.store.pg")):
+            from .pgguard import postgres_problem  # only a PostgreSQL deployment gets here
+
+            problem = postgres_problem(cause, settings.database_url, then)
         elif isinstance(cause, OSError):
             problem = _os_problem(cause, settings, read_only, then)
         else:
@@ -83,6 +92,13 @@ def _explained(settings: Settings, read_only: ReadOnlyHome | None = None) -> Ite
     try:
         yield
     except (sqlite3.Error, OSError) as exc:
+        problem = storage_error(exc, settings, read_only)
+        if problem is None:
+            raise
+        raise problem from exc
+    except Exception as exc:
+        if not settings.database_url and not settings.spill_url:
+            raise
         problem = storage_error(exc, settings, read_only)
         if problem is None:
             raise
@@ -175,8 +191,11 @@ async def open_service(settings: Settings) -> tuple[ContextService, StorageError
 
     With a problem the service still runs: read-only (reads work, writes refused) when the
     problem is a `ReadOnlyHome`, otherwise without a store (calls that need it raise the problem).
-    Anything that is not a storage problem is raised.
+    Anything that is not a storage problem is raised. A PostgreSQL database that cannot be
+    reached or used is raised too (`StoreUnavailable`): a replica that cannot work should not start.
     """
+    if settings.database_url:
+        return await _open_postgres(settings), None
     try:
         return await _open_normally(settings), None
     except Exception as exc:
@@ -196,8 +215,11 @@ async def open_for_reading(settings: Settings) -> ContextService | None:
     """The service for a command that only reads, or None when the home holds no database yet.
 
     Nothing in the home is created or changed: not the database, not SQLite's -wal and -shm
-    files, not the spill directory (see `_untouched_uri`). A write through it is refused.
+    files, not the spill directory (see `_untouched_uri`). A write through it is refused. On
+    PostgreSQL there are no files to leave alone: the service is opened as the server opens it.
     """
+    if settings.database_url:
+        return await _open_postgres(settings)
     if not _exists(settings.database_path):
         return None
     problem = ReadOnlyHome(f"the data home {settings.home} was opened only to read; this command cannot write")
@@ -221,10 +243,29 @@ def without_store(settings: Settings) -> ContextService:
     return ContextService(settings, GuardedStore(None, settings, problem), GuardedFiles(settings, problem))
 
 
+async def _s3_blobs(settings: Settings) -> GuardedBlobs:
+    """Spilled outputs in S3-compatible storage (`spill_url`), failures explained."""
+    from .s3blobs import S3Blobs
+
+    assert settings.spill_url is not None
+    with _explained(settings):
+        return GuardedBlobs(await asyncio.to_thread(S3Blobs, settings.spill_url), settings)
+
+
+async def _open_postgres(settings: Settings) -> ContextService:
+    """The service on a PostgreSQL database, spilled outputs in it too; its failures in one line."""
+    from .pgguard import open_postgres
+
+    url = settings.database_url
+    assert url is not None
+    store, files = await open_postgres(settings)
+    return ContextService(settings, GuardedStore(store, settings), GuardedBlobs(files, settings))
+
+
 async def _open_normally(settings: Settings) -> ContextService:
     store = await SQLiteStore.open(settings.database_path)
     try:
-        files = GuardedFiles(settings)
+        files = await _s3_blobs(settings) if settings.spill_url else GuardedFiles(settings)
     except BaseException:
         await store.close()
         raise
@@ -404,6 +445,27 @@ class GuardedFiles(FileBlobs):
     def put(self, content: bytes | Iterable[bytes]) -> StoredBlob:
         with self._writing():
             return super().put(content)
+
+
+class GuardedBlobs:
+    """Any `BlobStore` whose storage failures come out as the one line that says why (the
+    filesystem store has `GuardedFiles`, which also knows about read-only homes)."""
+
+    def __init__(self, inner: Any, settings: Settings) -> None:
+        self._inner = inner
+        self._settings = settings
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+        if name.startswith("_") or not callable(method):
+            return method
+
+        @functools.wraps(method)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            with _explained(self._settings):
+                return method(*args, **kwargs)
+
+        return guarded
 
 
 class _Guarded:

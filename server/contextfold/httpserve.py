@@ -149,6 +149,10 @@ def serve_http(server: MCPServer, settings: Settings, *, host: str, port: int) -
         max_request_body_size=settings.max_request_bytes,
         session_idle_timeout=settings.http_session_idle_seconds,
         max_sessions=None,  # SessionLimits refuses first, naming the setting
+        # Replicas behind a load balancer: a 2025-era client's requests may each reach another
+        # process, so none keeps an MCP session (no server-to-client requests then; the
+        # sessionless 2026-07-28 protocol never has them over HTTP requests anyway).
+        stateless_http=settings.http_stateless,
     )
     SessionLimits(
         settings.http_sessions_per_tenant, settings.http_max_sessions, settings.http_session_idle_seconds

@@ -186,9 +186,10 @@ def build_server(
         raise SettingsError(f"no tool named {', '.join(unknown)}; contextfold's tools are {', '.join(TOOLS)}")
     instructions = INSTRUCTIONS if tools is None else AGENT_INSTRUCTIONS
     mcp = _CompactSchemas("contextfold", version=__version__, instructions=instructions, lifespan=lifespan, **auth)
-    mcp.private_paths = tuple(
-        sorted({str(settings.home), str(settings.database_path), str(settings.spill_path)}, key=len, reverse=True)
-    )
+    private = {str(settings.home), str(settings.database_path), str(settings.spill_path)}
+    if settings.database_url:  # a remote tenant learns neither the database's address nor its password
+        private |= {settings.database_url, settings.database_name}
+    mcp.private_paths = tuple(sorted(private, key=len, reverse=True))
 
     @mcp.tool(title="Count tokens", annotations=_annotations(read_only=True, idempotent=True))
     async def count_tokens(

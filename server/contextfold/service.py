@@ -10,6 +10,7 @@ local tenant (owner `""`). The MCP server asks it for `tenant(owner)` per reques
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Literal
 
@@ -311,11 +312,23 @@ class ContextService(Tenant):
     @classmethod
     async def open(cls, settings: Settings | None = None) -> ContextService:
         settings = settings or load_settings()
+        if settings.database_url:
+            from .pgguard import open_postgres  # PostgreSQL: sessions and spilled outputs in the database
+
+            store, blobs = await open_postgres(settings)
+            return cls(settings, store, blobs)
         store = await SQLiteStore.open(settings.database_path)
+        if settings.spill_url:
+            from .s3blobs import S3Blobs
+
+            return cls(settings, store, await asyncio.to_thread(S3Blobs, settings.spill_url))
         return cls(settings, store, FileBlobs(settings.spill_path))
 
     async def close(self) -> None:
         await self._runtime.store.close()
+        close_files = getattr(self._runtime.outputs.files, "close", None)
+        if close_files is not None:  # a blob store holding connections (PostgreSQL)
+            await asyncio.to_thread(close_files)
 
     async def __aenter__(self) -> ContextService:
         return self

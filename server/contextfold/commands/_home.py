@@ -27,7 +27,7 @@ async def read_session(settings: Settings, session_id: str) -> ContextService:
 
 async def open_session(settings: Settings, session_id: str) -> ContextService:
     """The service for a command that changes `session_id`; a home without a database gets none."""
-    if not settings.database_path.exists():
+    if not settings.database_url and not settings.database_path.exists():
         raise no_database(settings, session_id)
     return await open_home(settings)
 

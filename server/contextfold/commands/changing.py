@@ -96,6 +96,6 @@ async def gc(args: argparse.Namespace, settings: Settings) -> int:
         verb = "would remove" if result.dry_run else "removed"
         print(
             f"{verb} {result.outputs_removed:,} expired or evicted outputs and {result.files_removed:,} files "
-            f"({result.bytes_freed:,} bytes); {result.bytes_kept:,} bytes kept in {settings.spill_path}"
+            f"({result.bytes_freed:,} bytes); {result.bytes_kept:,} bytes kept in {settings.spill_name}"
         )
     return 0

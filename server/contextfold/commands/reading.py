@@ -38,7 +38,7 @@ async def stats(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print_json({"sessions": [], "totals": None})
         else:
-            print(f"no sessions yet (no database at {settings.database_path})")
+            print(f"no sessions yet (no database at {settings.database_name})")
         return 0
     async with reader as service:
         statuses = [status for _, status in await all_sessions(service)]
@@ -46,7 +46,7 @@ async def stats(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json({"sessions": [s.model_dump() for s in statuses], "totals": totals})
     elif not statuses:
-        print(f"no sessions in {settings.database_path}")
+        print(f"no sessions in {settings.database_name}")
     else:
         rows = [(s.session_id, s.model, s.message_count, s.tokens_in_view, s.ratio, s.state) for s in statuses]
         print(views.table(rows, ["session", "model", "messages", "in view", "used", "state"]))
@@ -68,9 +68,9 @@ async def sessions(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json(views.sessions_json(found))
     elif reader is None:
-        print(f"no sessions yet (no database at {settings.database_path})")
+        print(f"no sessions yet (no database at {settings.database_name})")
     elif not found:
-        print(f"no sessions in {settings.database_path}")
+        print(f"no sessions in {settings.database_name}")
     else:
         print(views.sessions_table(found))
     return 0

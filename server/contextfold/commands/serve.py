@@ -16,6 +16,16 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if getattr(args, "tools", None) else None
+    if getattr(args, "database", None):
+        settings.database = args.database  # validated: a path or a postgresql:// URL
+    if getattr(args, "spill_url", None):
+        settings.spill_url = args.spill_url
+    if getattr(args, "stateless", False):
+        settings.http_stateless = True
+    if settings.database_url:
+        from ..pgguard import check_database  # reachable and migrated, or one line and exit 2
+
+        check_database(settings)
     if not args.http:
         build_server(settings, tools=tools).run()
         return 0

@@ -9,8 +9,6 @@ time (an asyncio lock): a connection's open transaction is visible to every stat
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import os
 import sqlite3
 import time
@@ -20,67 +18,41 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-from pydantic import TypeAdapter
 
 from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
 from .base import ConflictError, NotFoundError, OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
+from .rows import (
+    KEPT,
+    SESSION_FIELDS,
+    UPDATABLE,
+    WRITTEN,
+    decode_cursor,
+    encode_cursor,
+    json_text,
+    load_part,
+    message_from_row,
+    part_json,
+    session_columns,
+    session_from_row,
+)
 from .schema import migrate
-
-_PART = TypeAdapter(Part)
 
 BUSY_TIMEOUT_MS = 10_000
 
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _encode_cursor(updated_at: float, session_id: str) -> str:
-    return base64.urlsafe_b64encode(_json([updated_at, session_id]).encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[float, str]:
-    try:
-        updated_at, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return float(updated_at), str(session_id)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"cursor {cursor!r} is not one this server issued; pass next_cursor as returned") from exc
-
-
-_SESSION_FIELDS = tuple(f for f in Session.model_fields if f != "owner")
-"""Session fields map one to one onto columns of `sessions`; these are stored as JSON text."""
-_JSON_FIELDS = frozenset({"settings", "system", "last_usage", "view", "metadata"})
-_KEPT = ("compaction_count", "compaction_tokens_freed")
-"""Kept by triggers on `compactions` (migration 8): read with the session, never written from one."""
-_WRITTEN = tuple(f for f in _SESSION_FIELDS if f not in _KEPT)
-_SESSION_COLUMNS = ", ".join(_SESSION_FIELDS)
+_json = json_text
+_encode_cursor = encode_cursor
+_decode_cursor = decode_cursor
+_KEPT = KEPT
+_WRITTEN = WRITTEN
+_UPDATABLE = UPDATABLE
+_SESSION_COLUMNS = ", ".join(SESSION_FIELDS)
 _INSERT_SESSION = f"INSERT INTO sessions (owner, {', '.join(_WRITTEN)}) VALUES (?, {', '.join('?' * len(_WRITTEN))})"
-_UPDATABLE = tuple(f for f in _WRITTEN if f not in ("id", "created_at", "revision", "reset_revision"))
-"""Revisions are the store's own: a transaction takes one as it starts, triggers keep the rest."""
 _UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in _UPDATABLE)} WHERE owner = ? AND id = ?"
-
-
-def _session_columns(session: Session) -> dict[str, Any]:
-    data = session.model_dump(mode="json")
-    return {f: _json(data[f]) if f in _JSON_FIELDS and data[f] is not None else data[f] for f in _WRITTEN}
-
-
-def _session_from_row(row: aiosqlite.Row) -> Session:
-    data = {f: json.loads(row[f]) if f in _JSON_FIELDS and row[f] is not None else row[f] for f in _SESSION_FIELDS}
-    return Session.model_validate({**data, "owner": row["owner"]})
-
-
-def _part_json(part: Part) -> str:
-    # Defaults are left out to keep rows small; the discriminator must stay.
-    data = part.model_dump(mode="json", exclude={"tokens"}, exclude_defaults=True)
-    data["type"] = part.type
-    return _json(data)
-
-
-def _load_part(data: str, tokens: int) -> Part:
-    part = _PART.validate_json(data)
-    part.tokens = tokens
-    return part
+_session_columns = session_columns
+_session_from_row = session_from_row
+_part_json = part_json
+_load_part = load_part
+_message = message_from_row
 
 
 async def _load_messages(
@@ -115,26 +87,6 @@ async def _load_messages(
     ):
         parts.setdefault(row["message_id"], []).append(_load_part(row["data"], row["tokens"]))
     return [_message(row, session_id, parts.get(row["id"], [])) for row in message_rows]
-
-
-def _message(row: Any, session_id: str, parts: list[Part]) -> Message:
-    return Message(
-        id=row["id"],
-        session_id=session_id,
-        seq=row["seq"],
-        role=row["role"],
-        parts=parts,
-        name=row["name"],
-        parent_id=row["parent_id"],
-        summary=bool(row["summary"]),
-        finish_reason=row["finish_reason"],
-        error=row["error"],
-        usage=Usage.model_validate_json(row["usage"]) if row["usage"] else None,
-        created_at=row["created_at"],
-        metadata=json.loads(row["metadata"]),
-        tokens=row["tokens"],
-        view_tokens=row["view_tokens"],
-    )
 
 
 async def _load_changed(
