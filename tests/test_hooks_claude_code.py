@@ -98,7 +98,7 @@ async def test_bash_over_the_limits_is_spilled_and_read_back_over_mcp(tmp_path: 
     assert set(updated) == {"stdout", "stderr", "interrupted", "isImage", "noOutputExpected"}  # the tool's own shape
     assert updated["stderr"] == "" and updated["interrupted"] is False
     preview = updated["stdout"]
-    assert preview.startswith("row 000001 ") and len(preview.encode()) < 20_000 + 1_024
+    assert preview.startswith("row 000001 ") and len(preview.encode()) < 8_000 + 1_024
     assert "read_output(" in preview
     read = await read_back(home, output_id_in(preview), offset=2_999, limit=5)
     assert read["total_lines"] == 3_000

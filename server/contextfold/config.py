@@ -173,10 +173,12 @@ class Settings(BaseModel):
 
     # -- agent hooks (`contextfold hook`, `contextfold hooks install`) ---------------------------
     hook_preview_bytes: int = Field(
-        20_000,
+        8_000,
         ge=1_000,
-        description="Most of a spilled output a hook puts in the agent's context (under Claude Code's own "
-        "30,000-character inline cap, so it never persists the preview again).",
+        le=28_000,
+        description="Most of a spilled output a hook puts in the agent's context: head and tail, about 2,000 "
+        "tokens, where Claude Code alone shows a 2 KB head (under its 30,000-character inline cap, so it never "
+        "persists the preview again); read_output reads the rest.",
     )
     hook_context_tokens: int = Field(
         2_000,
