@@ -44,9 +44,10 @@ from .rows import (
     WRITTEN,
     decode_cursor,
     encode_cursor,
-    json_text,
     load_part,
     message_from_row,
+    messages_from_joined,
+    new_message_rows,
     output_from_row,
     output_values,
     part_json,
@@ -179,23 +180,7 @@ async def _load_changed(
         "WHERE m.owner = %s AND m.session_id = %s AND m.rev > %s AND m.seq > %s ORDER BY m.seq, p.idx",
         (owner, session_id, since_rev, after_seq),
     )
-    hidden: set[str] = set()
-    messages: list[Message] = []
-    current: Any = None
-    parts: list[Part] = []
-    for row in rows:
-        if row["hidden"]:
-            hidden.add(row["id"])
-            continue
-        if current is None or row["id"] != current["id"]:
-            if current is not None:
-                messages.append(message_from_row(current, session_id, parts))
-            current, parts = row, []
-        if row["data"] is not None:
-            parts.append(load_part(row["data"], row["part_tokens"]))
-    if current is not None:
-        messages.append(message_from_row(current, session_id, parts))
-    return messages, hidden
+    return messages_from_joined(rows, session_id)
 
 
 async def _rows(conn: psycopg.AsyncConnection, owner: str, session_id: str, after_seq: int) -> list[MessageRow]:
@@ -603,58 +588,11 @@ class _PgTransaction(_OutputStatements):
 
     async def insert_messages(self, messages: Sequence[Message]) -> list[Message]:
         rev = await self._stamp()
-        now = time.time()
-        stored: list[Message] = []
-        message_rows: list[tuple[Any, ...]] = []
-        part_rows: list[tuple[Any, ...]] = []
-        for message in messages:
-            seq = self._next_seq
-            self._next_seq += 1
-            message = message.model_copy(
-                update={
-                    "id": message.id or new_id("msg"),
-                    "session_id": self.session.id,
-                    "seq": seq,
-                    "created_at": message.created_at or now,
-                }
-            )
-            message_rows.append(
-                (
-                    message.id,
-                    self._owner,
-                    self.session.id,
-                    seq,
-                    message.role,
-                    message.name,
-                    message.parent_id,
-                    message.summary,
-                    message.finish_reason,
-                    message.error,
-                    message.usage.model_dump_json() if message.usage else None,
-                    message.created_at,
-                    json_text(message.metadata),
-                    message.tokens,
-                    message.view_tokens,
-                    message.starts_turn,
-                    rev,
-                )
-            )
-            for index, part in enumerate(message.parts):
-                is_tool = isinstance(part, ToolPart)
-                part_rows.append(
-                    (
-                        message.id,
-                        index,
-                        self._owner,
-                        self.session.id,
-                        part.type,
-                        part.call_id if is_tool else None,
-                        part.state if is_tool else None,
-                        part_json(part),
-                        part.tokens,
-                    )
-                )
-            stored.append(message)
+        stored, rows, part_rows = new_message_rows(
+            messages, owner=self._owner, session_id=self.session.id, first_seq=self._next_seq, now=time.time()
+        )
+        self._next_seq += len(stored)
+        message_rows = [(*row, rev) for row in rows]
         async with self._conn.pipeline():  # both batches in one round trip
             await _executemany(
                 self._conn,

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..domain import Message, Part, Session, Usage
+from ..domain import Message, Part, Session, ToolPart, Usage, new_id
 from .base import OutputRecord
 
 _PART = TypeAdapter(Part)
@@ -85,6 +86,67 @@ def message_from_row(row: Any, session_id: str, parts: list[Part]) -> Message:
         tokens=row["tokens"],
         view_tokens=row["view_tokens"],
     )
+
+
+def messages_from_joined(rows: Iterable[Any], session_id: str) -> tuple[list[Message], set[str]]:
+    """Messages from rows of `messages` joined with their `parts` (a row per part, in seq and part
+    order, with `hidden`, `data` and `part_tokens`), and the ids of the hidden ones."""
+    hidden: set[str] = set()
+    messages: list[Message] = []
+    current: Any = None
+    parts: list[Part] = []
+    for row in rows:
+        if row["hidden"]:
+            hidden.add(row["id"])
+            continue
+        if current is None or row["id"] != current["id"]:
+            if current is not None:
+                messages.append(message_from_row(current, session_id, parts))
+            current, parts = row, []
+        if row["data"] is not None:
+            parts.append(load_part(row["data"], row["part_tokens"]))
+    if current is not None:
+        messages.append(message_from_row(current, session_id, parts))
+    return messages, hidden
+
+
+MESSAGE_COLUMNS = (
+    "id", "owner", "session_id", "seq", "role", "name", "parent_id", "summary", "finish_reason", "error", "usage",
+    "created_at", "metadata", "tokens", "view_tokens", "turn_start",
+)
+PART_COLUMNS = ("message_id", "idx", "owner", "session_id", "type", "call_id", "state", "data", "tokens")
+
+
+def new_message_rows(
+    messages: Sequence[Message], *, owner: str, session_id: str, first_seq: int, now: float
+) -> tuple[list[Message], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Messages about to be inserted, numbered from `first_seq`: (the messages as stored, their
+    `MESSAGE_COLUMNS` rows, their parts' `PART_COLUMNS` rows)."""
+    stored: list[Message] = []
+    message_rows: list[tuple[Any, ...]] = []
+    part_rows: list[tuple[Any, ...]] = []
+    for seq, message in enumerate(messages, first_seq):
+        message = message.model_copy(
+            update={"id": message.id or new_id("msg"), "session_id": session_id, "seq": seq, "created_at": message.created_at or now}
+        )
+        message_rows.append(
+            (
+                message.id, owner, session_id, seq, message.role, message.name, message.parent_id, message.summary,
+                message.finish_reason, message.error, message.usage.model_dump_json() if message.usage else None,
+                message.created_at, json_text(message.metadata), message.tokens, message.view_tokens,
+                message.starts_turn,
+            )
+        )
+        for index, part in enumerate(message.parts):
+            is_tool = isinstance(part, ToolPart)
+            part_rows.append(
+                (
+                    message.id, index, owner, session_id, part.type, part.call_id if is_tool else None,
+                    part.state if is_tool else None, part_json(part), part.tokens,
+                )
+            )
+        stored.append(message)
+    return stored, message_rows, part_rows
 
 
 OUTPUT_COLUMNS = ("id", "session_id", "owner", "digest", "bytes", "lines", "tool", "call_id", "created_at", "last_read_at")

@@ -28,9 +28,10 @@ from .rows import (
     WRITTEN,
     decode_cursor,
     encode_cursor,
-    json_text,
     load_part,
     message_from_row,
+    messages_from_joined,
+    new_message_rows,
     part_json,
     session_columns,
     session_from_row,
@@ -39,20 +40,9 @@ from .schema import migrate
 
 BUSY_TIMEOUT_MS = 10_000
 
-_json = json_text
-_encode_cursor = encode_cursor
-_decode_cursor = decode_cursor
-_KEPT = KEPT
-_WRITTEN = WRITTEN
-_UPDATABLE = UPDATABLE
 _SESSION_COLUMNS = ", ".join(SESSION_FIELDS)
-_INSERT_SESSION = f"INSERT INTO sessions (owner, {', '.join(_WRITTEN)}) VALUES (?, {', '.join('?' * len(_WRITTEN))})"
-_UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in _UPDATABLE)} WHERE owner = ? AND id = ?"
-_session_columns = session_columns
-_session_from_row = session_from_row
-_part_json = part_json
-_load_part = load_part
-_message = message_from_row
+_INSERT_SESSION = f"INSERT INTO sessions (owner, {', '.join(WRITTEN)}) VALUES (?, {', '.join('?' * len(WRITTEN))})"
+_UPDATE_SESSION = f"UPDATE sessions SET {', '.join(f'{f} = ?' for f in UPDATABLE)} WHERE owner = ? AND id = ?"
 
 
 async def _load_messages(
@@ -85,8 +75,8 @@ async def _load_messages(
         "ORDER BY m.seq, p.idx",
         (owner, session_id, message_rows[0]["seq"], message_rows[-1]["seq"]),
     ):
-        parts.setdefault(row["message_id"], []).append(_load_part(row["data"], row["tokens"]))
-    return [_message(row, session_id, parts.get(row["id"], [])) for row in message_rows]
+        parts.setdefault(row["message_id"], []).append(load_part(row["data"], row["tokens"]))
+    return [message_from_row(row, session_id, parts.get(row["id"], [])) for row in message_rows]
 
 
 async def _load_changed(
@@ -103,23 +93,7 @@ async def _load_changed(
         "WHERE m.owner = ? AND m.session_id = ? AND m.rev > ? AND m.seq > ? ORDER BY m.seq, p.idx",
         (owner, session_id, since_rev, after_seq),
     )
-    hidden: set[str] = set()
-    messages: list[Message] = []
-    current: Any = None
-    parts: list[Part] = []
-    for row in rows:
-        if row["hidden"]:
-            hidden.add(row["id"])
-            continue
-        if current is None or row["id"] != current["id"]:
-            if current is not None:
-                messages.append(_message(current, session_id, parts))
-            current, parts = row, []
-        if row["data"] is not None:
-            parts.append(_load_part(row["data"], row["part_tokens"]))
-    if current is not None:
-        messages.append(_message(current, session_id, parts))
-    return messages, hidden
+    return messages_from_joined(rows, session_id)
 
 
 async def _rows(db: aiosqlite.Connection, owner: str, session_id: str, after_seq: int) -> list[MessageRow]:
@@ -277,7 +251,7 @@ class SQLiteTenant:
     async def create_session(self, session: Session) -> Session:
         now = time.time()
         session = session.model_copy(
-            update={"owner": self.owner, "created_at": now, "updated_at": now, **dict.fromkeys(_KEPT, 0)}
+            update={"owner": self.owner, "created_at": now, "updated_at": now, **dict.fromkeys(KEPT, 0)}
         )
         async with self._store._transaction() as db:
             async with db.execute(
@@ -285,7 +259,7 @@ class SQLiteTenant:
             ) as cur:
                 if await cur.fetchone() is not None:
                     raise ConflictError(f"a session with id {session.id!r} already exists")
-            await db.execute(_INSERT_SESSION, (self.owner, *_session_columns(session).values()))
+            await db.execute(_INSERT_SESSION, (self.owner, *session_columns(session).values()))
         return session
 
     async def get_session(self, session_id: str) -> Session:
@@ -294,13 +268,13 @@ class SQLiteTenant:
         )
         if row is None:
             raise NotFoundError("session", session_id, "list sessions with session_list or open one with session_open")
-        return _session_from_row(row)
+        return session_from_row(row)
 
     async def list_sessions(self, *, limit: int = 50, cursor: str | None = None) -> SessionPage:
         params: list[Any] = [self.owner]
         where = "owner = ?"
         if cursor:
-            updated_at, last_id = _decode_cursor(cursor)
+            updated_at, last_id = decode_cursor(cursor)
             where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
             params += [updated_at, updated_at, last_id]
         rows = await self._store._fetchall(
@@ -308,9 +282,9 @@ class SQLiteTenant:
             "ORDER BY updated_at DESC, id DESC LIMIT ?",
             (*params, limit + 1),
         )
-        sessions = [_session_from_row(r) for r in rows[:limit]]
+        sessions = [session_from_row(r) for r in rows[:limit]]
         more = len(rows) > limit
-        next_cursor = _encode_cursor(sessions[-1].updated_at, sessions[-1].id) if more and sessions else None
+        next_cursor = encode_cursor(sessions[-1].updated_at, sessions[-1].id) if more and sessions else None
         return SessionPage(sessions, next_cursor)
 
     async def delete_session(self, session_id: str) -> None:
@@ -328,11 +302,11 @@ class SQLiteTenant:
             if row is None and create is not None:
                 now = time.time()
                 create = create.model_copy(update={"id": session_id, "created_at": now, "updated_at": now})
-                await db.execute(_INSERT_SESSION, (self.owner, *_session_columns(create).values()))
+                await db.execute(_INSERT_SESSION, (self.owner, *session_columns(create).values()))
                 row = await self._session_row(db, session_id)
             if row is None:
                 raise NotFoundError("session", session_id, "open it first with session_open")
-            yield _SQLiteTransaction(db, self.owner, _session_from_row(row), row["next_seq"])
+            yield _SQLiteTransaction(db, self.owner, session_from_row(row), row["next_seq"])
 
     async def _session_row(self, db: aiosqlite.Connection, session_id: str) -> aiosqlite.Row | None:
         async with db.execute(
@@ -536,7 +510,7 @@ class _SQLiteTransaction(_OutputStatements):
             ) as cur:
                 async for row in cur:
                     # Later rows win: a reused call id answers its most recent call.
-                    part = _load_part(row["data"], row["tokens"])
+                    part = load_part(row["data"], row["tokens"])
                     assert isinstance(part, ToolPart)
                     found[row["call_id"]] = StoredToolPart(row["message_id"], row["idx"], part)
         return found
@@ -546,7 +520,7 @@ class _SQLiteTransaction(_OutputStatements):
         delta = part.tokens - stored.part.tokens
         await self._db.execute(
             "UPDATE parts SET data = ?, state = ?, tokens = ? WHERE message_id = ? AND idx = ?",
-            (_part_json(part), part.state, part.tokens, stored.message_id, stored.index),
+            (part_json(part), part.state, part.tokens, stored.message_id, stored.index),
         )
         if delta:
             await self._db.execute(
@@ -556,57 +530,10 @@ class _SQLiteTransaction(_OutputStatements):
 
     async def insert_messages(self, messages: Sequence[Message]) -> list[Message]:
         await self._stamp()
-        now = time.time()
-        stored: list[Message] = []
-        message_rows: list[tuple[Any, ...]] = []
-        part_rows: list[tuple[Any, ...]] = []
-        for message in messages:
-            seq = self._next_seq
-            self._next_seq += 1
-            message = message.model_copy(
-                update={
-                    "id": message.id or new_id("msg"),
-                    "session_id": self.session.id,
-                    "seq": seq,
-                    "created_at": message.created_at or now,
-                }
-            )
-            message_rows.append(
-                (
-                    message.id,
-                    self._owner,
-                    self.session.id,
-                    seq,
-                    message.role,
-                    message.name,
-                    message.parent_id,
-                    int(message.summary),
-                    message.finish_reason,
-                    message.error,
-                    message.usage.model_dump_json() if message.usage else None,
-                    message.created_at,
-                    _json(message.metadata),
-                    message.tokens,
-                    message.view_tokens,
-                    int(message.starts_turn),
-                )
-            )
-            for index, part in enumerate(message.parts):
-                is_tool = isinstance(part, ToolPart)
-                part_rows.append(
-                    (
-                        message.id,
-                        index,
-                        self._owner,
-                        self.session.id,
-                        part.type,
-                        part.call_id if is_tool else None,
-                        part.state if is_tool else None,
-                        _part_json(part),
-                        part.tokens,
-                    )
-                )
-            stored.append(message)
+        stored, message_rows, part_rows = new_message_rows(
+            messages, owner=self._owner, session_id=self.session.id, first_seq=self._next_seq, now=time.time()
+        )
+        self._next_seq += len(stored)
         await self._db.executemany(
             "INSERT INTO messages (id, owner, session_id, seq, role, name, parent_id, summary, finish_reason, "
             "error, usage, created_at, metadata, tokens, view_tokens, turn_start) "
@@ -627,7 +554,7 @@ class _SQLiteTransaction(_OutputStatements):
         await self._stamp()
         await self._db.executemany(
             "UPDATE parts SET data = ? WHERE message_id = ? AND idx = ?",
-            [(_part_json(m.part), m.message_id, m.index) for m in marks],
+            [(part_json(m.part), m.message_id, m.index) for m in marks],
         )
         await self._db.executemany(
             "UPDATE messages SET view_tokens = COALESCE(view_tokens, tokens) - ? WHERE id = ?",
@@ -668,8 +595,8 @@ class _SQLiteTransaction(_OutputStatements):
 
     async def save_session(self, session: Session) -> None:
         # What the store keeps comes from its own copy: the caller's may predate `add_compaction`.
-        kept = {f: getattr(self.session, f) for f in _KEPT}
+        kept = {f: getattr(self.session, f) for f in KEPT}
         session = session.model_copy(update={"updated_at": time.time(), **kept})
-        columns = _session_columns(session)
-        await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in _UPDATABLE), self._owner, session.id))
+        columns = session_columns(session)
+        await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in UPDATABLE), self._owner, session.id))
         self.session = session
