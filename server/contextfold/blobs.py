@@ -85,6 +85,70 @@ class BlobReader(Protocol):
     ) -> None: ...
 
 
+class WindowedReader:
+    """A `BlobReader` over remote storage (a database's chunks, an object's byte ranges): seek and
+    read like a file, the bytes around the position fetched as they are needed, more at a time
+    while reading on. A subclass says how to fetch (`_window_at`); the rest is here."""
+
+    def __init__(self, info: BlobInfo) -> None:
+        self._info = info
+        self._pos = 0
+        self._start = 0
+        """Blob offset of `_window`."""
+        self._window = b""
+        self._ahead = 1
+        """How many units the next fetch takes: doubles while reading on, back to 1 after a seek."""
+        self.closed = False
+
+    def _window_at(self, pos: int, ahead: int) -> tuple[int, bytes]:
+        """(offset, bytes) of a window holding `pos`, about `ahead` units long; raises when the
+        content is gone or cut short."""
+        raise NotImplementedError
+
+    def info(self) -> BlobInfo:
+        return self._info
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        base = {0: 0, 1: self._pos, 2: self._info.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def read(self, size: int = -1, /) -> bytes:
+        if self.closed:
+            raise ValueError("read of a closed blob")
+        end = self._info.size if size is None or size < 0 else min(self._info.size, self._pos + size)
+        out: list[bytes] = []
+        while self._pos < end:
+            if not self._start <= self._pos < self._start + len(self._window):
+                sequential = bool(self._window) and self._pos == self._start + len(self._window)
+                self._ahead = min(self._ahead * 2, 1 << 12) if sequential else 1
+                self._start, self._window = self._window_at(self._pos, self._ahead)
+                if not self._start <= self._pos < self._start + len(self._window):
+                    raise missing(self._info.digest)  # deleted, replaced or cut short while open
+            at = self._pos - self._start
+            piece = self._window[at : at + (end - self._pos)]
+            out.append(piece)
+            self._pos += len(piece)
+        return b"".join(out)
+
+    def close(self) -> None:
+        self.closed = True
+        self._window = b""
+
+    def __enter__(self) -> WindowedReader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None:
+        self.close()
+
+
 class BlobStore(Protocol):
     """Content-addressed storage of immutable blobs (see the module docstring)."""
 

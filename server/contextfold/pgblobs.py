@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from types import TracebackType
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from . import lineindex
-from .blobs import BlobInfo, StoredBlob, byte_chunks, check_digest, missing
+from .blobs import BlobInfo, StoredBlob, WindowedReader, byte_chunks, check_digest, missing
 from .store.postgres import connect_kwargs, connection_lost
 
 __all__ = ["CHUNK_BYTES", "PostgresBlobs"]
@@ -185,70 +184,18 @@ class PostgresBlobs:
                 conn.execute("DELETE FROM blob_chunks WHERE blob_id = %s", (row[0],))
 
 
-class _BlobReader:
-    """A blob open for reading: seek and read like a file, chunks fetched as they are needed."""
+class _BlobReader(WindowedReader):
+    """A blob open for reading, its chunks fetched as they are needed (`_READAHEAD_CHUNKS` at most)."""
 
     def __init__(self, store: PostgresBlobs, info: BlobInfo, chunk_size: int) -> None:
+        super().__init__(info)
         self._store = store
-        self._info = info
         self._chunk = chunk_size
-        self._pos = 0
-        self._first = 0  # number of the first chunk in self._window
-        self._window: list[bytes] = []
-        self._ahead = 1
-        self.closed = False
 
-    def info(self) -> BlobInfo:
-        return self._info
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0, /) -> int:
-        base = {0: 0, 1: self._pos, 2: self._info.size}[whence]
-        if base + offset < 0:
-            raise ValueError(f"negative seek position {base + offset}")
-        self._pos = base + offset
-        return self._pos
-
-    def read(self, size: int = -1, /) -> bytes:
-        if self.closed:
-            raise ValueError("read of a closed blob")
-        end = self._info.size if size is None or size < 0 else min(self._info.size, self._pos + size)
-        out: list[bytes] = []
-        while self._pos < end:
-            n, at = divmod(self._pos, self._chunk)
-            chunk = self._chunk_at(n)
-            piece = chunk[at : at + (end - self._pos)]
-            if not piece:
-                raise missing(self._info.digest)
-            out.append(piece)
-            self._pos += len(piece)
-        return b"".join(out)
-
-    def _chunk_at(self, n: int) -> bytes:
-        if self._first <= n < self._first + len(self._window):
-            return self._window[n - self._first]
-        # Reading on from the window's end: fetch more at a time, up to the readahead.
-        sequential = self._window and n == self._first + len(self._window)
-        self._ahead = min(self._ahead * 2, _READAHEAD_CHUNKS) if sequential else 1
-        window = self._store._chunks(self._info.version, n, self._ahead)
-        if not window:
-            raise missing(self._info.digest)  # deleted while open
-        self._first, self._window = n, window
-        return window[0]
-
-    def close(self) -> None:
-        self.closed = True
-        self._window = []
-
-    def __enter__(self) -> _BlobReader:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
-    ) -> None:
-        self.close()
+    def _window_at(self, pos: int, ahead: int) -> tuple[int, bytes]:
+        first = pos // self._chunk
+        chunks = self._store._chunks(self._info.version, first, min(ahead, _READAHEAD_CHUNKS))
+        return first * self._chunk, b"".join(chunks)
 
 
 def _check(conn: psycopg.Connection) -> None:

@@ -25,7 +25,6 @@ import secrets
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 
 import obstore
@@ -33,7 +32,7 @@ from obstore.exceptions import NotFoundError as _ObjectMissing
 from obstore.store import S3Store
 
 from . import lineindex
-from .blobs import BlobInfo, StoredBlob, byte_chunks, check_digest, is_digest, missing
+from .blobs import BlobInfo, StoredBlob, WindowedReader, byte_chunks, check_digest, is_digest, missing
 
 __all__ = ["S3Blobs"]
 
@@ -168,63 +167,14 @@ class S3Blobs:
             obstore.delete(self._store, [f"blobs/{digest}", f"index/{digest}"])
 
 
-class _ObjectReader:
-    """An object open for reading: seek and read like a file, byte ranges fetched as needed."""
+class _ObjectReader(WindowedReader):
+    """An object open for reading, fetched in byte ranges of `_RANGE` (`_READAHEAD` at most)."""
 
     def __init__(self, store: S3Blobs, info: BlobInfo) -> None:
+        super().__init__(info)
         self._store = store
-        self._info = info
-        self._pos = 0
-        self._start = 0  # blob offset of self._window
-        self._window = b""
-        self._ahead = 1
-        self.closed = False
 
-    def info(self) -> BlobInfo:
-        return self._info
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0, /) -> int:
-        base = {0: 0, 1: self._pos, 2: self._info.size}[whence]
-        if base + offset < 0:
-            raise ValueError(f"negative seek position {base + offset}")
-        self._pos = base + offset
-        return self._pos
-
-    def read(self, size: int = -1, /) -> bytes:
-        if self.closed:
-            raise ValueError("read of a closed blob")
-        end = self._info.size if size is None or size < 0 else min(self._info.size, self._pos + size)
-        out: list[bytes] = []
-        while self._pos < end:
-            if not self._start <= self._pos < self._start + len(self._window):
-                self._fill()
-            at = self._pos - self._start
-            piece = self._window[at : at + (end - self._pos)]
-            out.append(piece)
-            self._pos += len(piece)
-        return b"".join(out)
-
-    def _fill(self) -> None:
-        sequential = self._window and self._pos == self._start + len(self._window)
-        self._ahead = min(self._ahead * 2, _READAHEAD) if sequential else 1
-        start = self._pos - self._pos % _RANGE
-        length = min(self._ahead * _RANGE, self._info.size - start)
-        window = self._store._range(self._info.digest, start, length)
-        if len(window) < self._pos - start + 1:
-            raise missing(self._info.digest)  # replaced or cut short while open
-        self._start, self._window = start, window
-
-    def close(self) -> None:
-        self.closed = True
-        self._window = b""
-
-    def __enter__(self) -> _ObjectReader:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
-    ) -> None:
-        self.close()
+    def _window_at(self, pos: int, ahead: int) -> tuple[int, bytes]:
+        start = pos - pos % _RANGE
+        length = min(min(ahead, _READAHEAD) * _RANGE, self._info.size - start)
+        return start, self._store._range(self._info.digest, start, length)
