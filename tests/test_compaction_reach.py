@@ -333,3 +333,34 @@ def test_one_file_named_several_ways_is_listed_once_under_its_longest_path() -> 
     # A name two different paths end with is not merged into either; a search hit is its file.
     assert "index.js" in ranked and "lib/a/index.js" in ranked and "lib/b/index.js" in ranked
     assert "hooks.erl" in ranked and not any(name.startswith("hooks.erl:") for name in ranked)
+
+
+# -- Codex's own compactions -----------------------------------------------------------------------
+
+
+async def test_a_codex_compaction_is_replayed_on_import_and_compacting_again_reads_behind_it(
+    service, tmp_path: Path
+) -> None:
+    from _agent_events import CodexRollout
+
+    rollout = CodexRollout(tmp_path / "rollout.jsonl", cwd="/repo")
+    rollout.user(FIRST)
+    rollout.command("sed -i 's/a/b/' src/export/csv_writer.py", "")
+    rollout.command("cat src/export/csv_writer.py", "def write(rows):\n" + "    pass\n" * 300)
+    rollout.user(CORRECTION)
+    rollout.compacted("Summary: the user wants streaming exports; the writer was changed.")
+    rollout.user(LATER)
+    for i in range(6):
+        rollout.command(f"pytest tests/test_export.py -k case{i}", f"{i + 1} passed\n" + "log line\n" * 300)
+    rollout.assistant("The flag is in.")
+
+    imported = await service.import_transcript(rollout.path, model="gpt-4o")
+    assert imported.compactions == 1
+    context = await service.get_context(imported.session_id, format="openai")
+    seen = seen_text(context.messages, context.system)
+    # Codex's summary anchors the view; what it replaced is hidden, not gone.
+    assert "streaming exports" in seen and FIRST not in seen and LATER in seen
+    result = await service.compact(imported.session_id, summarizer="extractive")
+    assert result.compacted
+    summary = await service.summary_text(imported.session_id)
+    assert FIRST in summary and CORRECTION in summary and "src/export/csv_writer.py" in summary

@@ -255,11 +255,13 @@ class _Hook:
 
 
 def _codex_summary(history: list[Message]) -> tuple[str | None, list[Message]]:
-    """Codex's latest summary (the `compacted` record, stored as a user message named
-    `compact_summary`) and the history before it."""
+    """Codex's latest summary (its `compacted` record, which the import replays as a compaction:
+    the summary is stored as an imported summary message) and the history before it."""
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
-        if message.role == "user" and message.name == "compact_summary":
+        if (message.summary and message.metadata.get("imported_from") == "codex") or (
+            message.role == "user" and message.name == "compact_summary"
+        ):
             return _plain_text(message), history[:index]
     return None, history
 

@@ -15,7 +15,8 @@ conversation (the Responses API items Codex sent and received); `session_meta`, 
 - Encrypted `reasoning` cannot be replayed through Chat Completions: dropped and counted.
 - Hosted-tool items (`web_search_call`, …) have no result message in this format: skipped and counted.
 - A `compacted` record is a Codex compaction: its summary is kept as a user message named
-  `compact_summary`, and the boundary is recorded in metadata.
+  `compact_summary`, listed in `ImportedTranscript.compactions` (the import replays it, the
+  summary anchoring the view, as for Claude Code), and the boundary is recorded in metadata.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .base import START, ImportedTranscript, RecordError, Resume, check, derive_title, optional, read_jsonl_with, require
+from .base import START, ImportedCompaction, ImportedTranscript, RecordError, Resume, check, derive_title, optional, read_jsonl_with, require
 
 CODEX_RECORD_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
@@ -98,6 +99,7 @@ class CodexReader:
             model=model,
             source_format="codex",
             metadata=self._metadata(),
+            compactions=[ImportedCompaction(summary_index=index) for index in self._summary_indexes],
         )
 
     # -- session records -------------------------------------------------------------------
