@@ -28,8 +28,9 @@ from contextfold.compaction.extractive import ExtractiveSummarizer
 from contextfold.compaction.template import CONSTRAINTS, CRITICAL, DONE, FILES, parse_summary
 from contextfold.compaction.userwords import MIN_OPENING_CHARS
 from contextfold.compaction.workingset import MAX_SHARE, SHARE, working_set
+from _histories import assistant, call, stored, user
 from contextfold.config import load_settings
-from contextfold.domain import Message, TextPart, ToolPart
+from contextfold.domain import Message
 from contextfold.compaction.chain import Sampled
 from contextfold.service import ContextService
 from contextfold.tokens import counter_for
@@ -41,22 +42,6 @@ from _recall import measure, seen_text  # noqa: E402
 pytestmark = pytest.mark.anyio
 COUNTER = counter_for("gpt-4o")
 _ids = iter(range(1, 1_000_000))
-
-
-def user(text: str) -> Message:
-    return Message(role="user", parts=[TextPart(text=text)])
-
-
-def call(name: str, input: Any, output: str = "") -> ToolPart:
-    return ToolPart(call_id=f"c{next(_ids)}", name=name, input=input, state="completed", output=output)
-
-
-def assistant(text: str = "", *tools: ToolPart) -> Message:
-    return Message(role="assistant", parts=([TextPart(text=text)] if text else []) + list(tools))
-
-
-def stored(messages: list[Message]) -> list[Message]:
-    return [m.model_copy(update={"id": f"msg_{i}", "seq": i}) for i, m in enumerate(messages, 1)]
 
 
 def summarize(head: list[Message], budget: int = 4_000) -> str:

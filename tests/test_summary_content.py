@@ -33,33 +33,16 @@ from contextfold.compaction.template import (
     parse_summary,
 )
 from contextfold.compaction.workingset import IDENTIFIERS, READ, SHARE
+from _histories import assistant, call, stored, user
 from contextfold.config import load_settings
-from contextfold.domain import Message, TextPart, ToolPart
+from contextfold.domain import Message, ToolPart
 from contextfold.service import ContextService
 from contextfold.tokens import counter_for
 
 COUNTER = counter_for("gpt-4o")
-_ids = iter(range(1, 1_000_000))
 
 
 # -- building histories ----------------------------------------------------------------------------
-
-
-def user(text: str) -> Message:
-    return Message(role="user", parts=[TextPart(text=text)])
-
-
-def call(name: str, input: Any, output: str = "") -> ToolPart:
-    return ToolPart(call_id=f"c{next(_ids)}", name=name, input=input, state="completed", output=output)
-
-
-def assistant(text: str = "", *tools: ToolPart) -> Message:
-    return Message(role="assistant", parts=([TextPart(text=text)] if text else []) + list(tools))
-
-
-def stored(messages: list[Message]) -> list[Message]:
-    """The messages numbered as a store numbers them (seq 1, 2, …)."""
-    return [m.model_copy(update={"id": f"msg_{i}", "seq": i}) for i, m in enumerate(messages, 1)]
 
 
 def summarize(head: list[Message], budget: int = 4_000, previous: str | None = None) -> str:
