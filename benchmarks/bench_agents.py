@@ -54,7 +54,7 @@ _OUTPUT_ID = re.compile(r"\bout_[0-9A-Z]{20,}")
 
 
 def _count(text: str) -> int:
-    from contextfold.tokens import counter_for
+    from contextfold.tokens.counting import counter_for
 
     return counter_for("gpt-4o").count(text)
 

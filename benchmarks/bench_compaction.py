@@ -45,7 +45,7 @@ from _sessions import synthetic_session, transcripts, write_normalized
 
 from contextfold.config import load_settings
 from contextfold.results import CompactResult
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 MODEL = "gpt-4o"
 LONG_BYTES = 100_000

@@ -191,7 +191,7 @@ def bullets(summary: str) -> int:
 async def loop(target: int, compactions: int, repeat: int) -> list[Step]:
     """Fill to `target` tokens in view and compact, `compactions` times; one `Step` per compaction."""
     from contextfold.config import load_settings
-    from contextfold.service import ContextService
+    from contextfold.service.facade import ContextService
 
     steps: list[Step] = []
     with tempfile.TemporaryDirectory(prefix="bench-flat-") as home:

@@ -37,7 +37,7 @@ from typing import Any
 from _handover import compacted_transcripts, replay, synthetic_claude_transcript, synthetic_compaction
 from _harness import Options, ms, options, ratio, report
 
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 TEN_MB = 10 * 1024**2
 

@@ -23,7 +23,7 @@ from _harness import Options, mib, ms, options, report, run, timed, timed_async
 
 from contextfold.config import load_settings
 from contextfold.importers import load_transcript
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 OUTPUT = "".join(f"{i:>5}  def handler_{i}(request):  return respond(request, status=200)\n" for i in range(48))
 

@@ -31,7 +31,7 @@ from contextfold.domain import Message, ToolPart
 from contextfold.formats import parse
 from contextfold.policy.digest import digest, key_argument
 from contextfold.policy.regions import KEEP_RECENT_TOKENS, TARGET_FRACTION, find_regions
-from contextfold.tokens import count_message, counter_for
+from contextfold.tokens.counting import count_message, counter_for
 
 sys.path.insert(0, str(ROOT / "tests"))
 from region_runs import realistic_run  # noqa: E402

@@ -37,8 +37,8 @@ from typing import Any
 from _harness import Memory, Options, PeakRSS, memory, memory_async, mib, ms, options, ratio, report, timed, timed_async
 
 from contextfold.config import load_settings
-from contextfold.lines import read_lines
-from contextfold.service import ContextService
+from contextfold.blobs.lines import read_lines
+from contextfold.service.facade import ContextService
 
 MB = 1_000_000
 FULL_SIZES = (1 * MB, 20 * MB, 200 * MB)

@@ -38,7 +38,7 @@ from bench_store import call, cycle, server_params
 from mcp import Client
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 MODEL = "gpt-4o"
 WINDOW = 48_000

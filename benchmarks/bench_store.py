@@ -38,7 +38,7 @@ from _harness import Options, Timing, ms, options, ratio, report, timed_async
 from mcp import Client, StdioServerParameters
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 BATCH = 100
 BUILD_BATCH = 1_000

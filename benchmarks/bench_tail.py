@@ -39,8 +39,8 @@ from contextfold.domain import MessageRow
 from contextfold.formats import parse
 from contextfold.policy.turns import rows as message_rows
 from contextfold.policy.turns import select_tail
-from contextfold.service import ContextService
-from contextfold.tokens import MESSAGE_OVERHEAD, TOOL_OVERHEAD, count_message, counter_for, encoding
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import MESSAGE_OVERHEAD, TOOL_OVERHEAD, count_message, counter_for, encoding
 
 MODEL = "gpt-4o"
 BUDGETS = (20_000, 100_000, 200_000)

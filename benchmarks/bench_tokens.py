@@ -39,8 +39,14 @@ from contextfold.domain import Message, ReasoningPart, Session, SystemPrompt, Te
 from contextfold.formats import parse
 from contextfold.importers.base import ImportedTranscript
 from contextfold.importers.normalized import load_normalized
-from contextfold.service import ContextService
-from contextfold.tokens import TokenCounter, count_message, count_system, counter_for, tool_input_text
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import (
+    TokenCounter,
+    count_message,
+    count_system,
+    counter_for,
+    tool_input_text,
+)
 
 MODEL = "gpt-4o"
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"

@@ -45,16 +45,16 @@ def _timed(phase, info):
     else:
         pauses.append(time.perf_counter() - started[0])
 gc.callbacks.append(_timed)
-import contextfold.server as server
+import contextfold.mcpserver.tools as server
 if os.environ.get("BENCH_NO_FREEZE"):
-    import contextfold.cli as cli
+    import contextfold.cli.main as cli
     cli._started = True  # the command line's own start-up freeze, off too
     server._heap_settled = True
 if os.environ.get("BENCH_SDK_TEXT"):
     server._answered_once = lambda fn: fn
 atexit.register(lambda: open(os.environ["BENCH_PAUSES"], "w").write(json.dumps(pauses)))
 sys.argv = ["contextfold", "serve"]
-from contextfold.cli import main
+from contextfold.cli.main import main
 main()
 """
 

@@ -6,7 +6,7 @@ process's view of it). `tests/test_blob_contract.py` runs them on the filesystem
 or object-store backend adds a module of its own with its fixtures and the same
 `from blob_contract import *`.
 
-Only the interface in `contextfold.blobs` is used (and the reads built on it): nothing here knows
+Only the interface in `contextfold.blobs.base` is used (and the reads built on it): nothing here knows
 about paths, files or directories.
 """
 
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from contextfold import lineindex
-from contextfold.blobs import BlobStore, StoredBlob
-from contextfold.lines import read_lines, read_text
-from contextfold.linesearch import grep
+from contextfold.blobs import lineindex
+from contextfold.blobs.base import BlobStore, StoredBlob
+from contextfold.blobs.lines import read_lines, read_text
+from contextfold.blobs.search import grep
 
 TEXT = b"first line\nsecond \xc3\xa9 line\n\nlast line without newline"
 

@@ -8,7 +8,7 @@ import pytest
 from contextfold.domain import Message, SystemPrompt
 from contextfold.formats import parse
 from contextfold.importers.normalized import load_normalized
-from contextfold.tokens import count_message, count_system, counter_for
+from contextfold.tokens.counting import count_message, count_system, counter_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("CONTEXTFOLD_CORPUS", ROOT.parent / "shared" / "corpus"))

@@ -23,8 +23,8 @@ from mcp.client.context import ClientRequestContext
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
-from contextfold.tokens import count_message
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import count_message
 
 pytestmark = pytest.mark.anyio
 

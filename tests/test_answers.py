@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from contextfold import answers
+from contextfold.mcpserver import answers
 
 
 def _messages(turns: int) -> list[dict[str, Any]]:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.blobs import StoredBlob
+from contextfold.blobs.base import StoredBlob
 from contextfold.config import load_settings
 from contextfold.errors import InvalidInput
-from contextfold.fileblobs import FileBlobs
-from contextfold.service import ContextService
+from contextfold.blobs.files import FileBlobs
+from contextfold.service.facade import ContextService
 from contextfold.store import SQLiteStore
 
 pytestmark = pytest.mark.anyio

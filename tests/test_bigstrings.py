@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold import bigstrings, safejson
+from contextfold.mcpserver import bigstrings
+from contextfold import safejson
 from _servers import client as _client
 from _servers import serve
 from _stored import read_store

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from blob_contract import *  # noqa: F403 - the contract's tests run here
-from contextfold.fileblobs import FileBlobs
+from contextfold.blobs.files import FileBlobs
 
 
 @pytest.fixture(params=["files", "postgres"])
@@ -20,7 +20,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path):
     opened = []
 
     def open_postgres():
-        from contextfold.pgblobs import PostgresBlobs
+        from contextfold.blobs.postgres import PostgresBlobs
 
         opened.append(PostgresBlobs(url, pool_size=2))
         return opened[-1]

@@ -44,7 +44,13 @@ from contextfold.policy.cache import (
     count_breakpoints,
     place_cache_anchors,
 )
-from contextfold.tokens import MESSAGE_OVERHEAD, count_message, count_system, counter_for, media_tokens
+from contextfold.tokens.counting import (
+    MESSAGE_OVERHEAD,
+    count_message,
+    count_system,
+    counter_for,
+    media_tokens,
+)
 
 MARK = {"type": "ephemeral"}
 MARKABLE = {"text", "image", "document", "tool_use", "tool_result"}

@@ -25,7 +25,7 @@ import pytest
 from conftest import needs_corpus
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 SESSION = "fix-flaky"
 TOOL_HEAVY = "raw/claude-code-spotter/test/fixtures/transcripts/tool_heavy.jsonl"

@@ -1,6 +1,6 @@
 """The command line's light paths load only what they use (issue 15, cold start).
 
-Each case runs `contextfold.cli.main` in a fresh interpreter, as the `contextfold` script does,
+Each case runs `contextfold.cli.main.main` in a fresh interpreter, as the `contextfold` script does,
 and reads back every module that was loaded by the time it returned. A hook runs `contextfold`
 after every tool call of its agent: what it imports and does not need is paid each time
 (`benchmarks/bench_coldstart.py` has the times; nothing here is timed).
@@ -18,19 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from contextfold import cli
-from contextfold.commands.count import count_text
+from contextfold.cli import main as cli
+from contextfold.cli.commands.count import count_text
 from contextfold.config import load_settings
-from contextfold.guard import without_store
+from contextfold.home.sqlite import without_store
 
 SDK_AND_HTTP = {"mcp", "mcp_types", "uvicorn", "starlette", "sse_starlette", "httpx", "httpx2", "anthropic"}
 TOKENIZER = {"tiktoken"}
-STORE = {"aiosqlite", "contextfold.store", "contextfold.service"}
+STORE = {"aiosqlite", "contextfold.store", "contextfold.service.facade"}
 
 PROBE = """
 import sys
 
-from contextfold.cli import main
+from contextfold.cli.main import main
 
 try:
     code = main(sys.argv[1:])
@@ -106,7 +106,7 @@ def test_parsing_alone_loads_nothing_but_the_standard_library(
     assert "contextfold" in run.stdout
     outside = {m.split(".")[0] for m in run.modules - bare_interpreter} - set(sys.stdlib_module_names) - {"contextfold"}
     assert not outside, f"{argv} loaded {sorted(outside)}"
-    assert not run.loaded({"contextfold.config", "contextfold.commands", "contextfold.tokencli"})
+    assert not run.loaded({"contextfold.config", "contextfold.cli.commands", "contextfold.cli.commands.token"})
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ from contextfold.compaction.template import FILES, GOAL, NEXT_STEPS, SECTIONS, m
 from contextfold.config import Settings
 from contextfold.config import load_settings
 from contextfold.domain import CompactionRecord
-from contextfold.server import build_server
-from contextfold.service import CompactionFailed, ContextService
+from contextfold.mcpserver.tools import build_server
+from contextfold.service.facade import CompactionFailed, ContextService
 
 MAX_ATTEMPTS = Settings.model_fields["recovery_attempts"].default
 

@@ -32,8 +32,8 @@ from contextfold.compaction.template import (
 )
 from contextfold.config import load_settings
 from contextfold.domain import Message, TextPart
-from contextfold.service import ContextService
-from contextfold.tokens import counter_for
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import counter_for
 
 COUNTER = counter_for("gpt-4o")
 EDITS = 12

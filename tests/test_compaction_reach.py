@@ -32,8 +32,8 @@ from _histories import assistant, call, stored, user
 from contextfold.config import load_settings
 from contextfold.domain import Message
 from contextfold.compaction.chain import Sampled
-from contextfold.service import ContextService
-from contextfold.tokens import counter_for
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import counter_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

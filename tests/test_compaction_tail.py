@@ -31,10 +31,10 @@ from contextfold.config import load_settings
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.formats import render
 from contextfold.formats.anthropic import CONTINUATION_TEXT
-from contextfold.shown import COMPACTION_PROMPT
-from contextfold.server import build_server
-from contextfold.service import CompactionFailed, ContextService
-from contextfold.tokens import counter_for
+from contextfold.formats.shown import COMPACTION_PROMPT
+from contextfold.mcpserver.tools import build_server
+from contextfold.service.facade import CompactionFailed, ContextService
+from contextfold.tokens.counting import counter_for
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from contextfold.compaction.engine import CONTINUE_TEXT
 from contextfold.config import load_settings
 from contextfold.formats import INTERRUPTED_RESULT
 from contextfold.importers import load_transcript
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 pytestmark = [pytest.mark.anyio, needs_corpus]
 

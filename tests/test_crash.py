@@ -55,7 +55,7 @@ from _stored import Stored, StoredMessage, check_session, read_store, spill_file
 from fake_anthropic import RecordedRequest, Reply, VALID_SUMMARY, message_reply, serve_fake_anthropic
 from mcp import Client
 
-from contextfold.outputs import FILE_GRACE_SECONDS
+from contextfold.service.outputs import FILE_GRACE_SECONDS
 
 pytestmark = pytest.mark.anyio
 

@@ -46,7 +46,7 @@ from contextfold.compaction.template import (
     parse_summary,
 )
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 COUNTER = counter_for("gpt-4o")
 

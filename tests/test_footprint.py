@@ -15,7 +15,7 @@ import sys
 import pytest
 from mcp import Client, StdioServerParameters
 
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 pytestmark = pytest.mark.anyio
 

@@ -46,8 +46,8 @@ from mcp.types import CallToolResult
 
 from contextfold.config import Settings, load_settings
 from contextfold.importers import IMPORT_FORMATS, TranscriptError, detect_import_format, load_transcript
-from contextfold.server import build_server
-from contextfold.service import USER_ERRORS, ContextService
+from contextfold.mcpserver.tools import build_server
+from contextfold.service.facade import USER_ERRORS, ContextService
 from test_importers import _cc
 from test_service import dump
 

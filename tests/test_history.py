@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.app import history
+from contextfold.service import history
 from contextfold.config import load_settings
-from contextfold.service import ContextService, InvalidInput
+from contextfold.service.facade import ContextService, InvalidInput
 from contextfold.store import NotFoundError
 from test_view_cache import _call, _result, _turns
 

@@ -18,8 +18,8 @@ from mcp import Client, StdioServerParameters
 
 from _agent_events import ClaudeTranscript, run_hook
 from contextfold.config import load_settings
-from contextfold.ingest import PreviewCaps
-from contextfold.tokens import counter_for
+from contextfold.service.ingest import PreviewCaps
+from contextfold.tokens.counting import counter_for
 
 PERSIST_CUT = 30_000
 """Claude Code cuts a Bash output to this many characters when it saves the whole to disk."""
@@ -229,7 +229,7 @@ def working_session(tmp_path: Path) -> ClaudeTranscript:
 def test_precompact_imports_the_transcript_only_what_is_new_each_time(tmp_path: Path) -> None:
     import asyncio
 
-    from contextfold.service import ContextService
+    from contextfold.service.facade import ContextService
 
     home = tmp_path / "home"
     t = working_session(tmp_path)

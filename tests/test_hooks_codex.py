@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from _agent_events import CodexRollout, run_hook
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 
 def rollout(tmp_path: Path) -> CodexRollout:

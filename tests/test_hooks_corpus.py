@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

@@ -21,14 +21,14 @@ from hypothesis import strategies as st
 
 from contextfold.config import Settings, load_settings
 from contextfold.hooks import gate
-from contextfold.ingest import PreviewCaps
-from contextfold.tokens import counter_for
+from contextfold.service.ingest import PreviewCaps
+from contextfold.tokens.counting import counter_for
 
-HEAVY = {"pydantic", "contextfold.config", "tiktoken", "aiosqlite", "contextfold.store", "contextfold.service", "mcp", "anthropic", "contextfold.compaction"}
+HEAVY = {"pydantic", "contextfold.config", "tiktoken", "aiosqlite", "contextfold.store", "contextfold.service.facade", "mcp", "anthropic", "contextfold.compaction"}
 
 PROBE = """
 import sys
-from contextfold.cli import main
+from contextfold.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as stop:

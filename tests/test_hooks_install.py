@@ -317,7 +317,7 @@ def test_claude_mcp_list_shows_contextfold_connected(tmp_path: Path, user_home: 
 async def test_the_installed_server_offers_the_agent_two_tools_and_says_what_they_are_for(tmp_path: Path, user_home: Path) -> None:
     from mcp import Client, StdioServerParameters
 
-    from contextfold.server import AGENT_INSTRUCTIONS, TOOLS
+    from contextfold.mcpserver.tools import AGENT_INSTRUCTIONS, TOOLS
 
     contextfold(tmp_path / "data", "hooks", "install", "claude-code", env={"HOME": str(user_home)})
     entry = json.loads((user_home / ".claude.json").read_text())["mcpServers"]["contextfold"]

@@ -22,7 +22,7 @@ from _servers import client as _client
 from _servers import serve
 
 from contextfold.config import load_settings
-from contextfold.server import build_server
+from contextfold.mcpserver.tools import build_server
 
 pytestmark = pytest.mark.anyio
 

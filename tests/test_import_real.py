@@ -23,7 +23,7 @@ from contextfold.config import load_settings
 from contextfold.domain import Usage
 from contextfold.errors import InvalidInput
 from contextfold.importers import TranscriptError, load_transcript
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from contextfold.config import load_settings
-from contextfold.outputs import EVICT_TO
-from contextfold.service import ContextService, LimitExceeded
+from contextfold.service.outputs import EVICT_TO
+from contextfold.service.facade import ContextService, LimitExceeded
 from contextfold.store import NotFoundError
 
 from test_service import call, dump

@@ -105,7 +105,7 @@ async def test_windows_started_together_all_start_and_answer(tmp_path: Path, beh
 async def test_an_upgraded_database_keeps_its_rows_and_cascades(tmp_path: Path):
     """Migration 5 rebuilds the tables with per-tenant keys: rows, counts and cascades survive."""
     from contextfold.config import load_settings
-    from contextfold.service import ContextService
+    from contextfold.service.facade import ContextService
 
     home = tmp_path / "home"
     home.mkdir()

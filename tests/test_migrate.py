@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 pytestmark = pytest.mark.anyio
 
@@ -146,7 +146,7 @@ async def test_migrate_copies_a_home_that_then_reads_the_same(tmp_path: Path, pg
 
 
 async def test_migrate_resumes_recopies_changes_and_reports_conflicts(tmp_path: Path, pg_url: str) -> None:
-    from contextfold.migration import migrate_home
+    from contextfold.home.migration import migrate_home
 
     home = tmp_path / "home"
     await _build_home(home)

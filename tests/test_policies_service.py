@@ -14,7 +14,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.config import load_settings
 from contextfold.formats import INTERRUPTED_RESULT
-from contextfold.service import ContextService, InvalidInput
+from contextfold.service.facade import ContextService, InvalidInput
 from contextfold.store import NotFoundError
 
 pytestmark = pytest.mark.anyio

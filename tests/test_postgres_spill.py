@@ -28,7 +28,7 @@ from test_spill_processes import CLIENTS_PER_SERVER, POOL, QUOTA, SERVERS, WRITE
 from test_spill_processes import _run_client, _text_of
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 pytestmark = pytest.mark.anyio
 

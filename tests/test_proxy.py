@@ -20,7 +20,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
 
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 from _proxy import RawClient, direct, env, output_id, proxied, proxy_command, python_upstream, read_whole
 from proxy_upstream import lines_text

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.proxy import guard
-from contextfold.proxy.guard import COMBINED, Limits, Stored, plan, shorten
+from contextfold.proxy import oversize as guard
+from contextfold.proxy.oversize import COMBINED, Limits, Stored, plan, shorten
 from contextfold.proxy.relay import _fits_schema
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 COUNT = counter_for("default").count
 LIMITS = Limits(

@@ -22,7 +22,7 @@ from contextfold.policy.prune import (
     prune_thresholds,
     remaining_counter,
 )
-from contextfold.tokens import TOOL_OVERHEAD, count_message, count_part, counter_for
+from contextfold.tokens.counting import TOOL_OVERHEAD, count_message, count_part, counter_for
 
 PLACEHOLDER = RenderOptions().pruned_placeholder
 NOTHING_STAYS = {"placeholder_tokens": 0, "remaining_tokens": lambda part: 0}

@@ -23,8 +23,8 @@ from contextfold.config import load_settings
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.formats import RenderOptions
 from contextfold.policy.prune import PrunePlan, PruneOptions, plan_prune
-from contextfold.service import ContextService
-from contextfold.tokens import count_message, counter_for
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import count_message, counter_for
 
 K = 1_000
 NOTHING_STAYS = {"placeholder_tokens": 0, "remaining_tokens": lambda part: 0}

@@ -15,14 +15,8 @@ from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
 from contextfold.formats import parse, render
-from contextfold.policy.regions import (
-    SUMMARIZED_ABOVE,
-    RegionPlan,
-    digest,
-    find_regions,
-    plan_regions,
-)
-from contextfold.tokens import MESSAGE_OVERHEAD, count_in_view, count_message, counter_for
+from contextfold.policy.regions import SUMMARIZED_ABOVE, RegionPlan, digest, find_regions, plan_regions
+from contextfold.tokens.counting import MESSAGE_OVERHEAD, count_in_view, count_message, counter_for
 from region_runs import (
     COMMANDS,
     ERROR_MESSAGE,

@@ -26,9 +26,9 @@ from contextfold.compaction.region_digest import (
     region_key,
 )
 from contextfold.config import load_settings
-from contextfold.server import build_server
-from contextfold.service import ContextService
-from contextfold.tokens import counter_for
+from contextfold.mcpserver.tools import build_server
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import counter_for
 
 pytestmark = pytest.mark.anyio
 

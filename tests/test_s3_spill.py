@@ -81,7 +81,7 @@ def new_bucket(endpoint: str) -> str:
 
 @pytest.fixture
 def backend(s3_endpoint):
-    from contextfold.s3blobs import S3Blobs
+    from contextfold.blobs.s3 import S3Blobs
 
     url = f"s3://{new_bucket(s3_endpoint)}/spill"
     return lambda: S3Blobs(url)
@@ -124,7 +124,7 @@ async def test_replicas_share_spilled_outputs_in_s3(tmp_path, pg_url, s3_endpoin
     with psycopg.connect(pg_url) as db:
         assert db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 0  # the content is in S3
         (digest,) = db.execute("SELECT digest FROM outputs WHERE id = %s", (output_id,)).fetchone()
-    from contextfold.s3blobs import S3Blobs
+    from contextfold.blobs.s3 import S3Blobs
 
     bucket_view = S3Blobs(f"s3://{bucket}/spill")
     assert [info.digest for info in bucket_view.list()] == [digest]
@@ -159,8 +159,8 @@ async def test_migrate_puts_spilled_content_in_the_bucket_when_spill_url_is_set(
     from test_migrate import BIG, _build_home
 
     from contextfold.config import load_settings
-    from contextfold.s3blobs import S3Blobs
-    from contextfold.service import ContextService
+    from contextfold.blobs.s3 import S3Blobs
+    from contextfold.service.facade import ContextService
 
     bucket = new_bucket(s3_endpoint)
     home = tmp_path / "home"

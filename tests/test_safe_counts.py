@@ -25,8 +25,8 @@ from contextfold.config import load_settings
 from contextfold.domain import ToolPart
 from contextfold.policy import truncate as truncation
 from contextfold.policy.truncate import TOKEN_ROUNDS, prefix_within_tokens, truncate
-from contextfold.service import ContextService
-from contextfold.tokens import counter_for, encoding
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import counter_for, encoding
 
 RECOVERY_CAP_TOKENS = Settings.model_fields["cut_tokens"].default
 

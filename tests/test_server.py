@@ -11,7 +11,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
 from contextfold.config import load_settings
-from contextfold.server import build_server
+from contextfold.mcpserver.tools import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +37,7 @@ async def test_the_tool_list_fits_its_token_budget(client):
     """Every tools/list costs the user context on every request: keep it within 4,000 tokens."""
     import json
 
-    from contextfold.tokens import counter_for
+    from contextfold.tokens.counting import counter_for
 
     tools = (await client.list_tools()).tools
     wire = json.dumps(

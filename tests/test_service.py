@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from contextfold.config import SettingsError, load_settings
-from contextfold.service import ContextService, InvalidInput, LimitExceeded
+from contextfold.service.facade import ContextService, InvalidInput, LimitExceeded
 from contextfold.store import ConflictError, NotFoundError
-from contextfold.tokens import MESSAGE_OVERHEAD, counter_for
+from contextfold.tokens.counting import MESSAGE_OVERHEAD, counter_for
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ import pytest
 
 from contextfold.config import load_settings
 from contextfold.errors import CompactionFailed
-from contextfold.service import ContextService
-from contextfold.tokens import counter_for
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import counter_for
 
 pytestmark = pytest.mark.anyio
 

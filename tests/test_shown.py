@@ -1,4 +1,4 @@
-"""One definition of what a part shows (`contextfold.shown`): counting, both wire formats and the
+"""One definition of what a part shows (`contextfold.formats.shown`): counting, both wire formats and the
 summarizer's transcript agree on it, for parts in every state a mark can leave them in."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from contextfold.compaction.transcript import NO_OUTPUT, render_transcript
 from contextfold.config import load_settings
 from contextfold.domain import FilePart, Message, TextPart, ToolPart
 from contextfold.formats import INTERRUPTED_RESULT, render
-from contextfold.service import ContextService
-from contextfold.tokens import TOOL_OVERHEAD, count_in_view, count_part, counter_for, media_tokens
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import TOOL_OVERHEAD, count_in_view, count_part, counter_for, media_tokens
 
 COUNTERS = [counter_for("gpt-4o"), counter_for("claude-sonnet-4-5")]
 PNG = base64.b64encode(

@@ -22,11 +22,11 @@ from conftest import CORPUS, needs_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold import lineindex, linesearch, spill
+from contextfold.blobs import lineindex, search as linesearch, spill
 from contextfold.config import load_settings
-from contextfold.outputs import OutputDamaged
-from contextfold.service import ContextService
-from contextfold.spill import Line, SpillFiles
+from contextfold.service.outputs import OutputDamaged
+from contextfold.service.facade import ContextService
+from contextfold.blobs.spill import Line, SpillFiles
 from contextfold.store import NotFoundError
 
 CORPUS_FILE = "normalized/mini-swe-agent__psf__requests-1142.jsonl"
@@ -373,7 +373,7 @@ def test_failed_writes_leave_nothing(store: SpillFiles) -> None:
         store.write_stream(["text"])  # type: ignore[list-item]
     assert stored_names(store) == []
 
-    with mock.patch("contextfold.fileblobs.os.fsync", side_effect=OSError(28, "No space left on device")):
+    with mock.patch("contextfold.blobs.files.os.fsync", side_effect=OSError(28, "No space left on device")):
         with pytest.raises(OSError, match="No space left"):
             store.write("a" * 10_000)
     assert stored_names(store) == []

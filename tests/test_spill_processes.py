@@ -39,7 +39,7 @@ from _servers import Server, client, start_server
 from mcp import Client
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 pytestmark = pytest.mark.anyio
 

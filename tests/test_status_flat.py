@@ -19,7 +19,7 @@ import pytest
 
 from contextfold.config import load_settings
 from contextfold.domain import CompactionRecord
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 from contextfold.store import SQLiteStore
 from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, _statements
 

@@ -9,7 +9,7 @@ from conftest import corpus_files, needs_corpus
 from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.config import load_settings
-from contextfold.service import CompactionFailed, ContextService
+from contextfold.service.facade import CompactionFailed, ContextService
 
 pytestmark = pytest.mark.anyio
 

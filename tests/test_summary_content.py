@@ -36,8 +36,8 @@ from contextfold.compaction.workingset import IDENTIFIERS, READ, SHARE
 from _histories import assistant, call, stored, user
 from contextfold.config import load_settings
 from contextfold.domain import Message, ToolPart
-from contextfold.service import ContextService
-from contextfold.tokens import counter_for
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import counter_for
 
 COUNTER = counter_for("gpt-4o")
 

@@ -14,15 +14,8 @@ from hypothesis import strategies as st
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.formats import parse, render
 from contextfold.importers.normalized import load_normalized
-from contextfold.policy.turns import (
-    MessageRow,
-    TailSelection,
-    rows,
-    select_tail,
-    tail_budget,
-    turns,
-)
-from contextfold.tokens import count_message, counter_for
+from contextfold.policy.turns import MessageRow, TailSelection, rows, select_tail, tail_budget, turns
+from contextfold.tokens.counting import count_message, counter_for
 
 
 def conv(spec: str) -> list[MessageRow]:

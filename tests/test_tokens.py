@@ -12,10 +12,10 @@ import pytest
 import tiktoken
 from conftest import corpus_files, needs_corpus
 
-from contextfold import tokens
-from contextfold.catalog import lookup
+from contextfold.tokens import counting as tokens
+from contextfold.tokens.catalog import lookup
 from contextfold.domain import FilePart, Message, TextPart, ToolPart
-from contextfold.tokens import (
+from contextfold.tokens.counting import (
     MESSAGE_OVERHEAD,
     TokenizerDataError,
     count_message,
@@ -145,7 +145,7 @@ def test_catalog_prefix_lookup():
 
 
 def test_every_catalogue_model_leaves_room_for_the_conversation():
-    from contextfold.catalog import budget, known_models
+    from contextfold.tokens.catalog import budget, known_models
 
     for info in known_models():
         if info.output:  # embeddings have no reply to reserve for
@@ -216,7 +216,7 @@ def _shapes(seed: int) -> str:
 
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
 def test_long_texts_counted_in_windows_match_tiktoken_exactly(encoding, reference, monkeypatch):
-    from contextfold import tokenwindows
+    from contextfold.tokens import windows as tokenwindows
 
     # Small windows, so that a few kilobytes cross hundreds of cuts of every kind.
     monkeypatch.setattr(tokenwindows, "WINDOW", 400)

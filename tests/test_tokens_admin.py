@@ -95,7 +95,7 @@ def test_add_refuses_a_second_token_rotate_replaces_it_list_and_remove(tmp_path:
 
 
 def test_concurrent_changes_lose_nothing_and_readers_never_see_half_a_file(tmp_path: Path):
-    from contextfold import tokenfile
+    from contextfold.home import bearer as tokenfile
 
     path = tmp_path / "tokens"
     names = [f"tenant{i}" for i in range(12)]

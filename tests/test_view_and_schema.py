@@ -11,7 +11,7 @@ import pytest
 from contextfold.config import load_settings
 from contextfold.domain import MessageRow, ViewAnchor
 from contextfold.policy.view import in_view, load_from
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, _statements
 
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ContextfoldError
+from contextfold.errors import ContextfoldError
 
 ENV_PREFIX = "CONTEXTFOLD_"
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")

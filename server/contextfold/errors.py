@@ -60,7 +60,7 @@ class CompactionFailed(ContextfoldError):
 class StorageError(ContextfoldError):
     """The data home could not do what was asked; the message names the path and the remedy.
 
-    Nothing of the failed call was stored (its transaction rolled back). See `contextfold.guard`.
+    Nothing of the failed call was stored (its transaction rolled back). See `contextfold.home.sqlite`.
     """
 
 

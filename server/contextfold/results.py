@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from .policy.overflow import State
+from contextfold.policy.overflow import State
 
 
 class TokenCount(BaseModel):

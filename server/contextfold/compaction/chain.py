@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from ..config import Settings
-from ..errors import InvalidInput
-from .anthropic import AnthropicSummarizer
-from .base import Summarizer, SummarizerError, SummaryOutcome, SummaryRequest
-from .extractive import ExtractiveSummarizer
-from .template import missing_sections
+from contextfold.config import Settings
+from contextfold.errors import InvalidInput
+from contextfold.compaction.summarizers.anthropic import AnthropicSummarizer
+from contextfold.compaction.base import Summarizer, SummarizerError, SummaryOutcome, SummaryRequest
+from contextfold.compaction.extractive import ExtractiveSummarizer
+from contextfold.compaction.template import missing_sections
 
 SummarizerChoice = Literal["auto", "anthropic", "sampling", "extractive"]
 CHOICES: tuple[SummarizerChoice, ...] = ("auto", "anthropic", "sampling", "extractive")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from .agents import PlanItem
-from .agents.base import PlanStatus
+from contextfold.compaction.agents import PlanItem
+from contextfold.compaction.agents.base import PlanStatus
 
 _ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+\[([ xX✓✔~>/-])\]\s+(.+?)\s*$")
 _STATUS: dict[str, PlanStatus] = {

@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..domain import CompactionPart, Message, Session, TextPart, ViewAnchor
-from ..policy.cut import CutCaps
-from ..policy.turns import TailSelection, rows, select_tail
-from ..store.base import PartMark
-from ..tokens import TokenCounter, count_message
-from .base import SummarizerError
-from .facts import Facts, extract_facts
-from .pins import PinReport, pin_facts
-from .thread import keep_thread
+from contextfold.domain import CompactionPart, Message, Session, TextPart, ViewAnchor
+from contextfold.policy.cut import CutCaps
+from contextfold.policy.turns import TailSelection, rows, select_tail
+from contextfold.store.base import PartMark
+from contextfold.tokens.counting import TokenCounter, count_message
+from contextfold.compaction.base import SummarizerError
+from contextfold.compaction.facts import Facts, extract_facts
+from contextfold.compaction.pins import PinReport, pin_facts
+from contextfold.compaction.thread import keep_thread
 
 CONTINUE_TEXT = (
     "Continue with the task from where you left off, using the summary above. "

@@ -63,10 +63,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..domain import Message
-from ..tokens import TokenCounter
-from .base import SummaryOutcome, SummaryRequest
-from .facts import (
+from contextfold.domain import Message
+from contextfold.tokens.counting import TokenCounter
+from contextfold.compaction.base import SummaryOutcome, SummaryRequest
+from contextfold.compaction.facts import (
     ErrorFact,
     Facts,
     FileTouch,
@@ -83,10 +83,10 @@ from .facts import (
     user_instruction,
     user_prose,
 )
-from . import userwords, workingset
-from .outcomes import files_phrase, outcomes, project_root
-from .pins import newest_constraints
-from .template import (
+from contextfold.compaction import userwords, workingset
+from contextfold.compaction.outcomes import files_phrase, outcomes, project_root
+from contextfold.compaction.pins import newest_constraints
+from contextfold.compaction.template import (
     BLOCKED,
     CONSTRAINTS,
     CRITICAL,

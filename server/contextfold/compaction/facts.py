@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ..domain import Message, TextPart, ToolPart
-from .agents import AgentAdapter, Outcome, PlanItem, ToolCall, pick
-from .agents import adapters as registered_adapters
-from .agents.output import error_line, judged, suite_verdict
-from .agents.shell import (
+from contextfold.domain import Message, TextPart, ToolPart
+from contextfold.compaction.agents import AgentAdapter, Outcome, PlanItem, ToolCall, pick
+from contextfold.compaction.agents import adapters as registered_adapters
+from contextfold.compaction.agents.output import error_line, judged, suite_verdict
+from contextfold.compaction.agents.shell import (
     ShellTouch,
     command_key,
     commit_subject,
@@ -51,9 +51,9 @@ from .agents.shell import (
     suite_invocation,
     suite_runner,
 )
-from .agents.text import MAX_ITEM_CHARS, clip, collapse
-from .checklist import checklist
-from .prose import (
+from contextfold.compaction.agents.text import MAX_ITEM_CHARS, clip, collapse
+from contextfold.compaction.checklist import checklist
+from contextfold.compaction.prose import (
     MAX_INSTRUCTION_CHARS,
     assistant_prose,
     assistant_text,
@@ -67,7 +67,7 @@ from .prose import (
     user_prose,
     user_words,
 )
-from .record import Choice, Said, Step
+from contextfold.compaction.record import Choice, Said, Step
 
 __all__ = [
     "MAX_ITEM_CHARS", "ErrorFact", "Facts", "FileTouch", "assistant_prose", "clip", "collapse", "command_key",

@@ -25,10 +25,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..domain import Message
-from . import userwords
-from .facts import Facts, collapse, extract_facts, names_path
-from .template import BLOCKED, CONSTRAINTS, CRITICAL, FILES, GOAL, LATEST_REQUEST, NEXT_STEPS, cite, parse_summary
+from contextfold.domain import Message
+from contextfold.compaction import userwords
+from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
+from contextfold.compaction.template import (
+    BLOCKED,
+    CONSTRAINTS,
+    CRITICAL,
+    FILES,
+    GOAL,
+    LATEST_REQUEST,
+    NEXT_STEPS,
+    cite,
+    parse_summary,
+)
 
 
 __all__ = ["MAX_PINNED_CONSTRAINTS", "PinReport", "names_path", "newest_constraints", "pin_facts"]

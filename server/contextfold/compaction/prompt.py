@@ -15,8 +15,8 @@ The section list comes from `template.py`; the engine validates and pins whateve
 
 from __future__ import annotations
 
-from .template import Summary
-from .transcript import PREVIOUS_TAG, TRANSCRIPT_TAG, neutralise_delimiters
+from contextfold.compaction.template import Summary
+from contextfold.compaction.transcript import PREVIOUS_TAG, TRANSCRIPT_TAG, neutralise_delimiters
 
 _SKELETON = Summary().render(note=False).rstrip()
 """Every heading in order, each with `- (none)`: the shape the reply must have (the closing line

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ..domain import Message, TextPart
-from .agents import AgentAdapter
-from .agents import adapters as registered_adapters
-from .agents.text import clip, collapse
+from contextfold.domain import Message, TextPart
+from contextfold.compaction.agents import AgentAdapter
+from contextfold.compaction.agents import adapters as registered_adapters
+from contextfold.compaction.agents.text import clip, collapse
 
 MAX_INSTRUCTION_CHARS = 400
 

@@ -27,16 +27,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..config import Settings
-from ..domain import ToolPart, Usage
-from ..errors import InvalidInput
-from ..policy.digest import header
-from ..shown import tool_input_text
-from ..tokens import TokenCounter
-from .anthropic import AnthropicSummarizer
-from .base import SummarizerError, SummaryOutcome
-from .chain import CHOICES, Sampled
-from .transcript import cap_text, neutralise_delimiters
+from contextfold.config import Settings
+from contextfold.domain import ToolPart, Usage
+from contextfold.errors import InvalidInput
+from contextfold.policy.digest import header
+from contextfold.formats.shown import tool_input_text
+from contextfold.tokens.counting import TokenCounter
+from contextfold.compaction.summarizers.anthropic import AnthropicSummarizer
+from contextfold.compaction.base import SummarizerError, SummaryOutcome
+from contextfold.compaction.chain import CHOICES, Sampled
+from contextfold.compaction.transcript import cap_text, neutralise_delimiters
 
 REPLY_TAG = "digest"
 BATCH_BUDGET = 4_000

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..domain import Message, TextPart, ToolPart
-from ..policy.cut import CutCaps, cut_in_view
-from ..store.base import PartMark
-from ..tokens import TokenCounter
+from contextfold.domain import Message, TextPart, ToolPart
+from contextfold.policy.cut import CutCaps, cut_in_view
+from contextfold.store.base import PartMark
+from contextfold.tokens.counting import TokenCounter
 
 
 @dataclass(frozen=True)

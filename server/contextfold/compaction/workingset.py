@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..domain import Message
-from .agents import ToolCall, pick
-from .agents import adapters as registered_adapters
-from ..tokens import TokenCounter
-from .prose import assistant_prose, user_words
+from contextfold.domain import Message
+from contextfold.compaction.agents import ToolCall, pick
+from contextfold.compaction.agents import adapters as registered_adapters
+from contextfold.tokens.counting import TokenCounter
+from contextfold.compaction.prose import assistant_prose, user_words
 
 SHARE = 0.4
 """Of the summary's budget, what the working set always may take (1,800 tokens of 4,500): on the

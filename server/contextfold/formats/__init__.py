@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..domain import Message, SystemPrompt, ToolResult
-from ..errors import ContextfoldError
+from contextfold.domain import Message, SystemPrompt, ToolResult
+from contextfold.errors import ContextfoldError
 
 WireFormat = Literal["anthropic", "openai"]
 
@@ -77,9 +77,9 @@ def parse(messages: Sequence[Any], format: WireFormat | Literal["auto"] = "auto"
         raise FormatError("messages", "expected a list of messages")
     chosen = detect_format(messages) if format == "auto" else format
     if chosen == "anthropic":
-        from .anthropic import parse_messages
+        from contextfold.formats.anthropic import parse_messages
     elif chosen == "openai":
-        from .openai import parse_messages
+        from contextfold.formats.openai import parse_messages
     else:
         raise FormatError("format", f"unknown format {format!r}; use 'anthropic', 'openai' or 'auto'")
     return parse_messages(messages)
@@ -98,11 +98,11 @@ def render(
     by one (OpenAI); Anthropic's merges neighbours and renders everything each time.
     """
     if format == "anthropic":
-        from .anthropic import render_messages as render_anthropic
+        from contextfold.formats.anthropic import render_messages as render_anthropic
 
         return render_anthropic(system, messages, options)
     if format == "openai":
-        from .openai import render_messages as render_openai
+        from contextfold.formats.openai import render_messages as render_openai
 
         return render_openai(system, messages, options, memo)
     raise FormatError("format", f"unknown format {format!r}; use 'anthropic' or 'openai'")

@@ -1,7 +1,7 @@
 """Helpers shared by the Anthropic and OpenAI formats: field checks, media payloads, call/result pairing.
 
 Private to `formats/`: the two format modules are the public surface. What a part shows in the
-view (placeholders, cuts, digests, media notes) is decided in `contextfold.shown`.
+view (placeholders, cuts, digests, media notes) is decided in `contextfold.formats.shown`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from ..domain import Message, SystemPrompt, ToolPart, ToolResult, complete_tool_part
-from . import FormatError, ParsedBatch
+from contextfold.domain import Message, SystemPrompt, ToolPart, ToolResult, complete_tool_part
+from contextfold.formats import FormatError, ParsedBatch
 
 CONTINUATION_TEXT = "(conversation continues)"
 """A user message both formats send where the assistant would otherwise speak twice in a row

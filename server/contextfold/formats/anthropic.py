@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..domain import (
+from contextfold.domain import (
     CompactionPart,
     FilePart,
     Message,
@@ -22,9 +22,16 @@ from ..domain import (
     ToolPart,
     ToolResult,
 )
-from ..shown import COMPACTION_PROMPT, ShownResult, media_placeholder, shown_input, shown_result, shows_media
-from . import FormatError, ParsedBatch, RenderOptions
-from ._common import (
+from contextfold.formats.shown import (
+    COMPACTION_PROMPT,
+    ShownResult,
+    media_placeholder,
+    shown_input,
+    shown_result,
+    shows_media,
+)
+from contextfold.formats import FormatError, ParsedBatch, RenderOptions
+from contextfold.formats._common import (
     CONTINUATION_TEXT,
     BatchBuilder,
     after_summary,

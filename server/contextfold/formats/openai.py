@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import safejson
-from ..domain import (
+from contextfold import safejson
+from contextfold.domain import (
     CompactionPart,
     FilePart,
     Message,
@@ -23,7 +23,7 @@ from ..domain import (
     ToolPart,
     ToolResult,
 )
-from ..shown import (
+from contextfold.formats.shown import (
     COMPACTION_PROMPT,
     ShownResult,
     media_placeholder,
@@ -32,8 +32,8 @@ from ..shown import (
     shown_result,
     shows_media,
 )
-from . import FormatError, ParsedBatch, RenderOptions
-from ._common import (
+from contextfold.formats import FormatError, ParsedBatch, RenderOptions
+from contextfold.formats._common import (
     CONTINUATION_TEXT,
     BatchBuilder,
     after_summary,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..domain import Usage
-from . import FormatError
+from contextfold.domain import Usage
+from contextfold.formats import FormatError
 
 
 MAX_REPORTED = 1_000_000_000

@@ -58,7 +58,7 @@ def home_of(home: str | None, environ: Mapping[str, str]) -> Path:
         return Path(home).expanduser()
     if environ.get("CONTEXTFOLD_HOME"):
         return Path(environ["CONTEXTFOLD_HOME"]).expanduser()
-    from ..config import default_home  # pragma: no cover - installed hooks always pass --home
+    from contextfold.config import default_home  # pragma: no cover - installed hooks always pass --home
 
     return default_home()
 
@@ -105,8 +105,8 @@ def certainly_within(nbytes: int, nlines: int, limits: Mapping[str, Any], model:
     floor = min(limits["min_share_chars"], (limits["min_share_chars"] // 4) / factor)
     if nbytes <= floor:
         return True  # under the least any window's share can be
-    from ..catalog import lookup  # pure and small; only for outputs past the floor
-    from ..policy.truncate import share_cap_chars, share_cap_tokens
+    from contextfold.tokens.catalog import lookup  # pure and small; only for outputs past the floor
+    from contextfold.policy.truncate import share_cap_chars, share_cap_tokens
 
     window = limits["context_window"] if limits["context_window"] is not None else lookup(model).context
     chars = share_cap_chars(

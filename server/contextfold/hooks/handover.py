@@ -30,11 +30,11 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from ..compaction import userwords, workingset
-from ..compaction.facts import Facts, collapse, extract_facts, names_path
-from ..compaction.template import cite
-from ..domain import Message
-from ..tokens import TokenCounter
+from contextfold.compaction import userwords, workingset
+from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
+from contextfold.compaction.template import cite
+from contextfold.domain import Message
+from contextfold.tokens.counting import TokenCounter
 
 HEADER = "contextfold: what the compaction summary may have left out, taken by code from this session's full history."
 MAX_OUTPUTS = 12

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ContextfoldError
+from contextfold.errors import ContextfoldError
 
 Agent = Literal["claude-code", "codex"]
 Scope = Literal["user", "project"]

@@ -30,12 +30,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import claude_code, codex, gate, state
+from contextfold.hooks import claude_code, codex, gate, state
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..domain import Message
-    from ..service import ContextService
+    from contextfold.config import Settings
+    from contextfold.domain import Message
+    from contextfold.service.facade import ContextService
 
 AGENTS = ("claude-code", "codex")
 SAVED_READ_LIMIT = 64 * 1024**2
@@ -100,7 +100,7 @@ class _Hook:
 
     def _claude_code(self, sid: str) -> dict[str, Any] | str | None:
         if self.event == "StatusLine":
-            from .statusline import status_line
+            from contextfold.hooks.statusline import status_line
 
             limits = gate.light_limits(self.home, self.config, self.environ) or dict(gate.LIMIT_DEFAULTS)
             return status_line(self.data, limits, int(state.load(self.home, sid).get("spilled", 0)))
@@ -146,12 +146,12 @@ class _Hook:
     # -- the work --------------------------------------------------------------------------------
 
     def _settings(self) -> Settings:
-        from ..config import load_settings
+        from contextfold.config import load_settings
 
         return load_settings({"home": self.home}, config_file=self.config, environ=self.environ)
 
     async def _service(self) -> tuple[Settings, ContextService]:
-        from ..service import ContextService
+        from contextfold.service.facade import ContextService
 
         settings = self._settings()
         return settings, await ContextService.open(settings)
@@ -161,7 +161,7 @@ class _Hook:
         return model if isinstance(model, str) and model else self.module.MODEL
 
     async def _ensure(self, service: ContextService, sid: str) -> None:
-        from ..store import NotFoundError
+        from contextfold.store import NotFoundError
 
         try:
             await service.status(sid)
@@ -170,10 +170,10 @@ class _Hook:
             await service.open_session(sid, model=self._model(), title=title)
 
     async def _spill(self, sid: str, output: claude_code.ToolOutput) -> dict[str, Any] | None:
-        from .. import catalog
-        from ..ingest import PreviewCaps
-        from ..policy.truncate import with_hint
-        from ..tokens import counter_for
+        from contextfold.tokens import catalog
+        from contextfold.service.ingest import PreviewCaps
+        from contextfold.policy.truncate import with_hint
+        from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
         async with service:
@@ -216,8 +216,8 @@ class _Hook:
         """The handover text. `summary`: the agent's summary; "codex" to read it from the session
         (the rollout holds it by then); None when it is not known yet. `again`: a second look at
         the same compaction, giving only what the first did not."""
-        from ..tokens import counter_for
-        from .handover import SpilledOutput, handover
+        from contextfold.tokens.counting import counter_for
+        from contextfold.hooks.handover import SpilledOutput, handover
 
         settings, service = await self._service()
         async with service:
@@ -267,7 +267,7 @@ def _codex_summary(history: list[Message]) -> tuple[str | None, list[Message]]:
 
 
 def _plain_text(message: Message) -> str:
-    from ..domain import TextPart
+    from contextfold.domain import TextPart
 
     return "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
 

@@ -16,8 +16,8 @@ from typing import Any
 
 
 def status_line(event: Mapping[str, Any], limits: Mapping[str, Any], spilled: int) -> str:
-    from ..catalog import budget, lookup
-    from ..policy.overflow import assess
+    from contextfold.tokens.catalog import budget, lookup
+    from contextfold.policy.overflow import assess
 
     given, described = event.get("context_window"), event.get("model")
     window: Mapping[str, Any] = given if isinstance(given, dict) else {}

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import safejson
-from ..errors import ContextfoldError, LimitExceeded
-from ..formats import WireFormat
-from ..names import ImportFormat
+from contextfold import safejson
+from contextfold.errors import ContextfoldError, LimitExceeded
+from contextfold.formats import WireFormat
+from contextfold.names import ImportFormat
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _TITLE_LIMIT = 80

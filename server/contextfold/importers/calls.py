@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..formats import WireFormat
+from contextfold.formats import WireFormat
 
 _MEDIA = ("image", "document")
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import (
+from contextfold.importers.base import (
     START,
     ImportedCompaction,
     ImportedTranscript,
@@ -44,7 +44,7 @@ from .base import (
     read_jsonl_with,
     require,
 )
-from .claude_code_thread import select_thread
+from contextfold.importers.claude_code_thread import select_thread
 
 # Claude Code's own marker for messages it made up (errors, "no response requested").
 _SYNTHETIC_MODEL = "<synthetic>"

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..formats import detect_format
-from .base import ImportFormat, TranscriptError, iter_jsonl
-from .claude_code import looks_like_claude_code
-from .codex import looks_like_codex
-from .mini_swe_agent import looks_like_mini_swe_agent
-from .normalized import fits_normalized, is_normalized_only
-from .openhands import looks_like_openhands
-from .swe_agent import looks_like_swe_agent
-from .wire import file_layout, guess_wire_format, read_document, split_body
+from contextfold.formats import detect_format
+from contextfold.importers.base import ImportFormat, TranscriptError, iter_jsonl
+from contextfold.importers.claude_code import looks_like_claude_code
+from contextfold.importers.codex import looks_like_codex
+from contextfold.importers.mini_swe_agent import looks_like_mini_swe_agent
+from contextfold.importers.normalized import fits_normalized, is_normalized_only
+from contextfold.importers.openhands import looks_like_openhands
+from contextfold.importers.swe_agent import looks_like_swe_agent
+from contextfold.importers.wire import file_layout, guess_wire_format, read_document, split_body
 
 # Enough to get past the bookkeeping records that open a session file, few enough to stay instant.
 _SNIFF_RECORDS = 50

@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, TranscriptError, derive_title, type_name
-from .wire import read_document
+from contextfold.importers.base import ImportedTranscript, TranscriptError, derive_title, type_name
+from contextfold.importers.wire import read_document
 
 # mini-swe-agent's own action pattern (minisweagent/agents/default.py).
 ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)

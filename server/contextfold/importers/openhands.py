@@ -19,8 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, TranscriptError, derive_title
-from .wire import read_document
+from contextfold.importers.base import ImportedTranscript, TranscriptError, derive_title
+from contextfold.importers.wire import read_document
 
 
 def looks_like_openhands(document: Any) -> bool:

@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, TranscriptError, derive_title, type_name
-from .wire import read_document
+from contextfold.importers.base import ImportedTranscript, TranscriptError, derive_title, type_name
+from contextfold.importers.wire import read_document
 
 TOOL_NAME = "bash"
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..formats import WireFormat, detect_format
-from .base import (
+from contextfold.formats import WireFormat, detect_format
+from contextfold.importers.base import (
     START,
     UTF8_BOM,
     ImportedTranscript,

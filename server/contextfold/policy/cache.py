@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..domain import Usage
+from contextfold.domain import Usage
 
 __all__ = [
     "HIT_RATE_PREVIOUS",

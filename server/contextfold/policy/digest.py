@@ -28,8 +28,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..domain import ToolPart
-from ..tokens import TokenCounter
+from contextfold.domain import ToolPart
+from contextfold.tokens.counting import TokenCounter
 
 KEY_ARGUMENTS = (
     "command", "cmd", "file_path", "path", "notebook_path", "filename", "url", "pattern", "query",

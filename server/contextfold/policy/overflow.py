@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..catalog import Budget
+from contextfold.tokens.catalog import Budget
 
 State = Literal["ok", "soft", "hard", "overflow"]
 

@@ -41,8 +41,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..domain import Message, MessageRow, ToolPart
-from ..tokens import TOOL_OVERHEAD, TokenCounter, count_in_view, count_part, estimate_chars, tool_input_text
+from contextfold.domain import Message, MessageRow, ToolPart
+from contextfold.tokens.counting import (
+    TOOL_OVERHEAD,
+    TokenCounter,
+    count_in_view,
+    count_part,
+    estimate_chars,
+    tool_input_text,
+)
 
 RemainingTokens = Callable[[ToolPart], int]
 """Tokens a part still costs in view once cleared, the placeholder not included."""

@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..domain import Message, Part, ReasoningPart, TextPart, ToolPart
-from ..tokens import TokenCounter, count_in_view
-from .digest import digest
+from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
+from contextfold.tokens.counting import TokenCounter, count_in_view
+from contextfold.policy.digest import digest
 
 KEEP_RECENT_TOKENS = 20_000
 """The newest this-many tokens of the view are pinned (Claude Code's figure)."""

@@ -47,8 +47,8 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Literal
 
-from ..domain import Message
-from .turns import rows, turns
+from contextfold.domain import Message
+from contextfold.policy.turns import rows, turns
 
 Strategy = Literal["middle", "oldest"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
-from ..domain import ViewAnchor
+from contextfold.domain import ViewAnchor
 
 
 class _Sequenced(Protocol):

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .wire import dumps
+from contextfold.proxy.wire import dumps
 
 log = logging.getLogger(__name__)
 

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from . import wire
-from .channels import Frame
+from contextfold.proxy import wire
+from contextfold.proxy.channels import Frame
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..service import ContextService
-    from .channels import Channel
-    from .upstream import UpstreamSpec
+    from contextfold.config import Settings
+    from contextfold.service.facade import ContextService
+    from contextfold.proxy.channels import Channel
+    from contextfold.proxy.upstream import UpstreamSpec
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def serve_proxy_http(settings: Settings, spec: Any, *, host: str, port: int) -> None:
     """Serve the proxy over streamable HTTP at http://host:port/mcp until interrupted."""
-    from ..cli_errors import CliError
+    from contextfold.cli.reporting import CliError
 
     if host not in LOOPBACK:
         raise CliError(
@@ -259,7 +259,7 @@ def build_app(settings: Settings, spec: Any, *, host: str = "127.0.0.1") -> Any:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> Any:
-        from ..guard import open_service
+        from contextfold.home.sqlite import open_service
 
         service, problem = await open_service(settings)
         if problem is not None:
@@ -295,7 +295,7 @@ def _sessions(settings: Settings, spec: Any, security: Any) -> Any:
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
     from starlette.responses import Response
 
-    from .upstream import run_proxy
+    from contextfold.proxy.upstream import run_proxy
 
     class ProxySessions(StreamableHTTPSessionManager):
         """The SDK's session manager (sessions, idle timeout, limits, DNS-rebinding checks), with
@@ -382,7 +382,7 @@ class _Sessionless:
     async def _relay(self) -> _Multiplex:
         async with self._lock:
             if self._channel is None:
-                from .upstream import run_proxy
+                from contextfold.proxy.upstream import run_proxy
 
                 self._channel = _Multiplex()
                 self._task = asyncio.create_task(run_proxy(self._channel, self.spec, self.settings, service=self.service))

@@ -32,16 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import tools, wire
-from .channels import Frame
-from .relay import Relay
-from .session import ProxySession
+from contextfold.proxy import tools, wire
+from contextfold.proxy.channels import Frame
+from contextfold.proxy.relay import Relay
+from contextfold.proxy.session import ProxySession
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..service import ContextService
-    from .channels import Channel
-    from .upstream import UpstreamSpec
+    from contextfold.config import Settings
+    from contextfold.service.facade import ContextService
+    from contextfold.proxy.channels import Channel
+    from contextfold.proxy.upstream import UpstreamSpec
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,8 @@ class ServersFileError(ValueError):
 
 
 def load_servers(path: Path) -> list[UpstreamSpec]:
-    from ..cli_errors import CliError
-    from .upstream import UpstreamSpec
+    from contextfold.cli.reporting import CliError
+    from contextfold.proxy.upstream import UpstreamSpec
 
     try:
         document = json.loads(path.read_text("utf-8"))
@@ -177,7 +177,7 @@ class Hub:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, stack: AsyncExitStack) -> None:
-        from .upstream import connect
+        from contextfold.proxy.upstream import connect
 
         for member in self.members.values():
             upstream, problem = await connect(member.spec, self.settings, stack)
@@ -373,7 +373,7 @@ class Hub:
     # -- the handshake and the listings ------------------------------------------------------------------
 
     async def _handshake(self, message: dict[str, Any]) -> dict[str, Any]:
-        from .. import __version__
+        from contextfold import __version__
 
         params = wire.params(message)
         answers = await asyncio.gather(*(self._ask(m, "initialize", params) for m in self.members.values()))

@@ -98,7 +98,7 @@ def _free(base: str, taken: set[str]) -> str:
 
 async def answer(session: Any, added: str, arguments: Any) -> dict[str, Any]:
     """The result of a call to an added tool (`added` is its base name), errors as error results."""
-    from ..errors import USER_ERRORS, brief
+    from contextfold.errors import USER_ERRORS, brief
 
     try:
         if added == READ_OUTPUT:

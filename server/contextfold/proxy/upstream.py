@@ -12,13 +12,13 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .channels import Channel, ProcessChannel
-from .relay import Relay
-from .session import ProxySession
+from contextfold.proxy.channels import Channel, ProcessChannel
+from contextfold.proxy.relay import Relay
+from contextfold.proxy.session import ProxySession
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..service import ContextService
+    from contextfold.config import Settings
+    from contextfold.service.facade import ContextService
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ async def connect(
         except OSError as exc:
             return None, f"cannot start the upstream server {spec.label!r}: {exc.strerror or exc}"
         return channel, None
-    from .http import open_http_upstream
+    from contextfold.proxy.http import open_http_upstream
 
     return await open_http_upstream(spec, settings, stack)
 
@@ -72,7 +72,7 @@ async def run_proxy(
 ) -> None:
     """Relay one client connection to the upstream (or upstreams) until the client leaves."""
     if isinstance(spec, list):
-        from .servers import run_multi
+        from contextfold.proxy.servers import run_multi
 
         await run_multi(client, spec, settings, owner=owner, service=service)
         return
@@ -96,6 +96,6 @@ def relay_for(
 
 
 def load_servers(path: Any) -> list[UpstreamSpec]:
-    from .servers import load_servers as load
+    from contextfold.proxy.servers import load_servers as load
 
     return load(path)

@@ -1,6 +1,6 @@
 """Persistence behind a narrow interface; SQLite is the embedded default."""
 
-from .base import (
+from contextfold.store.base import (
     ConflictError,
     NotFoundError,
     OutputRecord,
@@ -14,7 +14,7 @@ from .base import (
     TenantStore,
     Tombstone,
 )
-from .sqlite import SQLiteStore, SQLiteTenant
+from contextfold.store.sqlite import SQLiteStore, SQLiteTenant
 
 __all__ = [
     "ConflictError",

@@ -12,8 +12,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
-from ..errors import ContextfoldError
+from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
+from contextfold.errors import ContextfoldError
 
 
 class StoreError(ContextfoldError):

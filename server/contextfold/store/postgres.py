@@ -33,10 +33,18 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
-from . import pgschema
-from .base import ConflictError, NotFoundError, OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
-from .rows import (
+from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
+from contextfold.store import pgschema
+from contextfold.store.base import (
+    ConflictError,
+    NotFoundError,
+    OutputRecord,
+    PartMark,
+    SessionPage,
+    StoredToolPart,
+    Tombstone,
+)
+from contextfold.store.rows import (
     KEPT,
     OUTPUT_COLUMNS,
     SESSION_FIELDS,
@@ -76,7 +84,7 @@ def is_postgres_url(value: object) -> bool:
 
 def redact(url: str) -> str:
     """`url` without its password, for messages and logs."""
-    from ..config import redact_url
+    from contextfold.config import redact_url
 
     return redact_url(url)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..domain import Message, Part, Session, ToolPart, Usage, new_id
-from .base import OutputRecord
+from contextfold.domain import Message, Part, Session, ToolPart, Usage, new_id
+from contextfold.store.base import OutputRecord
 
 _PART = TypeAdapter(Part)
 

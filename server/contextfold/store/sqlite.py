@@ -19,9 +19,17 @@ from typing import Any
 
 import aiosqlite
 
-from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
-from .base import ConflictError, NotFoundError, OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
-from .rows import (
+from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
+from contextfold.store.base import (
+    ConflictError,
+    NotFoundError,
+    OutputRecord,
+    PartMark,
+    SessionPage,
+    StoredToolPart,
+    Tombstone,
+)
+from contextfold.store.rows import (
     KEPT,
     SESSION_FIELDS,
     UPDATABLE,
@@ -36,7 +44,7 @@ from .rows import (
     session_columns,
     session_from_row,
 )
-from .schema import migrate
+from contextfold.store.schema import migrate
 
 BUSY_TIMEOUT_MS = 10_000
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
-from ...domain import ToolPart
+from contextfold.domain import ToolPart
 
 COMMON_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "absolute_path", "target_file", "file")
 """Argument names tools give a file path under, in the order they are tried: Claude Code's

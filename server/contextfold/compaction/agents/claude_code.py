@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from ...domain import ToolPart
-from .base import AgentAdapter, Outcome, ToolCall
+from contextfold.domain import ToolPart
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, ToolCall
 
 _EXIT = re.compile(r"^Exit code (-?\d+)\s*\n?")
 _TOOL_USE_ERROR = re.compile(r"<tool_use_error>(.*?)(?:</tool_use_error>|\Z)", re.DOTALL)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import re
 
-from ...domain import ToolPart
-from .base import AgentAdapter, Outcome, ToolCall, Walk
+from contextfold.domain import ToolPart
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, ToolCall, Walk
 
 _EXITED = re.compile(r"Process exited with code (-?\d+)")
 _RUNNING = re.compile(r"Process running with session ID (\d+)")

@@ -4,7 +4,7 @@ they say; a tool whose name ends in `bash` or `shell` is a shell (`AgentAdapter.
 
 from __future__ import annotations
 
-from .base import AgentAdapter, ToolCall
+from contextfold.compaction.agents.base import AgentAdapter, ToolCall
 
 
 class Generic(AgentAdapter):

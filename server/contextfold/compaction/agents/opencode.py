@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from .base import COMMON_PATH_KEYS, AgentAdapter, ToolCall, Walk
+from contextfold.compaction.agents.base import COMMON_PATH_KEYS, AgentAdapter, ToolCall, Walk
 
 
 class OpenCode(AgentAdapter):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from .base import Outcome
-from .text import clip
+from contextfold.compaction.agents.base import Outcome
+from contextfold.compaction.agents.text import clip
 
 _SCAN_HEAD = 6_000
 _SCAN_TAIL = 20_000

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from .text import collapse
+from contextfold.compaction.agents.text import collapse
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 _RUNNER_PROGRAMS = {

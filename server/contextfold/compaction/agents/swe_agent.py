@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from ...domain import ToolPart
-from .base import AgentAdapter, Outcome, ToolCall, Walk
-from .shell import is_path
+from contextfold.domain import ToolPart
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, ToolCall, Walk
+from contextfold.compaction.agents.shell import is_path
 
 _ACTIONS = frozenset({
     "open", "create", "edit", "insert", "goto", "scroll_down", "scroll_up", "search_file", "search_dir",

@@ -1,0 +1,42 @@
+"""`contextfold count`: the tokens of a file or of stdin, for a model.
+
+It counts with the tokenizer alone, as `ContextService.count_tokens` does for text, and opens no
+data home: neither the store nor the service is loaded (tests/test_coldstart.py checks both the
+answer and what was imported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from contextfold.config import Settings
+from contextfold.results import TokenCount
+from contextfold.tokens.counting import counter_for
+from contextfold.cli.commands._output import print_json
+
+
+def count(args: argparse.Namespace, settings: Settings) -> int:
+    if args.file in (None, "-"):
+        text = sys.stdin.read()
+    else:
+        text = Path(args.file).read_text("utf-8", errors="surrogateescape")
+    result = count_text(text, args.model, settings)
+    if args.json:
+        print_json(result.model_dump())
+    else:
+        how = result.encoding or "character estimate"
+        if result.factor != 1.0:
+            how += f" × {result.factor}"
+        print(f"{result.tokens:,} tokens  ({result.method}, {how}, model {result.model})")
+    return 0
+
+
+def count_text(text: str, model: str | None, settings: Settings) -> TokenCount:
+    """What `ContextService.count_tokens(text=…)` answers, without the service."""
+    model = model or settings.default_model
+    counter = counter_for(model, settings.token_factors)
+    return TokenCount(
+        tokens=counter.count(text), model=model, method=counter.method, encoding=counter.encoding, factor=counter.factor
+    )
