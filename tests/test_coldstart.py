@@ -21,7 +21,7 @@ import pytest
 from contextfold.cli import main as cli
 from contextfold.cli.commands.count import count_text
 from contextfold.config import load_settings
-from contextfold.home.sqlite import without_store
+from contextfold.home.opening import without_store
 
 SDK_AND_HTTP = {"mcp", "mcp_types", "uvicorn", "starlette", "sse_starlette", "httpx", "httpx2", "anthropic"}
 TOKENIZER = {"tiktoken"}

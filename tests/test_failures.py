@@ -345,7 +345,7 @@ async def test_a_read_only_home_without_a_database_says_so(tmp_path: Path) -> No
 def test_a_used_up_disk_quota_reads_as_such(tmp_path: Path) -> None:
     """EDQUOT cannot be provoked without quotas on the filesystem; it takes ENOSPC's path (above)."""
     from contextfold.errors import StorageFull
-    from contextfold.home.sqlite import storage_error
+    from contextfold.home.opening import storage_error
 
     settings = load_settings({"home": tmp_path}, environ={})
     problem = storage_error(OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)), settings)

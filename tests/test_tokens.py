@@ -13,6 +13,7 @@ import tiktoken
 from conftest import corpus_files, needs_corpus
 
 from contextfold.tokens import counting as tokens
+from contextfold.tokens import encodings
 from contextfold.tokens.catalog import lookup
 from contextfold.domain import FilePart, Message, TextPart, ToolPart
 from contextfold.tokens.counting import (
@@ -95,22 +96,22 @@ def test_loading_never_touches_the_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # and no cache to fall back on
-    tokens._encodings.clear()
+    encodings.forget()
     try:
         assert counter_for("gpt-4o").count("hello world") == 2
         assert counter_for("gpt-4").count("hello world") == 2
     finally:
-        tokens._encodings.clear()
+        encodings.forget()
 
 
 def test_a_rank_file_with_the_wrong_hash_is_refused(monkeypatch):
-    monkeypatch.setitem(tokens._EXPECTED_SHA256, "cl100k_base", "0" * 64)
-    tokens._encodings.clear()
+    monkeypatch.setitem(encodings.EXPECTED_SHA256, "cl100k_base", "0" * 64)
+    encodings.forget()
     try:
         with pytest.raises(TokenizerDataError, match="sha256"):
-            tokens.encoding("cl100k_base")
+            encodings.encoding("cl100k_base")
     finally:
-        tokens._encodings.clear()
+        encodings.forget()
 
 
 def test_special_token_text_is_counted_as_ordinary_text():

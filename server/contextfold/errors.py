@@ -11,7 +11,7 @@ anything else is a bug, logged with its traceback.
     ├── StoreError (store): NotFoundError (also LookupError), ConflictError
     ├── StorageError: StorageFull, ReadOnlyHome, StoreUnavailable (the data home; see guard)
     ├── CompactionFailed, OutputDamaged
-    └── CliError (command-line usage)
+    └── UsageError (a command or its configuration used wrongly)
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class CompactionFailed(ContextfoldError):
 class StorageError(ContextfoldError):
     """The data home could not do what was asked; the message names the path and the remedy.
 
-    Nothing of the failed call was stored (its transaction rolled back). See `contextfold.home.sqlite`.
+    Nothing of the failed call was stored (its transaction rolled back). See `contextfold.home.opening`.
     """
 
 
@@ -74,3 +74,7 @@ class ReadOnlyHome(StorageError):
 
 class StoreUnavailable(StorageError):
     """The database cannot be used at all: written by a newer contextfold, damaged, or unreadable."""
+
+
+class UsageError(ContextfoldError):
+    """A command (or a file it was given) used wrongly, refused before any work; the message says what to do."""

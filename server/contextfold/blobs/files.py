@@ -50,7 +50,7 @@ class FileBlobs:
         # same content agree on which of them created it. Temp files are written outside it.
         self._lock = threading.Lock()
         if read_only:
-            return  # a home that cannot be written (contextfold.home.sqlite): reads only, nothing to prepare
+            return  # a home that cannot be written (contextfold.home.opening): reads only, nothing to prepare
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         # mkdir's mode is filtered by the umask and ignored for an existing directory; outputs
         # can hold secrets, so force it either way.

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contextfold.errors import ContextfoldError, brief
+from contextfold.errors import brief
 
 if TYPE_CHECKING:
     from contextfold.store import NotFoundError
 
-__all__ = ["CliError", "cli_words", "error_line"]
-
-
-class CliError(ContextfoldError):
-    """A command the CLI refuses before calling the service; the message says what to do."""
+__all__ = ["cli_words", "error_line"]
 
 
 _CLI_WORDS = (

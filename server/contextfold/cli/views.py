@@ -13,14 +13,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from contextfold.cli.reporting import CliError, cli_words, error_line
+from contextfold.cli.reporting import cli_words, error_line
+from contextfold.errors import UsageError
 from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart, Session, TextPart, ToolPart
 from contextfold.formats import RenderOptions, WireFormat, render
 from contextfold.formats.shown import COMPACTION_PROMPT, shown_result
 from contextfold.results import CompactResult, PruneResult, SessionInfo, Status
 
 __all__ = [
-    "CliError",
+    "UsageError",
     "compact_lines",
     "error_line",
     "fmt",

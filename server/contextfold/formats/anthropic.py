@@ -30,7 +30,7 @@ from contextfold.formats.shown import (
     shown_result,
     shows_media,
 )
-from contextfold.formats import FormatError, ParsedBatch, RenderOptions
+from contextfold.formats.base import FormatError, ParsedBatch, RenderOptions
 from contextfold.formats._common import (
     CONTINUATION_TEXT,
     BatchBuilder,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextfold.domain import FilePart, ToolPart
-from contextfold.formats import INTERRUPTED_RESULT, RenderOptions
+from contextfold.formats.base import INTERRUPTED_RESULT, RenderOptions
 
 COMPACTION_PROMPT = "What did we do so far?"
 """How a compaction marker reads to the model: the question its summary answers."""

@@ -56,7 +56,7 @@ from contextfold.results import (
 from contextfold.results import Context as RenderedContext
 from contextfold.errors import MAX_MESSAGE_CHARS, LimitExceeded, StorageError, brief
 from contextfold.service.facade import USER_ERRORS, ContextService, Tenant
-from contextfold.home.sqlite import open_service
+from contextfold.home.opening import open_service
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[ContextService]:
         # A home that is read-only, or a database this server cannot use, does not stop it: every
-        # tool that needs the store then answers the one line that says why (contextfold.home.sqlite).
+        # tool that needs the store then answers the one line that says why (contextfold.home.opening).
         service, problem = await open_service(settings)
         if problem is not None:
             log.warning("%s", problem)

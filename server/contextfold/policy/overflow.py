@@ -8,11 +8,11 @@ when the prune that would run now frees enough (the service runs its plan); othe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
+from contextfold.domain import OverflowState
 from contextfold.tokens.catalog import Budget
 
-State = Literal["ok", "soft", "hard", "overflow"]
+State = OverflowState
 
 RECOMMENDATIONS: dict[State, str] = {
     "ok": "none: keep going",

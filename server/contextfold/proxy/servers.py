@@ -1,8 +1,6 @@
 """`contextfold proxy --config servers.json`: several upstreams behind one proxy, names prefixed.
 
-The file is what the apps write: `{"mcpServers": {"NAME": {"command": …, "args": […], "env": {…},
-"cwd": …}}}` for a stdio server, `{"url": …, "headers": {…}}` for one over HTTP (VS Code's
-`{"servers": …}` with `"type"` is read too; `"disabled": true` leaves an entry out).
+The file is read by `spec.load_servers`.
 
 Each upstream gets a relay of its own (`relay.Relay`, as a single upstream would: guarding, timeouts,
 faults), talking to a hub instead of to the client. The hub is the one server the client sees:
@@ -29,24 +27,22 @@ import logging
 import re
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextfold.proxy import tools, wire
 from contextfold.proxy.channels import Frame
 from contextfold.proxy.relay import Relay
 from contextfold.proxy.session import ProxySession
+from contextfold.proxy.spec import SEPARATOR, UpstreamSpec
+from contextfold.proxy.upstream import connect
 
 if TYPE_CHECKING:
     from contextfold.config import Settings
     from contextfold.service.facade import ContextService
     from contextfold.proxy.channels import Channel
-    from contextfold.proxy.upstream import UpstreamSpec
 
 log = logging.getLogger(__name__)
 
-SEPARATOR = "__"
-NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 FAN_OUT_SECONDS = 60.0
 PAGES = 50
 HUB_ID = "contextfold-hub:"
@@ -56,59 +52,6 @@ FANNED = {
     "resources/list": ("resources", None),
     "resources/templates/list": ("resourceTemplates", None),
 }
-
-
-# -- the file ----------------------------------------------------------------------------------------------
-
-
-class ServersFileError(ValueError):
-    """The servers file cannot be used; the message says which entry and why."""
-
-
-def load_servers(path: Path) -> list[UpstreamSpec]:
-    from contextfold.cli.reporting import CliError
-    from contextfold.proxy.upstream import UpstreamSpec
-
-    try:
-        document = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such servers file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise CliError(f"{path}: not a JSON servers file ({exc})") from None
-    servers = document.get("mcpServers", document.get("servers")) if isinstance(document, dict) else None
-    if not isinstance(servers, dict) or not servers:
-        raise CliError(f'{path}: expected {{"mcpServers": {{"NAME": {{"command": …, "args": […]}}, …}}}}')
-    specs = []
-    for name, entry in servers.items():
-        where = f"{path}: mcpServers.{name}"
-        if not NAME.match(name) or SEPARATOR in name:
-            raise CliError(f"{where}: a name is 1-40 letters, digits, '-' or '_' (not '__'); it prefixes the server's tools")
-        if not isinstance(entry, dict):
-            raise CliError(f"{where}: expected an object with command and args, or url")
-        if entry.get("disabled") is True:
-            continue
-        env = entry.get("env") or {}
-        headers = entry.get("headers") or {}
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            raise CliError(f"{where}.env: expected an object of strings")
-        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-            raise CliError(f"{where}.headers: expected an object of strings")
-        if isinstance(entry.get("command"), str) and entry["command"]:
-            args = entry.get("args") or []
-            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-                raise CliError(f"{where}.args: expected a list of strings")
-            cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) else None
-            specs.append(UpstreamSpec(command=[entry["command"], *args], env=dict(env), cwd=cwd, name=name))
-        elif isinstance(entry.get("url"), str):
-            kind = entry.get("type", "http")
-            if kind not in ("http", "streamable-http", "streamableHttp"):
-                raise CliError(f"{where}.type: {kind!r} is not served; use a streamable HTTP url (type http)")
-            specs.append(UpstreamSpec(url=entry["url"], headers=dict(headers), name=name))
-        else:
-            raise CliError(f"{where}: needs a command (stdio) or a url (streamable HTTP)")
-    if not specs:
-        raise CliError(f"{path}: every server is disabled")
-    return specs
 
 
 # -- an upstream's end of the hub -------------------------------------------------------------------------
@@ -177,8 +120,6 @@ class Hub:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, stack: AsyncExitStack) -> None:
-        from contextfold.proxy.upstream import connect
-
         for member in self.members.values():
             upstream, problem = await connect(member.spec, self.settings, stack)
             passive = tools.ToolNames(passive=True)

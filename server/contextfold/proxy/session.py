@@ -84,8 +84,8 @@ class ProxySession:
             return service
         # The store's modules take a few hundred milliseconds to import: in a worker thread, so
         # that the client's first messages are relayed meanwhile.
-        await asyncio.to_thread(importlib.import_module, "contextfold.home.sqlite")
-        from contextfold.home.sqlite import open_service
+        await asyncio.to_thread(importlib.import_module, "contextfold.home.opening")
+        from contextfold.home.opening import open_service
 
         opened, problem = await open_service(self.settings)
         if problem is not None:

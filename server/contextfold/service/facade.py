@@ -31,13 +31,13 @@ from contextfold.compaction.engine import summary_budget
 from contextfold.compaction.pins import pin_facts
 from contextfold.compaction.prompt import build_prompt
 from contextfold.compaction.transcript import render_transcript
+from contextfold.service.backends import open_backends
 from contextfold.service.compactor import Compactor, Progress
 from contextfold.config import Settings, load_settings
 from contextfold.domain import Message, Session
 from contextfold.errors import USER_ERRORS, CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
 from contextfold.service.outputs import Outputs
 from contextfold.blobs.base import BlobStore
-from contextfold.blobs.files import FileBlobs
 from contextfold.results import (
     AppendResult,
     Brief,
@@ -56,7 +56,7 @@ from contextfold.results import (
     TailResult,
     TokenCount,
 )
-from contextfold.store import SQLiteStore, Store, TenantStore
+from contextfold.store import Store, TenantStore
 from contextfold.tokens.counting import TOOL_OVERHEAD, TokenCounter, count_message, count_system
 
 LOCAL_OWNER = ""
@@ -312,17 +312,8 @@ class ContextService(Tenant):
     @classmethod
     async def open(cls, settings: Settings | None = None) -> ContextService:
         settings = settings or load_settings()
-        if settings.database_url:
-            from contextfold.home.postgres import open_postgres  # PostgreSQL: sessions and spilled outputs in the database
-
-            store, blobs = await open_postgres(settings)
-            return cls(settings, store, blobs)
-        store = await SQLiteStore.open(settings.database_path)
-        if settings.spill_url:
-            from contextfold.blobs.s3 import S3Blobs
-
-            return cls(settings, store, await asyncio.to_thread(S3Blobs, settings.spill_url))
-        return cls(settings, store, FileBlobs(settings.spill_path))
+        store, blobs = await open_backends(settings)
+        return cls(settings, store, blobs)
 
     async def close(self) -> None:
         await self._runtime.store.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from contextfold.tokens import catalog
 from contextfold import formats, safejson
@@ -25,12 +25,11 @@ from contextfold.results import Status
 from contextfold.store import Store, TenantStore
 from contextfold.tokens.counting import TokenCounter, counter_for
 from contextfold.formats.versions import Chain
+from contextfold.service.compactor import Compactor, SessionAccess
+from contextfold.service.standing import Standing
+from contextfold.service.strategies import Strategies
 from contextfold.service.viewcache import Rendered, ViewCache
 
-if TYPE_CHECKING:
-    from contextfold.service.compactor import Compactor
-    from contextfold.service.strategies import Strategies
-    from contextfold.service.standing import Standing
 
 FormatArg = Literal["anthropic", "openai", "auto"]
 
@@ -142,10 +141,6 @@ class Scope:
     strategies: Strategies = field(init=False)
 
     def __post_init__(self) -> None:
-        from contextfold.service.compactor import Compactor, SessionAccess
-        from contextfold.service.strategies import Strategies
-        from contextfold.service.standing import Standing
-
         self.standing = Standing(self)
         access = SessionAccess(
             self.store,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from contextfold.tokens import catalog
 from contextfold.config import Settings
@@ -34,11 +34,25 @@ from contextfold.policy.prune import (
     remaining_counter,
     shown_counter,
 )
+from contextfold.store import TenantStore
 from contextfold.results import Brief, CompactionMetrics, CompactionSummary, Status
 from contextfold.tokens.counting import TokenCounter
 
-if TYPE_CHECKING:
-    from contextfold.service.runtime import Scope
+
+
+class Scope(Protocol):
+    """What standing needs of a tenant's scope (`runtime.Scope` is one): no more, so it imports none."""
+
+    @property
+    def store(self) -> TenantStore: ...
+
+    def settings_for(self, session: Session) -> Settings: ...
+
+    def budget(self, session: Session, settings: Settings) -> catalog.Budget: ...
+
+    def counter(self, model: str, settings: Settings) -> TokenCounter: ...
+
+    async def view(self, session: Session) -> list[Message]: ...
 
 
 @dataclass(frozen=True)

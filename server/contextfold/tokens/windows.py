@@ -32,6 +32,7 @@ from typing import Any
 import tiktoken
 
 from contextfold.errors import InvalidInput
+from contextfold.tokens.encodings import encoding
 
 WINDOW = 1 << 16
 """Characters counted in one tiktoken call; small enough to stay linear and far from a panic."""
@@ -217,6 +218,4 @@ def _kind(ch: str) -> str:
 
 @cache
 def _max_token_bytes(name: str) -> int:
-    from contextfold.tokens.counting import encoding
-
     return max(len(token) for token in encoding(name)._mergeable_ranks)  # type: ignore[arg-type]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from contextfold.cli.reporting import CliError
+from contextfold.errors import UsageError
 from contextfold.config import Settings
-from contextfold.home.sqlite import open_for_reading, open_service
+from contextfold.home.opening import open_for_reading, open_service
 from contextfold.results import SessionInfo, Status
 from contextfold.service.facade import ContextService
 
@@ -32,8 +32,8 @@ async def open_session(settings: Settings, session_id: str) -> ContextService:
     return await open_home(settings)
 
 
-def no_database(settings: Settings, session_id: str) -> CliError:
-    return CliError(
+def no_database(settings: Settings, session_id: str) -> UsageError:
+    return UsageError(
         f"no session with id {session_id!r}: the data home {settings.home} holds no database yet (no "
         f"{settings.database_path}); import a transcript with `contextfold import FILE`, or pass --home"
     )

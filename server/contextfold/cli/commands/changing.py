@@ -51,7 +51,7 @@ async def delete(args: argparse.Namespace, settings: Settings) -> int:
     async with await read_session(settings, args.session) as service:
         status = await service.status(args.session)
     if not args.yes:
-        raise views.CliError(
+        raise views.UsageError(
             f"delete removes session {args.session!r} and its {status.message_count:,} stored messages for good; "
             "pass --yes to confirm (or `contextfold export SESSION --full -o FILE` first to keep a copy)"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from contextfold.cli.reporting import CliError
+from contextfold.errors import UsageError
 from contextfold.config import Settings
 from contextfold.cli.commands._output import print_json
 
@@ -14,9 +14,9 @@ def migrate(args: argparse.Namespace, settings: Settings) -> int:
     from contextfold.store.postgres import is_postgres_url
 
     if not is_postgres_url(args.to):
-        raise CliError(f"--to takes a postgresql://user:password@host:port/dbname URL, not {args.to!r}")
+        raise UsageError(f"--to takes a postgresql://user:password@host:port/dbname URL, not {args.to!r}")
     if settings.database_url:
-        raise CliError(
+        raise UsageError(
             "the database setting already names PostgreSQL; migrate copies a SQLite home: point --home (or "
             "CONTEXTFOLD_HOME) at it and unset CONTEXTFOLD_DATABASE"
         )
@@ -33,7 +33,7 @@ def migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(settings: Settings, url: str, progress):  # type: ignore[no-untyped-def]
-    from contextfold.home.sqlite import storage_error
+    from contextfold.home.opening import storage_error
     from contextfold.home.migration import migrate_home
     from contextfold.home.postgres import postgres_problem
 

@@ -22,7 +22,7 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
     import logging
     import sys
 
-    from contextfold.cli.reporting import CliError
+    from contextfold.errors import UsageError
 
     settings = _with_flags(args, settings)
     command = list(args.upstream)
@@ -30,12 +30,12 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
         command = command[1:]
     given = [bool(command), bool(args.url), bool(args.servers)]
     if sum(given) != 1:
-        raise CliError(
+        raise UsageError(
             "give exactly one upstream: `contextfold proxy -- COMMAND [ARGS…]`, `--url URL` or `--config FILE`"
             + (f" (got {sum(given)})" if sum(given) else "")
         )
     if args.header and not args.url:
-        raise CliError("--header goes with --url")
+        raise UsageError("--header goes with --url")
     headers = _headers(args.header)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     if args.http:
@@ -49,7 +49,7 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
 def _spec(command: list[str], url: str | None, headers: dict[str, str], servers: str | None) -> Any:
     from pathlib import Path
 
-    from contextfold.proxy.upstream import UpstreamSpec, load_servers
+    from contextfold.proxy.spec import UpstreamSpec, load_servers
 
     if servers:
         return load_servers(Path(servers).expanduser())
@@ -61,7 +61,7 @@ async def _stdio(settings: Settings, spec: Any) -> int:
     import signal
 
     from contextfold.proxy.channels import stdio_channel
-    from contextfold.proxy.upstream import run_proxy
+    from contextfold.proxy.run import run_proxy
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -92,12 +92,12 @@ def _with_flags(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 def _headers(pairs: list[str]) -> dict[str, str]:
-    from contextfold.cli.reporting import CliError
+    from contextfold.errors import UsageError
 
     headers: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            raise CliError(f"--header {pair!r}: expected NAME=VALUE, e.g. --header 'Authorization=Bearer …'")
+            raise UsageError(f"--header {pair!r}: expected NAME=VALUE, e.g. --header 'Authorization=Bearer …'")
         headers[name.strip()] = value.strip()
     return headers

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from contextfold.cli import views
 from contextfold.config import Settings
-from contextfold.home.sqlite import open_for_reading
+from contextfold.home.opening import open_for_reading
 from contextfold.results import Status
 from contextfold.store import NotFoundError
 from contextfold.cli.commands._home import all_sessions, read_session
@@ -101,7 +101,7 @@ async def export(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(text)
         return 0
     if Path(args.output).is_dir():
-        raise views.CliError(f"-o {args.output}: is a directory; name the file to write")
+        raise views.UsageError(f"-o {args.output}: is a directory; name the file to write")
     _write_whole(Path(args.output), text)
     what = f"{len(body['messages']):,} stored messages" if args.full else f"the view ({len(body['messages']):,} messages)"
     print(f"wrote {what} of session {args.session} as {args.format} JSON to {args.output}", file=sys.stderr)
@@ -122,7 +122,7 @@ def _write_whole(path: Path, text: str) -> None:
 def watch(args: argparse.Namespace, settings: Settings) -> int:
     """Follow a session's numbers until Ctrl-C: a live table on a terminal, a line per change elsewhere."""
     if not args.interval > 0:
-        raise views.CliError(f"--interval: expected a positive number of seconds, got {args.interval}")
+        raise views.UsageError(f"--interval: expected a positive number of seconds, got {args.interval}")
 
     async def poll() -> Status:
         # Opened afresh each time: the home may gain or lose a running server (and its -wal) meanwhile.

@@ -254,7 +254,7 @@ async def _s3_blobs(settings: Settings) -> GuardedBlobs:
 
 async def _open_postgres(settings: Settings) -> ContextService:
     """The service on a PostgreSQL database, spilled outputs in it too; its failures in one line."""
-    from contextfold.home.postgres import open_postgres
+    from contextfold.service.backends import open_postgres
 
     url = settings.database_url
     assert url is not None
