@@ -16,7 +16,8 @@ import anyio
 import pytest
 
 from contextfold.domain import CompactionRecord, Message, Session, TextPart, ToolPart, Usage
-from contextfold.store import ConflictError, NotFoundError, OutputRecord, PartMark
+from contextfold.store import OutputRecord, PartMark
+from contextfold.errors import ConflictError, NotFoundError
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,8 @@ from contextfold.domain import (
     ToolResult,
     complete_tool_part,
 )
-from contextfold.formats import INTERRUPTED_RESULT, FormatError, RenderOptions, parse, render
+from contextfold.formats import INTERRUPTED_RESULT, RenderOptions, parse, render
+from contextfold.errors import FormatError
 from contextfold.formats.anthropic import CONTINUATION_TEXT, EMPTY_ERROR_TEXT
 from contextfold.formats.openai import COMPACTION_PROMPT
 

@@ -45,7 +45,8 @@ from mcp import Client, MCPError
 from mcp.types import CallToolResult
 
 from contextfold.config import Settings, load_settings
-from contextfold.importers import IMPORT_FORMATS, TranscriptError, detect_import_format, load_transcript
+from contextfold.importers import IMPORT_FORMATS, detect_import_format, load_transcript
+from contextfold.errors import TranscriptError
 from contextfold.mcpserver.tools import build_server
 from contextfold.service.facade import USER_ERRORS, ContextService
 from test_importers import _cc

@@ -10,7 +10,7 @@ import pytest
 from contextfold.service import history
 from contextfold.config import load_settings
 from contextfold.service.facade import ContextService, InvalidInput
-from contextfold.store import NotFoundError
+from contextfold.errors import NotFoundError
 from test_view_cache import _call, _result, _turns
 
 pytestmark = pytest.mark.anyio

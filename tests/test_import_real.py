@@ -22,7 +22,8 @@ from test_importers import _assert_same_lines, _expected_lines, _lines_from_open
 from contextfold.config import load_settings
 from contextfold.domain import Usage
 from contextfold.errors import InvalidInput
-from contextfold.importers import TranscriptError, load_transcript
+from contextfold.importers import load_transcript
+from contextfold.errors import TranscriptError
 from contextfold.service.facade import ContextService
 
 pytestmark = pytest.mark.anyio

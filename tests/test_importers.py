@@ -15,13 +15,8 @@ from typing import Any
 
 import pytest
 from conftest import CORPUS, corpus_files, needs_corpus
-from contextfold.importers import (
-    IMPORT_FORMATS,
-    ImportedTranscript,
-    TranscriptError,
-    detect_import_format,
-    load_transcript,
-)
+from contextfold.importers import IMPORT_FORMATS, ImportedTranscript, detect_import_format, load_transcript
+from contextfold.errors import TranscriptError
 
 Line = dict[str, Any]
 

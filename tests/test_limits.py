@@ -18,7 +18,7 @@ import pytest
 from contextfold.config import load_settings
 from contextfold.service.outputs import EVICT_TO
 from contextfold.service.facade import ContextService, LimitExceeded
-from contextfold.store import NotFoundError
+from contextfold.errors import NotFoundError
 
 from test_service import call, dump
 

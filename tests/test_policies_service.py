@@ -15,7 +15,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 from contextfold.config import load_settings
 from contextfold.formats import INTERRUPTED_RESULT
 from contextfold.service.facade import ContextService, InvalidInput
-from contextfold.store import NotFoundError
+from contextfold.errors import NotFoundError
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.config import SettingsError, load_settings
+from contextfold.config import load_settings
+from contextfold.errors import SettingsError
 from contextfold.service.facade import ContextService, InvalidInput, LimitExceeded
-from contextfold.store import ConflictError, NotFoundError
+from contextfold.errors import ConflictError, NotFoundError
 from contextfold.tokens.counting import MESSAGE_OVERHEAD, counter_for
 
 pytestmark = pytest.mark.anyio

@@ -172,7 +172,7 @@ async def test_a_session_cannot_raise_a_request_limit_past_the_servers(tmp_path:
      ("http_sessions_per_tenant", 1), ("max_count_bytes", 1)],
 )
 async def test_server_wide_settings_are_refused_per_session_with_the_reason(service, name: str, value: int):
-    from contextfold.config import SettingsError
+    from contextfold.errors import SettingsError
 
     with pytest.raises(SettingsError, match=rf"{name} is a server-wide setting"):
         await service.open_session("s", model="gpt-4o", settings={name: value})

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 from contextfold.blobs import lineindex, search as linesearch, spill
 from contextfold.config import load_settings
-from contextfold.service.outputs import OutputDamaged
+from contextfold.errors import OutputDamaged
 from contextfold.service.facade import ContextService
 from contextfold.blobs.spill import Line, SpillFiles
-from contextfold.store import NotFoundError
+from contextfold.errors import NotFoundError
 
 CORPUS_FILE = "normalized/mini-swe-agent__psf__requests-1142.jsonl"
 

@@ -18,12 +18,12 @@ from contextfold.tokens.catalog import lookup
 from contextfold.domain import FilePart, Message, TextPart, ToolPart
 from contextfold.tokens.counting import (
     MESSAGE_OVERHEAD,
-    TokenizerDataError,
     count_message,
     counter_for,
     estimate_chars,
     media_tokens,
 )
+from contextfold.errors import TokenizerDataError
 
 OPENAI_URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",

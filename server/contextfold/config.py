@@ -17,14 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from contextfold.errors import ContextfoldError
+from contextfold.errors import SettingsError
 
 ENV_PREFIX = "CONTEXTFOLD_"
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-class SettingsError(ContextfoldError, ValueError):
-    """A setting with a bad name or value; the message names it and the allowed values."""
 
 
 def default_home() -> Path:

@@ -1,17 +1,20 @@
 """Errors a caller can act on. Each message says what was wrong and what to do about it.
 
-One hierarchy: every error a request can end in derives from `ContextfoldError`, and the MCP
-server and the CLI turn exactly these into a tool error or a one-line message (`USER_ERRORS`);
-anything else is a bug, logged with its traceback.
+One hierarchy, all of it in this module: every error a request can end in derives from
+`ContextfoldError`, and the MCP server and the CLI turn exactly these into a tool error or a
+one-line message (`USER_ERRORS`); anything else is a bug, logged with its traceback.
 
     ContextfoldError
     ├── InvalidInput (also ValueError): a bad argument, named     ── LimitExceeded
-    ├── FormatError (formats), SettingsError (config), TranscriptError and RecordError (import),
-    │   TokenFileError (tokens file): bad input of a kind, each also a ValueError
-    ├── StoreError (store): NotFoundError (also LookupError), ConflictError
-    ├── StorageError: StorageFull, ReadOnlyHome, StoreUnavailable (the data home; see guard)
-    ├── CompactionFailed, OutputDamaged
-    └── UsageError (a command or its configuration used wrongly)
+    ├── FormatError (a wire message), SettingsError (a setting), TranscriptError and RecordError
+    │   (a transcript file), TokenFileError (the bearer tokens file): bad input of a kind, each
+    │   also a ValueError
+    ├── StoreError: NotFoundError (also LookupError) ── OutputGone; ConflictError
+    ├── StorageError: StorageFull, ReadOnlyHome, StoreUnavailable (the data home)
+    ├── CompactionFailed, OutputDamaged, InstallError (an agent's settings file)
+    └── UsageError (a command or a file given to it used wrongly)
+
+    TokenizerDataError (a RuntimeError): the packaged tokenizer data is damaged; reinstall.
 """
 
 from __future__ import annotations
@@ -78,3 +81,75 @@ class StoreUnavailable(StorageError):
 
 class UsageError(ContextfoldError):
     """A command (or a file it was given) used wrongly, refused before any work; the message says what to do."""
+
+
+class SettingsError(ContextfoldError, ValueError):
+    """A setting with a bad name or value; the message names it and the allowed values."""
+
+
+class FormatError(ContextfoldError, ValueError):
+    """A message that cannot be read. `path` names the field, e.g. `messages[3].content[0].tool_use_id`."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class TranscriptError(ContextfoldError, ValueError):
+    """A transcript file that cannot be read. The message names the file and, when known, the line."""
+
+    def __init__(self, path: Path | str, line: int | None, problem: str) -> None:
+        where = f"{path}, line {line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {problem}")
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+
+
+class RecordError(ContextfoldError, ValueError):
+    """A problem inside one record; the driver adds the file and line number."""
+
+
+class TokenFileError(ContextfoldError, ValueError):
+    """A tokens file that cannot be read or changed as asked; the message says what to do."""
+
+
+class TokenizerDataError(RuntimeError):
+    """The packaged rank file is missing or does not match tiktoken's expected hash."""
+
+
+class StoreError(ContextfoldError):
+    """Base class of store errors."""
+
+
+class NotFoundError(StoreError, LookupError):
+    def __init__(self, kind: str, key: str, hint: str = "") -> None:
+        message = f"no {kind} with id {key!r}"
+        super().__init__(f"{message}; {hint}" if hint else message)
+        self.kind = kind
+        self.key = key
+
+
+class ConflictError(StoreError):
+    """The write conflicts with what is stored (e.g. a session id that already exists)."""
+
+
+class OutputGone(NotFoundError):
+    """The output was removed by gc; the message says why and when."""
+
+    def __init__(self, output_id: str, message: str) -> None:
+        super().__init__("output", output_id)
+        self.args = (message,)
+
+
+class OutputDamaged(ContextfoldError):
+    """The output's file was cut short, changed or deleted outside contextfold."""
+
+    def __init__(self, output_id: str, problem: str) -> None:
+        super().__init__(f"output {output_id} is damaged: {problem}; rerun the tool to see it again")
+        self.output_id = output_id
+
+
+class InstallError(ContextfoldError):
+    """A settings file contextfold cannot change safely; the message says which and why."""

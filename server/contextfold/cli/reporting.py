@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from contextfold.errors import brief
 
 if TYPE_CHECKING:
-    from contextfold.store import NotFoundError
+    from contextfold.errors import NotFoundError
 
 __all__ = ["cli_words", "error_line"]
 
@@ -46,6 +46,6 @@ def error_line(exc: BaseException, home: object = None) -> str:
 def _missing_session(exc: BaseException) -> NotFoundError | None:
     if not isinstance(exc, LookupError):
         return None
-    from contextfold.store import NotFoundError  # the one LookupError a command reports: the store raised it, so it is loaded
+    from contextfold.errors import NotFoundError
 
     return exc if isinstance(exc, NotFoundError) and exc.kind == "session" else None

@@ -30,7 +30,8 @@ from contextfold.formats.shown import (
     shown_result,
     shows_media,
 )
-from contextfold.formats.base import FormatError, ParsedBatch, RenderOptions
+from contextfold.formats.base import ParsedBatch, RenderOptions
+from contextfold.errors import FormatError
 from contextfold.formats._common import (
     CONTINUATION_TEXT,
     BatchBuilder,

@@ -6,20 +6,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from contextfold.domain import Message, SystemPrompt, ToolResult
-from contextfold.errors import ContextfoldError
+from contextfold.errors import FormatError
 
 __all__ = ["INTERRUPTED_RESULT", "FormatError", "ParsedBatch", "RenderOptions", "WireFormat"]
 
 WireFormat = Literal["anthropic", "openai"]
-
-
-class FormatError(ContextfoldError, ValueError):
-    """A message that cannot be read. `path` names the field, e.g. `messages[3].content[0].tool_use_id`."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
 
 
 @dataclass

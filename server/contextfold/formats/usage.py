@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextfold.domain import Usage
-from contextfold.formats.base import FormatError
+from contextfold.errors import FormatError
 
 
 MAX_REPORTED = 1_000_000_000

@@ -19,17 +19,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from contextfold.errors import ContextfoldError
+from contextfold.errors import TokenFileError
 
 HASH_PREFIX = "sha256:"
 FINGERPRINT_HEX = 12
 """`token list` shows this many hex digits of the hash: enough to tell tokens apart, no secret."""
 TOKEN_BYTES = 32
 FILE_MODE = 0o600
-
-
-class TokenFileError(ContextfoldError, ValueError):
-    """A tokens file that cannot be read or changed as asked; the message says what to do."""
 
 
 def digest(token: str) -> str:

@@ -41,16 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from contextfold.errors import ContextfoldError
+from contextfold.errors import InstallError
 
 Agent = Literal["claude-code", "codex"]
 Scope = Literal["user", "project"]
 SERVER_NAME = "contextfold"
 BACKUP_SUFFIX = ".contextfold-backup"
-
-
-class InstallError(ContextfoldError):
-    """A settings file contextfold cannot change safely; the message says which and why."""
 
 
 @dataclass(frozen=True)

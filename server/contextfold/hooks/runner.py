@@ -161,7 +161,7 @@ class _Hook:
         return model if isinstance(model, str) and model else self.module.MODEL
 
     async def _ensure(self, service: ContextService, sid: str) -> None:
-        from contextfold.store import NotFoundError
+        from contextfold.errors import NotFoundError
 
         try:
             await service.status(sid)

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from contextfold.names import IMPORT_FORMATS, ImportFormat
-from contextfold.importers.base import START, ImportedCompaction, ImportedTranscript, Resume, TranscriptError
+from contextfold.importers.base import START, ImportedCompaction, ImportedTranscript, Resume
+from contextfold.errors import TranscriptError
 from contextfold.importers.calls import keep_orphan_results, open_calls
 from contextfold.importers.claude_code import load_claude_code
 from contextfold.importers.codex import load_codex

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contextfold import safejson
-from contextfold.errors import ContextfoldError, LimitExceeded
+from contextfold.errors import LimitExceeded
 from contextfold.formats import WireFormat
 from contextfold.names import ImportFormat
+from contextfold.errors import TranscriptError
+from contextfold.errors import RecordError
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _TITLE_LIMIT = 80
@@ -89,21 +91,6 @@ class ImportedTranscript:
     end_line: int = 0
     tail_uuids: tuple[str, ...] = ()
     """Claude Code: the last records read (see `Resume.tail_uuids`)."""
-
-
-class TranscriptError(ContextfoldError, ValueError):
-    """A transcript file that cannot be read. The message names the file and, when known, the line."""
-
-    def __init__(self, path: Path | str, line: int | None, problem: str) -> None:
-        where = f"{path}, line {line}" if line is not None else f"{path}"
-        super().__init__(f"{where}: {problem}")
-        self.path = Path(path)
-        self.line = line
-        self.problem = problem
-
-
-class RecordError(ContextfoldError, ValueError):
-    """A problem inside one record; the driver adds the file and line number."""
 
 
 class RecordReader(Protocol):

@@ -31,7 +31,6 @@ from contextfold.importers.base import (
     START,
     ImportedCompaction,
     ImportedTranscript,
-    RecordError,
     Resume,
     check,
     derive_title,
@@ -39,6 +38,7 @@ from contextfold.importers.base import (
     read_jsonl_with,
     require,
 )
+from contextfold.errors import RecordError
 
 CODEX_RECORD_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})

@@ -16,7 +16,6 @@ from typing import Any
 from contextfold.importers.base import (
     START,
     ImportedTranscript,
-    RecordError,
     Resume,
     check,
     derive_title,
@@ -24,6 +23,7 @@ from contextfold.importers.base import (
     read_jsonl_with,
     require,
 )
+from contextfold.errors import RecordError
 
 NORMALIZED_ROLES = frozenset({"user", "assistant", "tool"})
 NORMALIZED_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})

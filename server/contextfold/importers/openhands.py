@@ -19,7 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from contextfold.importers.base import ImportedTranscript, TranscriptError, derive_title
+from contextfold.importers.base import ImportedTranscript, derive_title
+from contextfold.errors import TranscriptError
 from contextfold.importers.wire import read_document
 
 

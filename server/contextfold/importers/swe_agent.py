@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contextfold.importers.base import ImportedTranscript, TranscriptError, derive_title, type_name
+from contextfold.importers.base import ImportedTranscript, derive_title, type_name
+from contextfold.errors import TranscriptError
 from contextfold.importers.wire import read_document
 
 TOOL_NAME = "bash"

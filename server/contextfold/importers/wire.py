@@ -21,13 +21,13 @@ from contextfold.importers.base import (
     ImportedTranscript,
     LineReader,
     Resume,
-    TranscriptError,
     decode_json_object,
     derive_title,
     iter_lines,
     safe_json,
     type_name,
 )
+from contextfold.errors import TranscriptError
 
 Layout = Literal["document", "jsonl"]
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contextfold.names import TOKENS_ENV
-from contextfold.home.bearer import TokenFileError, digest, parse
+from contextfold.home.bearer import digest, parse
+from contextfold.errors import TokenFileError
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken

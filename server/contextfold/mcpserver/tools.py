@@ -35,7 +35,8 @@ from pydantic import AnyHttpUrl
 from contextfold import __version__, safejson
 from contextfold.mcpserver import answers, bigstrings
 from contextfold.mcpserver.auth import SCOPE, TenantTokens
-from contextfold.config import Settings, SettingsError, load_settings
+from contextfold.config import Settings, load_settings
+from contextfold.errors import SettingsError
 from contextfold.compaction.prompt import anchored_summary_prompt
 from contextfold.compaction.chain import Sampled
 from contextfold.results import (

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 from contextfold import safejson
 from contextfold.domain import Message, Session, ToolResult, Usage, complete_tool_part
 from contextfold.errors import InvalidInput
-from contextfold.formats import FormatError, ParsedBatch
+from contextfold.formats import ParsedBatch
+from contextfold.errors import FormatError
 from contextfold.formats.usage import parse_usage
 from contextfold.service.ingest import Ingest, Prespill, big_texts
 from contextfold.results import AppendedMessage, AppendResult
-from contextfold.store import NotFoundError, SessionTransaction
+from contextfold.store import SessionTransaction
+from contextfold.errors import NotFoundError
 from contextfold.tokens.counting import TokenCounter, count_message, count_part
 from contextfold.service.runtime import FormatArg, system_prompts, title_from
 from contextfold.service.sessions import with_system

@@ -11,7 +11,7 @@ from contextfold.compaction.engine import NothingToCompact
 from contextfold.service.compactor import Progress
 from contextfold.config import Settings
 from contextfold.errors import InvalidInput
-from contextfold.store import NotFoundError
+from contextfold.errors import NotFoundError
 from contextfold.results import CompactResult
 from contextfold.service.strategies import REMOVAL_STRATEGIES
 

@@ -43,7 +43,8 @@ from contextfold.policy import view
 from contextfold.policy.cut import CutCaps, cut_in_view
 from contextfold.policy.turns import tail_budget
 from contextfold.results import Brief, CompactResult, Status
-from contextfold.store import ConflictError, PartMark, SessionTransaction, TenantStore
+from contextfold.store import PartMark, SessionTransaction, TenantStore
+from contextfold.errors import ConflictError
 from contextfold.tokens.counting import TokenCounter
 
 Progress = Callable[[float, str], Awaitable[None]]

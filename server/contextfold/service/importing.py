@@ -34,7 +34,8 @@ from contextfold.domain import (
     new_id,
 )
 from contextfold.errors import InvalidInput
-from contextfold.formats import FormatError, parse
+from contextfold.formats import parse
+from contextfold.errors import FormatError
 from contextfold.importers import (
     START,
     ImportedCompaction,
@@ -51,7 +52,8 @@ from contextfold.service.ingest import Ingest
 from contextfold.service.outputs import Outputs
 from contextfold.policy import view
 from contextfold.results import Brief, ImportResult, Status
-from contextfold.store import ConflictError, NotFoundError, SessionTransaction, TenantStore
+from contextfold.store import SessionTransaction, TenantStore
+from contextfold.errors import ConflictError, NotFoundError
 from contextfold.tokens.counting import TokenCounter, count_message
 
 ATTEMPTS = 3

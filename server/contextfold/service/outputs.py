@@ -25,12 +25,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from contextfold.domain import new_id
-from contextfold.errors import ContextfoldError, LimitExceeded
+from contextfold.errors import LimitExceeded
 from contextfold.results import GcResult, OutputRead
 from contextfold.blobs.base import BlobStore, DamagedContent, StoredBlob, encode_text
 from contextfold.blobs.lines import LineSlice, read_lines, read_text
 from contextfold.blobs.search import GrepResult, grep
-from contextfold.store import NotFoundError, OutputRecord, SessionTransaction, Store, Tombstone
+from contextfold.store import OutputRecord, SessionTransaction, Store, Tombstone
+from contextfold.errors import NotFoundError
+from contextfold.errors import OutputGone
+from contextfold.errors import OutputDamaged
 
 FILE_GRACE_SECONDS = 300
 """gc deletes a file no record points to at once when it has just removed the file's last record,
@@ -49,14 +52,6 @@ READ_LIMIT_LINES = 200
 READ_LIMIT_CHARS = 20_000
 
 
-class OutputGone(NotFoundError):
-    """The output was removed by gc; the message says why and when."""
-
-    def __init__(self, output_id: str, message: str) -> None:
-        super().__init__("output", output_id)
-        self.args = (message,)
-
-
 class OutputExpired(OutputGone):
     def __init__(self, output_id: str, days: float, at: float) -> None:
         super().__init__(
@@ -73,14 +68,6 @@ class OutputEvicted(OutputGone):
             f"output {output_id} was evicted at {_when(at)} to keep the spill store under spill_quota_bytes "
             f"({_size(quota_bytes)}); rerun the tool to see it again, or raise spill_quota_bytes to keep more",
         )
-
-
-class OutputDamaged(ContextfoldError):
-    """The output's file was cut short, changed or deleted outside contextfold."""
-
-    def __init__(self, output_id: str, problem: str) -> None:
-        super().__init__(f"output {output_id} is damaged: {problem}; rerun the tool to see it again")
-        self.output_id = output_id
 
 
 @dataclass(frozen=True)

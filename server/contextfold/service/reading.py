@@ -13,7 +13,7 @@ from contextfold.policy import view
 from contextfold.policy.cache import place_cache_anchors
 from contextfold.policy.turns import select_tail, tail_budget
 from contextfold.results import Context, Status, TailResult
-from contextfold.store import NotFoundError
+from contextfold.errors import NotFoundError
 from contextfold.service.runtime import parse_cursor
 
 if TYPE_CHECKING:

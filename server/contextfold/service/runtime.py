@@ -18,7 +18,8 @@ from contextfold import formats, safejson
 from contextfold.config import SESSION_LIMITS, Settings
 from contextfold.domain import Message, Session, SystemPrompt
 from contextfold.errors import InvalidInput, LimitExceeded
-from contextfold.formats import FormatError, ParsedBatch
+from contextfold.formats import ParsedBatch
+from contextfold.errors import FormatError
 from contextfold.service.outputs import Outputs
 from contextfold.policy import view
 from contextfold.results import Status

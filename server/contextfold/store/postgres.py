@@ -35,15 +35,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
 from contextfold.store import pgschema
-from contextfold.store.base import (
-    ConflictError,
-    NotFoundError,
-    OutputRecord,
-    PartMark,
-    SessionPage,
-    StoredToolPart,
-    Tombstone,
-)
+from contextfold.store.base import OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
+from contextfold.errors import ConflictError, NotFoundError
 from contextfold.store.rows import (
     KEPT,
     OUTPUT_COLUMNS,

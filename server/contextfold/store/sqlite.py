@@ -20,15 +20,8 @@ from typing import Any
 import aiosqlite
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
-from contextfold.store.base import (
-    ConflictError,
-    NotFoundError,
-    OutputRecord,
-    PartMark,
-    SessionPage,
-    StoredToolPart,
-    Tombstone,
-)
+from contextfold.store.base import OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
+from contextfold.errors import ConflictError, NotFoundError
 from contextfold.store.rows import (
     KEPT,
     SESSION_FIELDS,

@@ -7,6 +7,8 @@ pinned here). Nothing here touches the network. Each encoding is built once per 
 
 from __future__ import annotations
 
+from contextfold.errors import TokenizerDataError
+
 import base64
 import gzip
 import hashlib
@@ -26,10 +28,6 @@ EXPECTED_SHA256: dict[Encoding, str] = {
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
 }
 """Pinned here as well, so a tiktoken that stopped declaring a hash cannot switch the check off."""
-
-
-class TokenizerDataError(RuntimeError):
-    """The packaged rank file is missing or does not match tiktoken's expected hash."""
 
 
 _load_lock = threading.Lock()

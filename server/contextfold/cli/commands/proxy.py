@@ -80,7 +80,8 @@ async def _stdio(settings: Settings, spec: Any) -> int:
 
 
 def _with_flags(args: argparse.Namespace, settings: Settings) -> Settings:
-    from contextfold.config import Settings, SettingsError
+    from contextfold.config import Settings
+    from contextfold.errors import SettingsError
 
     flags = {FLAG_SETTINGS[k]: getattr(args, k) for k in FLAG_SETTINGS if getattr(args, k) is not None}
     if not flags:

@@ -19,7 +19,7 @@ from contextfold.cli import views
 from contextfold.config import Settings
 from contextfold.home.opening import open_for_reading
 from contextfold.results import Status
-from contextfold.store import NotFoundError
+from contextfold.errors import NotFoundError
 from contextfold.cli.commands._home import all_sessions, read_session
 from contextfold.cli.commands._output import print_json
 

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from contextfold.mcpserver.auth import TenantTokens
-from contextfold.config import Settings, SettingsError
+from contextfold.config import Settings
+from contextfold.errors import SettingsError
 from contextfold.names import TOKENS_ENV
 from contextfold.mcpserver.tools import build_server
 from contextfold.cli.commands.token import default_path as default_tokens_path
