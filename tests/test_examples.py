@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ast
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ["agent_loop.py", "huge_output.py"]
+EXAMPLES = ["agent_loop.py", "huge_output.py", "library.py"]
 
 
 def _run(script: str, home: Path | None, scratch: Path | None = None) -> str:
@@ -59,3 +61,17 @@ def test_huge_output_agent_finds_the_failure_with_read_output(tmp_path: Path):
     assert "60,001 lines" in out
     assert "grep FAILED → 1 match(es)" in out
     assert "One test failed (line 41,235 of the output): tests/test_module_412.py::test_case_41234 FAILED" in out
+
+
+def test_library_example_uses_only_the_public_api(tmp_path: Path):
+    tree = ast.parse((ROOT / "examples" / "library.py").read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    } | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert {m for m in imported if m.startswith("contextfold")} == {"contextfold"}
+    out = _run("library.py", tmp_path)
+    assert "(40,000 lines); the model sees a preview" in out
+    assert "read_output(pattern='FAILED') → 1 match(es): 27183:tests/test_api.py::test_case_27182 FAILED" in out
+    before, after = (int(n.replace(",", "")) for n in out.split("compact: ")[1].split(" tokens")[0].split(" → "))
+    assert after < before
+    assert (tmp_path / "contextfold.db").is_file()

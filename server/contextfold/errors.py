@@ -19,6 +19,8 @@ one-line message (`USER_ERRORS`); anything else is a bug, logged with its traceb
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 MAX_MESSAGE_CHARS = 2_000
 """Error text lands in a model's context (or a terminal): one that echoes a huge input is cut."""

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Literal, TypeAlias
 
 from contextfold.domain import Message, SystemPrompt, ToolResult
 from contextfold.errors import FormatError
 
-__all__ = ["INTERRUPTED_RESULT", "FormatError", "ParsedBatch", "RenderOptions", "WireFormat"]
+__all__ = ["INTERRUPTED_RESULT", "FormatError", "JSONValue", "ParsedBatch", "RenderOptions", "SystemArg", "UsageArg", "WireFormat", "WireMessage"]
 
 WireFormat = Literal["anthropic", "openai"]
+
+JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
+"""A value as JSON has it."""
+WireMessage: TypeAlias = Mapping[str, JSONValue]
+"""One message as an API sends it: Anthropic's `{role, content}` (content a string or blocks), or
+OpenAI's `{role, content, tool_calls?, tool_call_id?}`. `parse` names the first field it cannot read."""
+SystemArg: TypeAlias = "str | Sequence[Mapping[str, JSONValue]]"
+"""A system prompt: one text, or Anthropic's list of text blocks."""
+UsageArg: TypeAlias = Mapping[str, JSONValue]
+"""Token usage as the API reported it for the last response (Anthropic's or OpenAI's field names)."""
 
 
 @dataclass

@@ -205,7 +205,7 @@ def build_server(
         with _user_errors():
             # Counting megabytes takes seconds of CPU: a worker thread keeps other clients served.
             return await asyncio.to_thread(
-                _count_within_limit, _service(ctx), text=text, messages=messages, model=model, format=format
+                _service(ctx).count_tokens, text=text, messages=messages, model=model, format=format
             )
 
     @mcp.tool(title="Open session", annotations=_annotations())
@@ -442,33 +442,6 @@ def build_server(
         for name in sorted(set(TOOLS) - set(tools)):
             mcp.remove_tool(name)
     return mcp
-
-
-def _count_within_limit(
-    service: ContextService, *, text: str | None, messages: Any, model: str | None, format: FormatArg
-) -> TokenCount:
-    """`service.count_tokens`, refused when the input is over `max_count_bytes`."""
-    limit = service.settings.max_count_bytes
-    field, value = ("text", text) if text is not None else ("messages", messages)
-    size = _utf8_size(value)
-    if size > limit:
-        raise LimitExceeded(
-            field,
-            f"{size:,} bytes is more than max_count_bytes ({limit:,}); "
-            "count it in parts (split at line breaks) and add them up, or raise max_count_bytes",
-        )
-    return service.count_tokens(text=text, messages=messages, model=model, format=format)
-
-
-def _utf8_size(value: Any) -> int:
-    """The UTF-8 bytes of every string in `value` (keys too); other scalars by their text."""
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, dict):
-        return sum(_utf8_size(k) + _utf8_size(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return sum(_utf8_size(v) for v in value)
-    return 0 if value is None else len(str(value))
 
 
 async def _sampling_for_compact(

@@ -21,6 +21,7 @@ from contextfold.errors import NotFoundError
 from contextfold.tokens.counting import TokenCounter, count_message, count_part
 from contextfold.service.runtime import FormatArg, system_prompts, title_from
 from contextfold.service.sessions import with_system
+from contextfold.formats.base import SystemArg, UsageArg, WireMessage
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope
@@ -35,11 +36,11 @@ class Appending:
     async def append(
         self,
         session_id: str,
-        messages: Any,
+        messages: Sequence[WireMessage],
         *,
         format: FormatArg = "auto",
-        usage: Any = None,
-        system: Any = None,
+        usage: UsageArg | None = None,
+        system: SystemArg | None = None,
     ) -> AppendResult:
         """Add messages (and tool results for earlier calls) to a session in one transaction."""
         # Measuring and parsing megabytes is CPU work: a worker thread keeps other clients served.

@@ -50,7 +50,7 @@ class History:
     def __init__(self, scope: Scope) -> None:
         self._scope = scope
 
-    async def search(
+    async def search_history(
         self,
         session_id: str,
         *,
@@ -59,6 +59,7 @@ class History:
         limit: int = 20,
         ignore_case: bool = False,
     ) -> HistoryPage:
+        """Search the session's stored messages, hidden ones included, or read them from `at`."""
         if pattern is None and at is None:
             raise InvalidInput("pattern", "give a pattern to search for, or at=<message> to read from a message")
         if not 1 <= limit <= MAX_HITS:

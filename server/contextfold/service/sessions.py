@@ -13,6 +13,7 @@ from contextfold.errors import InvalidInput
 from contextfold.store import SessionTransaction
 from contextfold.tokens.counting import TokenCounter, count_message, count_system
 from contextfold.service.runtime import system_prompts
+from contextfold.formats.base import SystemArg
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope
@@ -29,7 +30,7 @@ class Sessions:
         model: str | None = None,
         title: str | None = None,
         settings: dict[str, Any] | None = None,
-        system: Any = None,
+        system: SystemArg | None = None,
     ) -> Brief:
         """Create a session, or reopen one by id (changing its model, title or settings if given)."""
         # Library callers get what the MCP layer gives tool calls: no lone surrogates reach SQLite.

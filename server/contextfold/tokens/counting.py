@@ -14,11 +14,14 @@ import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 
 from contextfold.tokens import windows as tokenwindows
 from contextfold.tokens.encodings import Encoding, encoding
+from contextfold.config import Settings
+from contextfold.errors import LimitExceeded
+from contextfold.results import TokenCount
 from contextfold.tokens.catalog import ModelInfo, lookup
 from contextfold.domain import (
     CompactionPart,
@@ -229,3 +232,38 @@ def _attachment_in_view(file: FilePart, counter: TokenCounter) -> int:
 
 def count_system(prompts: Iterable[SystemPrompt], counter: TokenCounter) -> list[SystemPrompt]:
     return [p.model_copy(update={"tokens": MESSAGE_OVERHEAD + counter.count(p.text)}) for p in prompts]
+
+
+# -- a count asked for -------------------------------------------------------------------------------
+
+
+def check_count_size(field: str, value: Any, limit: int) -> None:
+    """Refuse a text (or messages) over `limit` UTF-8 bytes (`max_count_bytes`) before counting it."""
+    size = _utf8_size(value)
+    if size > limit:
+        raise LimitExceeded(
+            field,
+            f"{size:,} bytes is more than max_count_bytes ({limit:,}); "
+            "count it in parts (split at line breaks) and add them up, or raise max_count_bytes",
+        )
+
+
+def _utf8_size(value: Any) -> int:
+    """The UTF-8 bytes of every string in `value` (keys too); other scalars by their text."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, dict):
+        return sum(_utf8_size(k) + _utf8_size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_utf8_size(v) for v in value)
+    return 0 if value is None else len(str(value))
+
+
+def count_text(text: str, model: str | None, settings: Settings) -> TokenCount:
+    """The tokens of `text` for `model` (the default model when None), within `max_count_bytes`."""
+    check_count_size("text", text, settings.max_count_bytes)
+    model = model or settings.default_model
+    counter = counter_for(model, settings.token_factors)
+    return TokenCount(
+        tokens=counter.count(text), model=model, method=counter.method, encoding=counter.encoding, factor=counter.factor
+    )

@@ -1,6 +1,6 @@
 """`contextfold count`: the tokens of a file or of stdin, for a model.
 
-It counts with the tokenizer alone, as `ContextService.count_tokens` does for text, and opens no
+It counts with `tokens.counting.count_text`, as `ContextService.count_tokens` does for text, and opens no
 data home: neither the store nor the service is loaded (tests/test_coldstart.py checks both the
 answer and what was imported).
 """
@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 from contextfold.config import Settings
-from contextfold.results import TokenCount
-from contextfold.tokens.counting import counter_for
+from contextfold.tokens.counting import count_text
 from contextfold.cli.commands._output import print_json
 
 
@@ -31,12 +30,3 @@ def count(args: argparse.Namespace, settings: Settings) -> int:
             how += f" × {result.factor}"
         print(f"{result.tokens:,} tokens  ({result.method}, {how}, model {result.model})")
     return 0
-
-
-def count_text(text: str, model: str | None, settings: Settings) -> TokenCount:
-    """What `ContextService.count_tokens(text=…)` answers, without the service."""
-    model = model or settings.default_model
-    counter = counter_for(model, settings.token_factors)
-    return TokenCount(
-        tokens=counter.count(text), model=model, method=counter.method, encoding=counter.encoding, factor=counter.factor
-    )
