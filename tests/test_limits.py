@@ -108,7 +108,7 @@ async def test_the_database_quota_refuses_appends_until_sessions_are_deleted(tmp
         await svc.open_session("old", model="gpt-4o")
         await svc.open_session("new", model="gpt-4o")
         text = _noise(900, 7)
-        with pytest.raises(LimitExceeded, match=r"database: the database holds [\d,]+ bytes.*session_delete"):
+        with pytest.raises(LimitExceeded, match=r"database: the database holds [\d,]+ bytes.*delete sessions you no longer need or raise"):
             for n in range(1_000):
                 await svc.append("old", [{"role": "user", "content": f"{n} {text}"}])
         acknowledged = n  # messages 0 … n-1 went in; n was refused

@@ -19,6 +19,8 @@ one-line message (`USER_ERRORS`); anything else is a bug, logged with its traceb
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 
 
@@ -39,8 +41,47 @@ def brief(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return f"{message[:head]} … [{len(message) - head - tail:,} characters omitted] … {message[-tail:]}"
 
 
+class Remedy(str, Enum):
+    """A way forward an error names. The core names it; each interface words it for its user
+    (`ContextfoldError.worded`): an MCP client reads tool names, a terminal reads commands."""
+
+    DELETE_SESSIONS = "delete_sessions"
+    READ_IN_PARTS = "read_in_parts"
+    SPILL_FIRST = "spill_first"
+
+
+REMEDY = "{remedy}"
+"""Where a message puts its remedy's words."""
+
+REMEDY_WORDS: Mapping[Remedy, str] = {
+    Remedy.DELETE_SESSIONS: "delete sessions you no longer need",
+    Remedy.READ_IN_PARTS: "read it in pages (offset and limit) or search it with a pattern",
+    Remedy.SPILL_FIRST: "spill huge outputs first and send their previews",
+}
+"""The remedies as a library caller reads them."""
+
+
 class ContextfoldError(Exception):
-    """An error the caller can act on; the message says what was wrong and what to do."""
+    """An error the caller can act on; the message says what was wrong and what to do.
+
+    A message may name a `Remedy` where it says `{remedy}`: `str(error)` words it for a library
+    caller, `worded(words)` in an interface's own terms.
+    """
+
+    remedy: Remedy | None = None
+
+    def __init__(self, *args: object, remedy: Remedy | None = None) -> None:
+        super().__init__(*args)
+        self.remedy = remedy
+
+    def worded(self, words: Mapping[Remedy, str] = REMEDY_WORDS) -> str:
+        text = super().__str__()
+        if self.remedy is None:
+            return text
+        return text.replace(REMEDY, words.get(self.remedy) or REMEDY_WORDS[self.remedy])
+
+    def __str__(self) -> str:
+        return self.worded()
 
 
 USER_ERRORS: tuple[type[Exception], ...] = (ContextfoldError,)
@@ -48,8 +89,8 @@ USER_ERRORS: tuple[type[Exception], ...] = (ContextfoldError,)
 
 
 class InvalidInput(ContextfoldError, ValueError):
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
+    def __init__(self, field: str, problem: str, *, remedy: Remedy | None = None) -> None:
+        super().__init__(f"{field}: {problem}", remedy=remedy)
         self.field = field
         self.problem = problem
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from contextfold.cli.reporting import cli_words, error_line
+from contextfold.cli.reporting import error_line
 from contextfold.errors import UsageError
 from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart, Session, TextPart, ToolPart
 from contextfold.formats import RenderOptions, WireFormat, render
@@ -315,11 +315,11 @@ def compact_lines(result: CompactResult) -> list[str]:
     lines = [head]
     if result.summarizer:
         lines.append(f"summarizer: {result.summarizer} ({result.summary_tokens:,} tokens, {result.head_messages:,} messages summarized)")
-    lines += [f"passed over: {cli_words(f)}" for f in result.fallbacks]
+    lines += [f"passed over: {f}" for f in result.fallbacks]
     if result.outputs_cut:
         lines.append(f"{result.outputs_cut:,} oversized tool outputs cut in view (kept whole in the store)")
     if result.reason:
-        lines.append(f"note: {cli_words(result.reason)}")
+        lines.append(f"note: {result.reason}")
     if result.summary:
         lines += ["", result.summary.rstrip(), ""]
     lines.append(_brief_line(result.status))

@@ -89,7 +89,7 @@ def build_chain(
         elif offered and choice == "auto":
             chain.append(Unavailable("sampling", "not asked: the anthropic summarizer was configured and tried instead"))
         else:
-            chain.append(Unavailable("sampling", "the client did not offer its model (no sampling capability)"))
+            chain.append(Unavailable("sampling", "no model was offered to ask (an MCP client's sampling)"))
     chain.append(ExtractiveSummarizer())
     return chain
 

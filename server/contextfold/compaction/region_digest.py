@@ -233,7 +233,7 @@ async def write_digests(
         elif offered and choice == "auto":
             written.fallbacks.append("sampling: not asked: the anthropic summarizer was configured and tried instead")
         else:
-            written.fallbacks.append("sampling: the client did not offer its model (no sampling capability)")
+            written.fallbacks.append("sampling: no model was offered to ask (an MCP client's sampling)")
     return written
 
 

@@ -55,7 +55,7 @@ from contextfold.results import (
     TokenCount,
 )
 from contextfold.results import Context as RenderedContext
-from contextfold.errors import MAX_MESSAGE_CHARS, LimitExceeded, StorageError, brief
+from contextfold.errors import MAX_MESSAGE_CHARS, ContextfoldError, LimitExceeded, Remedy, StorageError, brief
 from contextfold.service.facade import USER_ERRORS, ContextService, Tenant
 from contextfold.home.opening import open_service
 
@@ -105,12 +105,24 @@ def _owner() -> str:
     return token.client_id if token is not None and token.client_id else ""
 
 
+TOOL_WORDS: dict[Remedy, str] = {
+    Remedy.DELETE_SESSIONS: "delete sessions you no longer need (session_delete)",
+    Remedy.READ_IN_PARTS: "use the read_output tool with offset/limit or pattern",
+    Remedy.SPILL_FIRST: "store huge outputs with the spill tool and send its preview",
+}
+"""An error's way forward as an MCP client reads it: the tools that take it."""
+
+
+def tool_words(exc: BaseException) -> str:
+    return exc.worded(TOOL_WORDS) if isinstance(exc, ContextfoldError) else str(exc)
+
+
 @contextmanager
 def _user_errors() -> Iterator[None]:
     try:
         yield
     except USER_ERRORS as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(tool_words(exc)) from exc
     except Exception:
         log.exception("unexpected error in a tool")
         raise
@@ -371,7 +383,7 @@ def build_server(
         try:
             return await _tenant(ctx).output_text(output_id)
         except USER_ERRORS as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
+            raise ResourceNotFoundError(tool_words(exc)) from exc
 
     @mcp.tool(title="Compact history", annotations=_annotations())
     async def compact(
@@ -436,7 +448,7 @@ def build_server(
         try:
             return await _tenant(ctx).summary_text(session_id)
         except USER_ERRORS as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
+            raise ResourceNotFoundError(tool_words(exc)) from exc
 
     if tools is not None:
         for name in sorted(set(TOOLS) - set(tools)):

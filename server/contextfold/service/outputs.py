@@ -25,15 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from contextfold.domain import new_id
-from contextfold.errors import LimitExceeded
+from contextfold.errors import REMEDY, InvalidInput, LimitExceeded, NotFoundError, OutputDamaged, OutputGone, Remedy
 from contextfold.results import GcResult, OutputRead
 from contextfold.blobs.base import BlobStore, DamagedContent, StoredBlob, encode_text
 from contextfold.blobs.lines import LineSlice, read_lines, read_text
 from contextfold.blobs.search import GrepResult, grep
 from contextfold.store import OutputRecord, SessionTransaction, Store, Tombstone
-from contextfold.errors import NotFoundError
-from contextfold.errors import OutputGone
-from contextfold.errors import OutputDamaged
 
 FILE_GRACE_SECONDS = 300
 """gc deletes a file no record points to at once when it has just removed the file's last record,
@@ -260,9 +257,10 @@ class Outputs:
     async def full_text(self, output_id: str, *, owner: str, max_bytes: int) -> str:
         record = await self.resolve(output_id, owner)
         if record.bytes > max_bytes:
-            raise ValueError(
-                f"output {output_id} is {record.bytes:,} bytes, more than one read returns ({max_bytes:,}); "
-                "use the read_output tool with offset/limit or pattern"
+            raise InvalidInput(
+                "output_id",
+                f"output {output_id} is {record.bytes:,} bytes, more than one read returns ({max_bytes:,}); {REMEDY}",
+                remedy=Remedy.READ_IN_PARTS,
             )
         try:
             return await asyncio.to_thread(read_text, self.files, record.digest, max_bytes=max_bytes)

@@ -17,9 +17,8 @@ from contextfold.tokens import catalog
 from contextfold import formats, safejson
 from contextfold.config import SESSION_LIMITS, Settings
 from contextfold.domain import Message, Session, SystemPrompt
-from contextfold.errors import InvalidInput, LimitExceeded
+from contextfold.errors import REMEDY, FormatError, InvalidInput, LimitExceeded, Remedy
 from contextfold.formats import ParsedBatch
-from contextfold.errors import FormatError
 from contextfold.service.outputs import Outputs
 from contextfold.policy import view
 from contextfold.results import Status
@@ -109,7 +108,8 @@ class Runtime:
                 raise LimitExceeded(
                     f"messages[{i}]",
                     f"{size:,} bytes exceed max_message_bytes ({settings.max_message_bytes:,}); "
-                    "store huge outputs with the spill tool and send its preview, or raise the setting",
+                    f"{REMEDY}, or raise the setting",
+                    remedy=Remedy.SPILL_FIRST,
                 )
             total += size
         if total > settings.max_batch_bytes:
@@ -126,7 +126,8 @@ class Runtime:
             raise LimitExceeded(
                 "database",
                 f"the database holds {size:,} bytes, at its max_database_bytes limit ({limit:,}); "
-                "delete sessions you no longer need (session_delete) or raise max_database_bytes",
+                f"{REMEDY} or raise max_database_bytes",
+                remedy=Remedy.DELETE_SESSIONS,
             )
         await self.outputs.make_room(incoming)
 
