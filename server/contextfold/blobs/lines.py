@@ -35,6 +35,11 @@ __all__ = [
 _BLOCK = 1 << 16
 """Read size while scanning lines; also the granularity of memory used by a read."""
 
+READ_LIMIT_LINES = 200
+"""Lines one read of a spilled output returns at most, and the page a hint tells a model to ask for."""
+READ_LIMIT_CHARS = 20_000
+"""Characters one read returns at most: a page stops before a line that would not fit."""
+
 
 @dataclass(frozen=True)
 class Line:
@@ -57,7 +62,7 @@ class LineSlice:
 
 
 def read_lines(
-    blobs: BlobStore, digest: str, offset: int = 1, limit: int = 200, max_chars: int = 20_000
+    blobs: BlobStore, digest: str, offset: int = 1, limit: int = READ_LIMIT_LINES, max_chars: int = READ_LIMIT_CHARS
 ) -> LineSlice:
     """Lines ``offset`` (1-based) onwards: at most ``limit`` lines and ``max_chars`` characters.
 

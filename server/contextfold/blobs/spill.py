@@ -18,6 +18,7 @@ from contextfold.blobs.base import DamagedContent, StoredBlob, encode_text
 from contextfold.blobs.files import FileBlobs
 from contextfold.blobs.lines import Line, LineSlice
 from contextfold.blobs.search import GrepResult, Match
+from contextfold.blobs.lines import READ_LIMIT_CHARS, READ_LIMIT_LINES
 
 __all__ = [
     "DamagedContent",
@@ -67,7 +68,9 @@ class SpillFiles(FileBlobs):
         """Bytes of the stored content (one stat); `FileNotFoundError` if it is not stored."""
         return self.stat(digest).size
 
-    def read_lines(self, digest: str, offset: int = 1, limit: int = 200, max_chars: int = 20_000) -> LineSlice:
+    def read_lines(
+        self, digest: str, offset: int = 1, limit: int = READ_LIMIT_LINES, max_chars: int = READ_LIMIT_CHARS
+    ) -> LineSlice:
         """See `lines.read_lines`."""
         return lines.read_lines(self, digest, offset, limit, max_chars)
 

@@ -172,7 +172,7 @@ class _Hook:
     async def _spill(self, sid: str, output: claude_code.ToolOutput) -> dict[str, Any] | None:
         from contextfold.tokens import catalog
         from contextfold.service.ingest import PreviewCaps
-        from contextfold.policy.truncate import with_hint
+        from contextfold.service.spilling import PreviewLimits
         from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
@@ -186,16 +186,16 @@ class _Hook:
             if over is None and output.saved is None:
                 return None  # within the limits after all
             await self._ensure(service, sid)
-            spilled = await service.spill(sid, text, tool=output.label, call_id=output.call_id)
             # Room for the hint's two lines and bytes, so importing the transcript later, which
             # holds this preview, finds it within the limits and does not spill it again.
-            cut = caps.truncate(
-                text,
-                max_lines=max(1, settings.max_lines - HINT_LINES),
-                max_bytes=max(1, min(settings.max_bytes - HINT_BYTES, settings.hook_preview_bytes)),
+            limits = PreviewLimits(
+                tokens=caps.max_tokens,
+                lines=max(1, settings.max_lines - HINT_LINES),
+                bytes=max(1, min(settings.max_bytes - HINT_BYTES, settings.hook_preview_bytes)),
                 direction=direction,
             )
-            preview = text if cut is None else with_hint(cut, spilled.output_id)
+            spilled = await service.spill(sid, text, tool=output.label, call_id=output.call_id, preview=limits)
+            preview = spilled.preview
         known = state.load(self.home, sid)
         state.save(self.home, sid, {**known, "spilled": int(known.get("spilled", 0)) + 1})
         return claude_code.replacement(self.data, output, preview)

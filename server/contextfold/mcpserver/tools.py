@@ -58,6 +58,7 @@ from contextfold.results import Context as RenderedContext
 from contextfold.errors import MAX_MESSAGE_CHARS, ContextfoldError, LimitExceeded, Remedy, StorageError, brief
 from contextfold.service.facade import USER_ERRORS, ContextService, Tenant
 from contextfold.home.opening import open_service
+from contextfold.blobs.lines import READ_LIMIT_LINES
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,7 @@ def build_server(
         ctx: Context,
         id: Annotated[str, Field(description="Output id from a truncated result.", max_length=100)],
         offset: Annotated[int, Field(ge=1)] = 1,
-        limit: Annotated[int, Field(ge=1, le=200)] = 200,
+        limit: Annotated[int, Field(ge=1, le=READ_LIMIT_LINES)] = READ_LIMIT_LINES,
         pattern: Annotated[str | None, Field(description="Regex: return matching lines instead.")] = None,
         context: Annotated[int, Field(ge=0, le=20, description="Lines around each match.")] = 0,
         ignore_case: bool = False,

@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
 
+from contextfold.blobs.lines import READ_LIMIT_LINES
+
 Count = Callable[[str], int]
 """Tokens of a text, as the session's model counts them (`TokenCounter.count`)."""
 Direction = Literal["head", "tail", "head_tail", "auto"]
 Kept = Literal["head", "tail", "head_tail"]
 
-READ_LIMIT = 200
 """The `limit` the hint suggests for `read_output` (its default page size)."""
 NEWLINE_WINDOW = 0.20
 """A cut moves back to a newline only if that newline lies in the last 20 % of the budget."""
@@ -448,13 +449,13 @@ def hint(t: Truncation, output_id: str, *, reader: str = "read_output") -> str:
     if t.direction == "tail":
         return (
             f"… {amount} truncated from the start ({_span(*t.omitted_range)}); above is the end of the output. "
-            f"Full output saved as {output_id} — call {reader}({ref}, offset=1, limit={READ_LIMIT}) "
+            f"Full output saved as {output_id} — call {reader}({ref}, offset=1, limit={READ_LIMIT_LINES}) "
             f"to read from the start, {search}"
         )
     middle = f" from the middle ({_span(*t.omitted_range)})" if t.direction == "head_tail" else ""
     return (
         f"… {amount} truncated{middle} … Full output saved as {output_id} — call "
-        f"{reader}({ref}, offset={t.resume_line}, limit={READ_LIMIT}) for more, {search}"
+        f"{reader}({ref}, offset={t.resume_line}, limit={READ_LIMIT_LINES}) for more, {search}"
     )
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from contextfold.blobs.lines import READ_LIMIT_LINES
+
 READ_OUTPUT = "read_output"
 SEARCH_HISTORY = "search_history"
 PREFIX = "contextfold_"
@@ -29,7 +31,7 @@ _READ_OUTPUT: dict[str, Any] = {
         "properties": {
             "id": {"type": "string"},
             "offset": {"type": "integer", "minimum": 1},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+            "limit": {"type": "integer", "minimum": 1, "maximum": READ_LIMIT_LINES},
             "pattern": {"type": "string", "description": "Regex; (?i) ignores case."},
             "context": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines around each match."},
         },
@@ -131,7 +133,7 @@ def read_output_args(arguments: Any) -> dict[str, Any]:
     return {
         "output_id": output_id,
         "offset": _integer(args, "offset", 1, 1, None),
-        "limit": _integer(args, "limit", 200, 1, 200),
+        "limit": _integer(args, "limit", READ_LIMIT_LINES, 1, READ_LIMIT_LINES),
         "pattern": pattern or None,
         "context": _integer(args, "context", 0, 0, 20),
     }

@@ -31,6 +31,7 @@ from contextfold.blobs.base import BlobStore, DamagedContent, StoredBlob, encode
 from contextfold.blobs.lines import LineSlice, read_lines, read_text
 from contextfold.blobs.search import GrepResult, grep
 from contextfold.store import OutputRecord, SessionTransaction, Store, Tombstone
+from contextfold.blobs.lines import READ_LIMIT_CHARS, READ_LIMIT_LINES
 
 FILE_GRACE_SECONDS = 300
 """gc deletes a file no record points to at once when it has just removed the file's last record,
@@ -45,8 +46,6 @@ EVICT_TO = 0.8
 """Past EVICT_AT of the quota, gc evicts the oldest outputs down to EVICT_TO of it: the gap is
 the room new spills get before the next eviction, so writers near the quota are not refused."""
 
-READ_LIMIT_LINES = 200
-READ_LIMIT_CHARS = 20_000
 
 
 class OutputExpired(OutputGone):

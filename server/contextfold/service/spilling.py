@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from contextfold.errors import InvalidInput, LimitExceeded
 from contextfold.service.ingest import PreviewCaps
-from contextfold.policy.truncate import with_hint
+from contextfold.policy.truncate import Direction, with_hint
 from contextfold.results import OutputRead, SpillResult
+from contextfold.blobs.lines import READ_LIMIT_LINES
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope
@@ -20,10 +21,12 @@ class PreviewLimits:
     """A preview's own limits, for a caller that wants one smaller than the session's ingest
     limits (the proxy), and the name of the tool its hint tells the model to call."""
 
-    tokens: int
+    tokens: int | None
     lines: int
     bytes: int
     reader: str = "read_output"
+    direction: Direction | None = None
+    """Which end the preview keeps; the session's `truncate_direction` when None."""
 
 
 class Spilling:
@@ -65,14 +68,13 @@ class Spilling:
             raise
         count = self._scope.counter(tx.session.model, settings).count
         caps = PreviewCaps.of(settings, self._scope.budget(tx.session, settings).context, count)
-        lines, nbytes, reader = settings.max_lines, settings.max_bytes, "read_output"
+        lines, nbytes, reader, direction = settings.max_lines, settings.max_bytes, "read_output", settings.truncate_direction
         if preview is not None:
-            caps = PreviewCaps(caps.max_chars, preview.tokens, count)
+            caps = PreviewCaps(caps.max_chars, preview.tokens, count if preview.tokens is not None else None)
             lines, nbytes, reader = preview.lines, preview.bytes, preview.reader
+            direction = preview.direction or direction
         # Counting and cutting a big text is CPU work: a worker thread keeps the event loop serving.
-        cut = await asyncio.to_thread(
-            caps.truncate, text, max_lines=lines, max_bytes=nbytes, direction=settings.truncate_direction
-        )
+        cut = await asyncio.to_thread(caps.truncate, text, max_lines=lines, max_bytes=nbytes, direction=direction)
         return SpillResult(
             output_id=new.record.id,
             bytes=new.file.bytes,
@@ -86,7 +88,7 @@ class Spilling:
         output_id: str,
         *,
         offset: int = 1,
-        limit: int = 200,
+        limit: int = READ_LIMIT_LINES,
         pattern: str | None = None,
         context: int = 0,
         ignore_case: bool = False,
