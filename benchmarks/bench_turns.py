@@ -47,14 +47,14 @@ def _timed(phase, info):
 gc.callbacks.append(_timed)
 import contextfold.mcpserver.tools as server
 if os.environ.get("BENCH_NO_FREEZE"):
-    import contextfold.cli.main as cli
+    import contextfold.cli.dispatch as cli
     cli._started = True  # the command line's own start-up freeze, off too
     server._heap_settled = True
 if os.environ.get("BENCH_SDK_TEXT"):
     server._answered_once = lambda fn: fn
 atexit.register(lambda: open(os.environ["BENCH_PAUSES"], "w").write(json.dumps(pauses)))
 sys.argv = ["contextfold", "serve"]
-from contextfold.cli.main import main
+from contextfold.cli.dispatch import main
 main()
 """
 

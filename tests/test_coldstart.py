@@ -1,6 +1,6 @@
 """The command line's light paths load only what they use (issue 15, cold start).
 
-Each case runs `contextfold.cli.main.main` in a fresh interpreter, as the `contextfold` script does,
+Each case runs `contextfold.cli.dispatch.main` in a fresh interpreter, as the `contextfold` script does,
 and reads back every module that was loaded by the time it returned. A hook runs `contextfold`
 after every tool call of its agent: what it imports and does not need is paid each time
 (`benchmarks/bench_coldstart.py` has the times; nothing here is timed).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.cli import main as cli
+from contextfold.cli import dispatch as cli
 from contextfold.cli.commands.count import count_text
 from contextfold.config import load_settings
 from contextfold.home.opening import without_store
@@ -30,7 +30,7 @@ STORE = {"aiosqlite", "contextfold.store", "contextfold.service.facade"}
 PROBE = """
 import sys
 
-from contextfold.cli.main import main
+from contextfold.cli.dispatch import main
 
 try:
     code = main(sys.argv[1:])

@@ -28,7 +28,7 @@ HEAVY = {"pydantic", "contextfold.config", "tiktoken", "aiosqlite", "contextfold
 
 PROBE = """
 import sys
-from contextfold.cli.main import main
+from contextfold.cli.dispatch import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as stop:

@@ -17,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["user", "assistant"]
 ToolState = Literal["pending", "running", "completed", "error"]
-OverflowState = Literal["ok", "soft", "hard", "overflow"]
-"""Where a session stands against its budget (`policy.overflow` assesses it)."""
 
 
 class _Model(BaseModel):

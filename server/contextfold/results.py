@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from contextfold.domain import OverflowState as State
+from contextfold.names import OverflowState as State
 
 
 class TokenCount(BaseModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contextfold.domain import OverflowState
+from contextfold.names import OverflowState
 from contextfold.tokens.catalog import Budget
 
 State = OverflowState
