@@ -167,7 +167,7 @@ async def test_a_second_compaction_updates_the_first(tmp_path: Path):
                 {"role": "user", "content": f"More, round {i}."},
                 {"role": "assistant", "content": "ok " * 300},
             ])
-        prepared = await service.compactor.prepare("s")
+        prepared = await service.anchored.prepare("s")
         assert prepared.plan.previous is not None and "## Goal" in prepared.plan.previous
         assert not any(m.summary or m.compaction for m in prepared.plan.head)  # the anchor is not history
 
@@ -422,7 +422,7 @@ async def test_a_forced_loop_stops_at_the_attempt_bound(tmp_path: Path, monkeypa
             )
             return record, "## Goal\n- x\n"
 
-        monkeypatch.setattr(service.compactor, "compact", no_real_progress)
+        monkeypatch.setattr(service.anchored, "compact", no_real_progress)
         with pytest.raises(CompactionFailed, match="after 3 compactions"):
             await service.compact("f")
         assert len(calls) == MAX_ATTEMPTS

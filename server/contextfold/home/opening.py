@@ -43,7 +43,7 @@ from contextfold.store import SessionTransaction, SQLiteStore, Store, TenantStor
 from contextfold.store.schema import SCHEMA_VERSION, SchemaTooNewError
 from contextfold.store.sqlite import BUSY_TIMEOUT_MS
 
-__all__ = ["GuardedFiles", "GuardedStore", "GuardedTenant", "open_for_reading", "open_service", "storage_error", "without_store"]
+__all__ = ["check_database", "GuardedFiles", "GuardedStore", "GuardedTenant", "open_for_reading", "open_service", "storage_error", "without_store"]
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def storage_error(
                 f"check that it is reachable and the AWS_* credentials, then {then}"
             )
         elif settings.database_url and type(cause).__module__.startswith(("psycopg", "contextfold.store.pg")):
-            from contextfold.home.postgres import postgres_problem  # only a PostgreSQL deployment gets here
+            from contextfold.store.pgfailures import postgres_problem  # only a PostgreSQL deployment gets here
 
             problem = postgres_problem(cause, settings.database_url, then)
         elif isinstance(cause, OSError):
@@ -547,3 +547,21 @@ class GuardedTenant(_Guarded):
                 await self._inner().touch_output(output_id)
         except (StorageFull, ReadOnlyHome) as exc:
             log.debug("not noting that %s was read: %s", output_id, exc)
+
+
+def check_database(settings: Settings) -> None:
+    """Connect once and migrate, or raise the `StorageError` that says why (for `serve`, before it
+    starts listening: a replica that cannot reach its database should not come up)."""
+    import psycopg  # PostgreSQL deployments alone load it
+
+    from contextfold.store import pgschema
+    from contextfold.store.pgfailures import opening_problem
+    from contextfold.store.postgres import connect_kwargs
+
+    url = settings.database_url
+    assert url is not None
+    try:
+        with psycopg.connect(url, connect_timeout=30, **connect_kwargs()) as conn:
+            pgschema.migrate(conn)
+    except Exception as exc:
+        raise opening_problem(exc, url) from exc

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from contextfold.compaction.base import Summarizer
 from contextfold.compaction.chain import Sampled, SummarizerChoice, build_chain, wants_sampling
 from contextfold.compaction.engine import NothingToCompact
-from contextfold.service.compactor import Progress
+from contextfold.service.anchored import Progress
 from contextfold.config import Settings
 from contextfold.errors import InvalidInput
 from contextfold.errors import NotFoundError

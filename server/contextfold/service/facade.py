@@ -33,7 +33,7 @@ from contextfold.compaction.pins import pin_facts
 from contextfold.compaction.prompt import build_prompt
 from contextfold.compaction.transcript import render_transcript
 from contextfold.service.backends import open_backends
-from contextfold.service.compactor import Compactor
+from contextfold.service.anchored import Compactor
 from contextfold.config import Settings, load_settings
 from contextfold.domain import Message
 from contextfold.errors import USER_ERRORS, CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded

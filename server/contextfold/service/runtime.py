@@ -25,7 +25,7 @@ from contextfold.results import Status
 from contextfold.store import Store, TenantStore
 from contextfold.tokens.counting import TokenCounter, counter_for
 from contextfold.formats.versions import Chain
-from contextfold.service.compactor import Compactor, SessionAccess
+from contextfold.service.anchored import Compactor, SessionAccess
 from contextfold.service.standing import Standing
 from contextfold.service.strategies import Strategies
 from contextfold.service.viewcache import Rendered, ViewCache

@@ -24,7 +24,7 @@ from contextfold.compaction.region_digest import (
     region_key,
     write_digests,
 )
-from contextfold.service.compactor import SessionAccess
+from contextfold.service.anchored import SessionAccess
 from contextfold.config import Settings
 from contextfold.domain import CompactionRecord, Message, Session, ToolPart
 from contextfold.errors import CompactionFailed

@@ -35,7 +35,7 @@ def migrate(args: argparse.Namespace, settings: Settings) -> int:
 def _run(settings: Settings, url: str, progress):  # type: ignore[no-untyped-def]
     from contextfold.home.opening import storage_error
     from contextfold.home.migration import migrate_home
-    from contextfold.home.postgres import postgres_problem
+    from contextfold.store.pgfailures import postgres_problem
 
     try:
         return migrate_home(

@@ -24,7 +24,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
     if getattr(args, "stateless", False):
         settings.http_stateless = True
     if settings.database_url:
-        from contextfold.home.postgres import check_database  # reachable and migrated, or one line and exit 2
+        from contextfold.home.opening import check_database  # reachable and migrated, or one line and exit 2
 
         check_database(settings)
     if not args.http:
