@@ -1,4 +1,4 @@
-"""Settings: every constant in SPEC.md is one, with the documented default.
+"""Settings: the tunable constants of docs/design.md, each with its documented default.
 
 Precedence, highest first: CLI flags → `CONTEXTFOLD_*` environment variables → the TOML file
 (`$CONTEXTFOLD_CONFIG`, else `config.toml` in the data home) → defaults. Settings are of two

@@ -1,4 +1,4 @@
-"""The anchored compaction pipeline, as pure steps (SPEC §10).
+"""The anchored compaction pipeline, as pure steps (docs/design.md §8).
 
 plan (select the tail, keep the newest request and the last answer in it — `thread.py` — find
 the head and the previous summary) → the summarizer writes (elsewhere: it may be a network call)

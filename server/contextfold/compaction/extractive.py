@@ -1,4 +1,4 @@
-"""The offline summarizer: every section filled by code from the history (SPEC §10, item 3).
+"""The offline summarizer: every section filled by code from the history (docs/design.md §11).
 
 No model, no network, deterministic: the same request always gives the same summary. It is the
 last link of the summarizer chain, so it never fails; it is also what a session without any LLM

@@ -1,4 +1,4 @@
-"""Invariants by code: what every summary must carry, whoever wrote it (SPEC §10 "Pinned facts").
+"""Invariants by code: what every summary must carry, whoever wrote it (docs/design.md §10).
 
 A model asked to keep paths, the user's rules and the error that blocks the work may paraphrase
 or forget them. So after any summarizer the summary is parsed into the template (every section

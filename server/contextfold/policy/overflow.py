@@ -1,4 +1,4 @@
-"""Where a session stands against its model's usable budget (SPEC §5).
+"""Where a session stands against its model's usable budget (docs/design.md §2).
 
 `ok` → `soft` (prune now, compaction advised) → `hard` (compact now) → `overflow` (the next
 request would not fit). A window of 0 is unlimited and never overflows. `soft` advises prune only

@@ -1,4 +1,4 @@
-"""Prune: clear old tool outputs from the view, no LLM (SPEC §7).
+"""Prune: clear old tool outputs from the view, no LLM (docs/design.md §4).
 
 OpenCode's rule: walk finished tool parts newest → oldest, leave the last two user turns alone,
 let the newest 40,000 tokens of tool output stand, and mark everything older — but only when

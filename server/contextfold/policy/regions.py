@@ -1,4 +1,4 @@
-"""Regions: Claude Code style compaction of runs of tool calls (SPEC §10, `regions`).
+"""Regions: Claude Code style compaction of runs of tool calls (docs/design.md §13).
 
 Every part of the view is pinned or not, compactable or not. System prompts, user text,
 assistant text and summaries are never compactable; tool parts (a call and its result are one

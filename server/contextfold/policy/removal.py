@@ -1,4 +1,4 @@
-"""Removal without an LLM (SPEC §10, `middle` / `oldest` / `hybrid`): Cipher's strategies, fixed.
+"""Removal without an LLM (docs/design.md §14): Cipher's strategies, fixed.
 
 Cipher's context manager gives every message a priority and removes messages until the count is
 under a target. Its rules, as the seed describes them (the order matters, the first match wins):

@@ -1,4 +1,4 @@
-"""Truncation of tool outputs at ingest (SPEC §6).
+"""Truncation of tool outputs at ingest (docs/design.md §3).
 
 A completed tool output that exceeds any limit (lines, UTF-8 bytes, characters, tokens) is cut
 to a preview; the caller spills the full text and appends `hint()` so the model knows how to read

@@ -1,4 +1,4 @@
-"""The view: which stored messages the model sees, in what order (SPEC §9).
+"""The view: which stored messages the model sees, in what order (docs/design.md §6).
 
 After a compaction the model sees the marker (rendered as a user message), the summary, the copy
 of the request the tail answers (when the compaction wrote one), the tail kept verbatim from

@@ -292,7 +292,7 @@ class Compactor:
         progress: Progress | None,
         requested: str | None = None,
     ) -> CompactResult:
-        """One anchored compaction as a request asks for it; on overflow, recover (SPEC §10).
+        """One anchored compaction as a request asks for it; on overflow, recover (docs/design.md §12).
 
         With nothing to summarize but a kept tail over its budget, the tail's oversized outputs
         are cut down in view instead. `requested` is the summarizer the caller named.

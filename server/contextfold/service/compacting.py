@@ -72,7 +72,7 @@ class Compacting:
         sampling_offered: bool = False,
         progress: Progress | None = None,
     ) -> CompactResult:
-        """Summarize older history into the anchored summary; on overflow, recover (SPEC §10)."""
+        """Summarize older history into the anchored summary; on overflow, recover (docs/design.md §12)."""
         if strategy in REMOVAL_STRATEGIES:
             return await self._scope.strategies.remove(session_id, strategy, dry_run=dry_run)
         if strategy == "regions":

@@ -103,7 +103,7 @@ def known_models() -> list[ModelInfo]:
 
 @dataclass(frozen=True)
 class Budget:
-    """The usable input budget of a model (SPEC §5)."""
+    """The usable input budget of a model (docs/design.md §2)."""
 
     context: int
     max_output: int
