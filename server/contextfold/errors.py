@@ -20,7 +20,7 @@ one-line message (`USER_ERRORS`); anything else is a bug, logged with its traceb
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 
@@ -41,7 +41,7 @@ def brief(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return f"{message[:head]} … [{len(message) - head - tail:,} characters omitted] … {message[-tail:]}"
 
 
-class Remedy(str, Enum):
+class Remedy(StrEnum):
     """A way forward an error names. The core names it; each interface words it for its user
     (`ContextfoldError.worded`): an MCP client reads tool names, a terminal reads commands."""
 
