@@ -132,7 +132,7 @@ def codex_binary() -> Path:
     return launcher
 
 
-def _required(find: Callable[[], Path]) -> Path:
+def required(find: Callable[[], Path]) -> Path:
     """`find()`, or a skip (a failure under CI) saying what is missing."""
     try:
         return find()
@@ -461,7 +461,7 @@ def read_hook_log(log: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def claude(tmp_path: Path) -> Iterator[ClaudeCode]:
     """The real Claude Code in a scratch home under tmp_path, with its own fake Messages API running."""
-    binary = _required(claude_binary)
+    binary = required(claude_binary)
     with serve_messages_api() as fake:
         yield ClaudeCode(binary, tmp_path / "claude", fake)
 
@@ -469,6 +469,6 @@ def claude(tmp_path: Path) -> Iterator[ClaudeCode]:
 @pytest.fixture
 def codex(tmp_path: Path) -> Iterator[Codex]:
     """The real Codex in a scratch home under tmp_path, with its own fake Responses API running."""
-    launcher = _required(codex_binary)
+    launcher = required(codex_binary)
     with serve_responses_api() as fake:
         yield Codex(launcher, tmp_path / "codex", fake)
