@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import corpus_files, needs_corpus
+from test_importers import misplaced_result
 from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.compaction.engine import CONTINUE_TEXT
@@ -102,6 +103,8 @@ def _unanswered(lines: list[dict]) -> set[str]:
 
 @pytest.mark.parametrize("path", NORMALIZED, ids=lambda p: p.name[:60])
 async def test_normalized_file_renders_back_in_openai_format(service, path: Path):
+    if (defect := misplaced_result(path)) is not None:
+        pytest.skip(defect)
     lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
     result = await service.import_transcript(path, format="normalized")
     context = await service.get_context(result.session_id, format="openai")

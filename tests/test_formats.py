@@ -27,6 +27,7 @@ from contextfold.formats.anthropic import CONTINUATION_TEXT, EMPTY_ERROR_TEXT
 from contextfold.formats.openai import COMPACTION_PROMPT
 
 from conftest import corpus_files, needs_corpus
+from test_importers import misplaced_result
 from validators import assert_anthropic_valid, assert_openai_valid
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
@@ -1182,6 +1183,8 @@ def test_corpus_is_present() -> None:
 @pytest.mark.corpus
 @pytest.mark.parametrize("path", NORMALIZED, ids=[p.stem[:60] for p in NORMALIZED])
 def test_corpus_round_trip_openai(path: Path) -> None:
+    if (defect := misplaced_result(path)) is not None:
+        pytest.skip(defect)
     wire = _corpus_wire(path)
     batch = parse(wire, "openai")
     assert batch.results == []
