@@ -25,11 +25,18 @@ Definitions (issue 16):
   agent: a whole message that is one bracketed line (`[Request interrupted by user]`); a message
   holding a tagged block whose tag is a compound name (with `-` or `_`) naming a harness concern
   (system, reminder, command, stdout, stderr, caveat, notification, hook, environment, context,
-  permission, instructions, example): `<system-reminder>`, `<command-name>`,
-  `<local-command-stdout>`, `<task-notification>`, `<environment_context>`, `<response_example>`;
-  and a long message (≥ `INJECTED_MIN_CHARS`) put into the agent's running turn, right after tool
-  results (skill bodies, hook output, attachments). A task wrapped in a plain tag
-  (`<pr_description>`) is the user's. Identical openings count once.
+  permission, instructions, example, bash): `<system-reminder>`, `<local-command-stdout>`,
+  `<task-notification>`, `<environment_context>`, `<response_example>`, `<bash-input>` (a
+  `<system-reminder>` block is dropped first and the rest of the message judged); a message that
+  opens with text a harness writes (`HARNESS_OPENINGS`: Claude Code's local-command caveat, its
+  continuation summary, a skill's base directory, `Unknown skill: …`, its compaction request);
+  the message right after a slash command (the prompt the command expands to, or its output);
+  and a long message (≥ `INJECTED_MIN_CHARS`) put into the agent's running turn, right after its
+  tool calls or their results (skill bodies, hook output, attachments, a subagent's prompt). A slash command (`<command-name>/x</command-name>`)
+  is the user's only through its arguments: its words are `/x args`, none without arguments. A
+  task wrapped in a plain tag (`<pr_description>`) is the user's. Identical openings count once.
+  The same notion of harness text as `contextfold.compaction.prose.user_words`, stated here on
+  its own so that the measure does not depend on the code it judges.
 - **Opening** of a message: its first `OPENING_CHARS` (60) characters once markup tags and ANSI
   escapes are dropped and whitespace is collapsed. **Instructions kept** = the share of the user's
   own messages before k whose opening occurs verbatim (the same normalization applied) in `seen`.
@@ -274,9 +281,21 @@ def occurs(fact: str, text: str) -> bool:
 _TAG = re.compile(r"</?[A-Za-z][\w.:-]*(?:\s[^<>]*)?/?>")
 _BLOCK = re.compile(r"<([A-Za-z][\w.:-]*)(?:\s[^<>]*)?>.*?</\1\s*>", re.DOTALL)
 _HARNESS_WORD = re.compile(
-    r"system|reminder|command|stdout|stderr|caveat|notification|hook|environment|context|permission|instructions|example",
+    r"system|reminder|command|stdout|stderr|caveat|notification|hook|environment|context|permission|instructions|"
+    r"example|bash",
     re.IGNORECASE,
 )
+HARNESS_OPENINGS = (
+    "Caveat: The messages below were generated",
+    "This session is being continued from a previous conversation",
+    "Base directory for this skill:",
+    "Unknown skill: ",
+    "Your task is to create a detailed summary of the conversation so far",
+)
+"""How text Claude Code writes into the user's turn without a tag begins."""
+_REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)
+_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.DOTALL)
+_COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.DOTALL)
 _NOTICE = re.compile(r"\[[^\[\]\n]{3,300}\]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -291,7 +310,22 @@ def _harness_block(text: str) -> bool:
 
 
 def _user_text(message: Message) -> str:
-    return "\n".join(p.text for p in pieces(message) if p.kind == "user")
+    return _REMINDER.sub("", "\n".join(p.text for p in pieces(message) if p.kind == "user"))
+
+
+def _slash_command(text: str) -> str | None:
+    """`/name args` for a slash command's message ('' without arguments), None for any other."""
+    if "<command-name>" not in text:
+        return None
+    name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
+    if args is None or not args.group(1).strip():
+        return ""
+    return f"{name.group(1) if name else ''} {args.group(1)}".strip()
+
+
+def _after_command(messages: Sequence[Message], i: int) -> bool:
+    """messages[i] comes right after a slash command's message."""
+    return i > 0 and messages[i - 1].get("role") == "user" and _slash_command(_user_text(messages[i - 1])) is not None
 
 
 def _has_results(message: Message) -> bool:
@@ -303,13 +337,19 @@ def own_words(messages: Sequence[Message], i: int) -> str | None:
     if messages[i].get("role") != "user":
         return None
     text = _user_text(messages[i]).strip()
-    if not text or _NOTICE.fullmatch(text) or _harness_block(text):
+    command = _slash_command(text)
+    if command is not None:
+        return normalize(command) or None
+    if not text or _NOTICE.fullmatch(text) or text.startswith(HARNESS_OPENINGS) or _harness_block(text):
         return None
-    mid_turn = _has_results(messages[i]) or (i > 0 and _has_results(messages[i - 1]) and not _user_text(messages[i - 1]))
+    if _after_command(messages, i):
+        return None
+    previous = messages[i - 1] if i > 0 else {}
+    mid_turn = _has_results(messages[i]) or (_has_results(previous) and not _user_text(previous)) or bool(calls(previous))
     if mid_turn and len(text) >= INJECTED_MIN_CHARS:
         return None
     words = normalize(text)
-    return words if any(c.isalpha() for c in words) else None
+    return words if any(c.isalnum() for c in words) else None
 
 
 def instructions(messages: Sequence[Message], k: int | None = None) -> list[tuple[int, str]]:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _corpus_edits import calls, edited
 from conftest import corpus_files, needs_corpus
 from fake_anthropic import VALID_SUMMARY, malformed_json, message_reply, serve_fake_anthropic, server_error, slow
 from mcp import Client
@@ -15,7 +16,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import user_instruction
-from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS
+from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS, names_path
 from contextfold.compaction.userwords import QUOTE_CHARS
 from contextfold.compaction.template import FILES, GOAL, NEXT_STEPS, SECTIONS, missing_sections, parse_summary
 from contextfold.config import Settings
@@ -51,16 +52,6 @@ def _call(call_id: str, name: str, args: dict) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
-def _edited_paths(lines: list[dict]) -> set[str]:
-    """Files a transcript edited, read straight from Claude Code's Edit/Write calls (independent of facts.py)."""
-    paths = set()
-    for line in lines:
-        for call in line.get("tool_calls") or []:
-            if call["name"] in ("Edit", "Write", "MultiEdit"):
-                paths.add(json.loads(call["arguments"])["file_path"])
-    return paths
-
-
 @needs_corpus
 @pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:50])
 async def test_extractive_compaction_of_long_corpus_sessions(service, path: Path):
@@ -86,23 +77,22 @@ async def test_extractive_compaction_of_long_corpus_sessions(service, path: Path
         if m.id == tail_start or m.is_compaction:
             break
         head_ids.add(m.id)
+    # Read off the lines in every shape real edit calls take (`_corpus_edits`); a call whose
+    # result is a tool error edited nothing.
     lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
-    edited = _edited_paths(lines)
     head_calls = {p.call_id for m in messages if m.id in head_ids for p in m.tool_parts}
-    edited_in_head = {
-        json.loads(c["arguments"])["file_path"]
-        for line in lines
-        for c in line.get("tool_calls") or []
-        if c["name"] in ("Edit", "Write", "MultiEdit") and c["id"] in head_calls
-    }
-    assert edited_in_head <= edited
+    edited_in_head = {file for call in calls(lines) if call.id in head_calls and (file := edited(call)) is not None}
     for file in edited_in_head:
-        assert any(file in bullet for bullet in parsed[FILES]), file
+        assert any(names_path(bullet, file) for bullet in parsed[FILES]), file
 
     # The latest user instruction is kept: in the summary, or verbatim in the tail. (Harness
     # boilerplate in the user role, such as mini-swe-agent's format reminders, is not one.)
     context = await service.get_context(session_id, format="openai")
-    instructions = [(m, user_instruction(m)) for m in messages if not m.is_compaction]
+    instructions = [
+        (m, user_instruction(m, previous=messages[i - 1] if i else None))
+        for i, m in enumerate(messages)
+        if not m.is_compaction
+    ]
     latest, text = [(m, t) for m, t in instructions if t][-1]
     in_tail = any(latest.text == m.get("content") for m in context.messages)
     assert in_tail or text[:60] in summary

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import corpus_files, needs_corpus
+from test_importers import misplaced_result
 from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.compaction.engine import CONTINUE_TEXT
@@ -23,8 +24,8 @@ from contextfold.service.facade import ContextService
 pytestmark = [pytest.mark.anyio, needs_corpus]
 
 NORMALIZED = corpus_files("normalized/*.jsonl")
-CLAUDE_CODE = [p for p in corpus_files("raw/claude-code-spotter/**/*.jsonl")]
-CODEX = corpus_files("raw/codex-codemie/**/*.jsonl")
+CLAUDE_CODE = corpus_files("raw/claude-code-*/**/*.jsonl")
+CODEX = corpus_files("raw/codex-*/**/*.jsonl")
 
 
 @pytest.fixture
@@ -102,6 +103,8 @@ def _unanswered(lines: list[dict]) -> set[str]:
 
 @pytest.mark.parametrize("path", NORMALIZED, ids=lambda p: p.name[:60])
 async def test_normalized_file_renders_back_in_openai_format(service, path: Path):
+    if (defect := misplaced_result(path)) is not None:
+        pytest.skip(defect)
     lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
     result = await service.import_transcript(path, format="normalized")
     context = await service.get_context(result.session_id, format="openai")
@@ -169,7 +172,17 @@ async def test_claude_code_session_round_trips_in_anthropic_format(service, path
         actual = actual[actual.index(summary) + 1 :]
         if actual[0] == ("user", ("text", CONTINUE_TEXT)):
             actual = actual[1:]
+    # A call the session never answered (the user interrupted it) is sent with an "interrupted"
+    # result, as the API requires; those are the only additions allowed.
+    added = [b for b in actual if b[1][0] == "tool_result" and b[1][2] == INTERRUPTED_RESULT and b not in expected]
+    assert {b[1][1] for b in added} == _unanswered_calls(expected)
+    actual = [b for b in actual if b not in added]
     assert _result_runs_sorted(actual) == _result_runs_sorted(expected)
+
+
+def _unanswered_calls(blocks: list[tuple]) -> set[str]:
+    called = {key[1] for _, key in blocks if key[0] == "tool_use"}
+    return called - {key[1] for _, key in blocks if key[0] == "tool_result"}
 
 
 def _result_runs_sorted(blocks: list[tuple]) -> list[tuple]:

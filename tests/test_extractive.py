@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _corpus_edits import calls, edited
 from conftest import corpus_files, corpus_session, needs_corpus
 
 from contextfold.compaction.base import SummaryRequest
@@ -30,6 +32,7 @@ from contextfold.compaction.facts import (
     suite_invocation,
 )
 from contextfold.compaction.pins import PinReport, names_path, pin_facts
+from contextfold.compaction.userwords import MIN_OPENING_CHARS, parse_quote, quote_budget
 from contextfold.compaction.template import (
     BLOCKED,
     CONSTRAINTS,
@@ -47,6 +50,10 @@ from contextfold.compaction.template import (
 )
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _recall import OPENING_CHARS, own_words  # noqa: E402
+from _recall import normalize as recall_normalize  # noqa: E402
 
 COUNTER = counter_for("gpt-4o")
 
@@ -777,44 +784,60 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def _expected_edits(records: list[dict[str, Any]]) -> set[str]:
-    """Files edited, read off the raw records independently of `facts`: Claude Code Edit / Write /
-    MultiEdit file_path (unless the result is a tool error), Codex `*** Update/Add File:` lines of a
-    successful apply_patch, and mini-swe-agent `sed -i … FILE` / `> FILE` on the first line of a
-    command that returned 0."""
-    results = {r["tool_call_id"]: r["content"] for r in records if r["role"] == "tool"}
-    edited: set[str] = set()
-    for record in records:
-        for tool_call in record.get("tool_calls") or []:
-            result = results.get(tool_call["id"], "")
-            try:
-                args = json.loads(tool_call["arguments"])
-            except (json.JSONDecodeError, TypeError):
-                args = tool_call["arguments"]
-            name = tool_call["name"]
-            if name in ("Edit", "Write", "MultiEdit") and not result.startswith("<tool_use_error>"):
-                edited.add(args["file_path"])
-            elif name == "apply_patch" and '"exit_code":0' in result:
-                edited.update(re.findall(r"^\*\*\* (?:Update|Add) File: (.+)$", args, re.MULTILINE))
-            elif name == "bash" and isinstance(args, dict) and result.startswith("<returncode>0<"):
-                first = args["command"].split("\n")[0]
-                if re.match(r"^sed -i", first) and "&&" not in first and "|" not in first:
-                    edited.add(first.split()[-1])
-                target = re.search(r"(?<![0-9&])>>? ?([\w./-]+\.\w+)\s*$", first)
-                if target and "<<" in first:
-                    edited.add(target.group(1))
-    return edited
+    """Files edited, read off the raw records independently of `facts`: Claude Code edit calls in
+    every shape (`_corpus_edits`: unless the result is a tool error), Codex `*** Update/Add File:`
+    lines of a successful apply_patch, and mini-swe-agent `sed -i … FILE` / `> FILE` on the first
+    line of a command that returned 0."""
+    found: set[str] = set()
+    for call in calls(records):
+        result, args, name = call.result or "", call.args, call.name
+        path = edited(call)
+        if path is not None:
+            found.add(path)
+        elif name == "apply_patch" and '"exit_code":0' in result and isinstance(args, str):
+            found.update(re.findall(r"^\*\*\* (?:Update|Add) File: (.+)$", args, re.MULTILINE))
+        elif name == "bash" and isinstance(args, dict) and result.startswith("<returncode>0<"):
+            first = str(args.get("command", "")).split("\n")[0]
+            if re.match(r"^sed -i", first) and "&&" not in first and "|" not in first:
+                found.add(first.split()[-1])
+            target = re.search(r"(?<![0-9&])>>? ?([\w./-]+\.\w+)\s*$", first)
+            if target and "<<" in first:
+                found.add(target.group(1))
+    return found
 
 
-def _latest_user_text(records: list[dict[str, Any]]) -> str | None:
-    """The last user line a person typed: not a system prompt, summary, or harness-injected text."""
-    for record in reversed(records):
-        content = record["content"]
-        if record["role"] != "user" or record.get("name") or not content.strip():
-            continue
-        if content.lstrip().startswith(("<", "[Request interrupted", "Base directory", "# AGENTS.md", "Please always provide EXACTLY ONE", "Here is a demonstration")):
-            continue
-        return " ".join(content.split())[:60]
-    return None
+def _instructions(records: list[dict[str, Any]]) -> list[str]:
+    """The openings of the user's own messages, casefolded, in order of their last saying, by the
+    recall measure's rules (`benchmarks/_recall.py`: not tool results, prompts, summaries or
+    harness text): what every summary must quote, derived from the data, not from the code under
+    test. (A summary quotes a message said twice once, where it was said last.)"""
+    last: dict[str, int] = {}
+    for index in range(len(records)):
+        words = own_words(records, index)
+        if words is not None:
+            opening = words[:OPENING_CHARS].rstrip().casefold()
+            last.pop(opening, None)
+            last[opening] = index
+    return list(last)
+
+
+def _seen_lines(text: str) -> str:
+    """The summary as the measure normalizes it, line by line (a quote cut inside a tag must not
+    swallow the lines after it), casefolded."""
+    return "\n".join(recall_normalize(line) for line in text.splitlines()).casefold()
+
+
+def _kept_instructions(openings: list[str], budget_tokens: int) -> list[str]:
+    """The openings a summary of `budget_tokens` must hold: all of them when each fits in its
+    shortest opening (`MIN_OPENING_CHARS`), else the newest that do (see `userwords`)."""
+    room = quote_budget(budget_tokens)
+    kept: list[str] = []
+    for opening in reversed(openings):
+        room -= min(len(opening), MIN_OPENING_CHARS)
+        if room < 0:
+            break
+        kept.append(opening)
+    return kept
 
 
 @needs_corpus
@@ -838,9 +861,17 @@ def test_corpus_summary(path: Path) -> None:
     expected = _expected_edits(records)
     missing = [p for p in expected if not any(names_path(b, p) for b in summary[FILES])]
     assert not missing, f"edited files not named: {missing}"
-    latest = _latest_user_text(records)
-    if latest is not None:
-        assert latest in " ".join(summary[GOAL] + summary[NEXT_STEPS])
+    # Every instruction of the user's is quoted (its opening, word for word), the latest one
+    # also in Goal or Next Steps; no harness text is quoted as theirs.
+    openings = _instructions(records)
+    seen = _seen_lines(text)
+    missing_words = [o for o in _kept_instructions(openings, 4_000) if o not in seen]
+    assert not missing_words, f"user instructions not quoted: {missing_words}"
+    if openings:
+        assert openings[-1] in _seen_lines("\n".join(summary[GOAL] + summary[NEXT_STEPS]))
+    quoted = [q for b in summary[CONSTRAINTS] if (q := parse_quote(b)) is not None]
+    harness = [q.text for q in quoted if not any(_seen_lines(q.text).startswith(o[:40]) for o in openings)]
+    assert not harness, f"quoted as the user's but not theirs: {harness}"
     assert summarize(messages, budget=4_000) == text
     assert pin_facts(text, messages) == (text, PinReport([]))
     assert elapsed < 2.0

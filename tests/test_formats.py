@@ -28,6 +28,7 @@ from contextfold.formats.anthropic import CONTINUATION_TEXT, EMPTY_ERROR_TEXT
 from contextfold.formats.openai import COMPACTION_PROMPT
 
 from conftest import corpus_files, needs_corpus
+from test_importers import misplaced_result
 from validators import assert_anthropic_valid, assert_openai_valid
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
@@ -1095,6 +1096,22 @@ def test_corrupting_any_field_gives_a_format_error_or_a_batch(fmt: str, messages
                 )
 
 
+def test_a_developer_message_sent_mid_conversation_stays_in_place() -> None:
+    # Codex writes `<model_switch>` as a developer message after the conversation began.
+    wire = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "hello"},
+        {"role": "developer", "content": "<model_switch>\ncontinue with the new model"},
+        {"role": "user", "content": "hello again"},
+    ]
+    batch = parse(wire, "openai")
+    assert [p.text for p in batch.system or []] == ["You are a coding agent."]
+    assert render(batch.system or [], batch.messages, "openai")["messages"] == wire
+    anthropic = render(batch.system or [], batch.messages, "anthropic")
+    assert_anthropic_valid(anthropic)
+    assert "<model_switch>" in json.dumps(anthropic["messages"])
+
+
 # == Corpus ========================================================================================
 
 
@@ -1124,11 +1141,12 @@ def _corpus_wire(path: Path) -> list[dict[str, Any]]:
 def _expected_render(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What rendering the parsed transcript must give back (interrupt_pending off).
 
-    System prompts come first; `name` on tool messages is not kept (the call carries the tool
-    name); results are listed in call order; a call never answered is left out.
+    The leading system prompts come first; a later system/developer message stays in place; `name`
+    on tool messages is not kept (the call carries the tool name); results are listed in call order;
+    a call never answered is left out.
     """
-    system = [m for m in wire if m["role"] in ("system", "developer")]
-    rest = [m for m in wire if m["role"] not in ("system", "developer")]
+    leading = next((i for i, m in enumerate(wire) if m["role"] not in ("system", "developer")), len(wire))
+    system, rest = wire[:leading], wire[leading:]
     expected: list[dict[str, Any]] = []
     index = 0
     while index < len(rest):
@@ -1159,13 +1177,15 @@ NORMALIZED = corpus_files("normalized/*.jsonl")
 
 @needs_corpus
 def test_corpus_is_present() -> None:
-    assert len(NORMALIZED) >= 40
+    assert NORMALIZED, "the corpus has no normalized files"
 
 
 @needs_corpus
 @pytest.mark.corpus
 @pytest.mark.parametrize("path", NORMALIZED, ids=[p.stem[:60] for p in NORMALIZED])
 def test_corpus_round_trip_openai(path: Path) -> None:
+    if (defect := misplaced_result(path)) is not None:
+        pytest.skip(defect)
     wire = _corpus_wire(path)
     batch = parse(wire, "openai")
     assert batch.results == []

@@ -358,3 +358,25 @@ def test_an_unknown_json_document_names_the_forms_that_are_accepted(tmp_path: Pa
     path.write_text(json.dumps({"steps": [{"observation": "x"}]}), "utf-8")
     with pytest.raises(TranscriptError, match="mini-swe-agent .traj.json.*SWE-agent .traj.*OpenHands event list"):
         load_transcript(path)
+
+
+async def test_an_instruction_sent_mid_conversation_is_imported_in_place(service, tmp_path: Path):
+    # A normalized (or Codex) transcript with a developer message after the first prompt: the
+    # import used to drop it (the parser took it for a system prompt that nobody stored).
+    lines = [
+        {"role": "user", "content": "You are a coding agent.", "name": "system"},
+        {"role": "user", "content": "hello"},
+        {"role": "user", "content": "<model_switch>\nuse the new model", "name": "developer"},
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Hi."},
+    ]
+    _write(tmp_path / "t.jsonl", lines)
+    result = await service.import_transcript(tmp_path / "t.jsonl", format="normalized", session_id="t")
+    context = await service.get_context(result.session_id, format="openai")
+    assert [(m["role"], m["content"]) for m in context.messages] == [
+        ("system", "You are a coding agent."),
+        ("user", "hello"),
+        ("developer", "<model_switch>\nuse the new model"),
+        ("user", "hello"),
+        ("assistant", "Hi."),
+    ]

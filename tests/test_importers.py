@@ -20,8 +20,8 @@ from contextfold.errors import TranscriptError
 
 Line = dict[str, Any]
 
-CLAUDE_CODE_FILES = corpus_files("raw/claude-code-spotter/**/*.jsonl")
-CODEX_FILES = corpus_files("raw/codex-codemie/**/*.jsonl")
+CLAUDE_CODE_FILES = corpus_files("raw/claude-code-*/**/*.jsonl")
+CODEX_FILES = corpus_files("raw/codex-*/**/*.jsonl")
 NORMALIZED_FILES = corpus_files("normalized/*.jsonl")
 SPOTTER = "raw/claude-code-spotter/test/fixtures/transcripts"
 
@@ -163,21 +163,69 @@ def _short(value: Any) -> str:
 
 
 @cache
-def _normalized_names() -> dict[str, str]:
-    """Raw file (relative to raw/) → its normalized file, from sources.json."""
+def _sources() -> dict[str, dict[str, Any]]:
+    """Raw file (relative to raw/) → its sources.json entry."""
     entries = json.loads((CORPUS / "sources.json").read_text(encoding="utf-8"))
-    return {entry["local"]: entry["normalized"] for entry in entries if entry.get("normalized")}
+    return {entry["local"]: entry for entry in entries}
+
+
+@cache
+def _normalized_names() -> dict[str, str]:
+    """Raw file (relative to raw/) → its normalized file, for the entries sources.json pairs with one.
+
+    Only those were derived by the rules mirrored above. The sessions added on 2026-11-27 name none:
+    their normalized files list records in file order (sidechains, API errors, `[image]` notes
+    included), so they are checked by the properties below, not line by line.
+    """
+    return {local: entry["normalized"] for local, entry in _sources().items() if entry.get("normalized")}
+
+
+def _paired(paths: list[Path]) -> list[Path]:
+    """The raw files sources.json pairs with a normalized file ([] without the corpus)."""
+    if not CORPUS.is_dir():
+        return []
+    return [p for p in paths if p.relative_to(CORPUS / "raw").as_posix() in _normalized_names()]
 
 
 def _normalized_for(raw: Path) -> Path:
     return CORPUS / "normalized" / _normalized_names()[raw.relative_to(CORPUS / "raw").as_posix()]
 
 
+def misplaced_result(path: Path) -> str | None:
+    """Where a normalized file answers a call away from it, or None when every result follows its call.
+
+    A `tool` line must come right after the assistant line making its call (or another result of
+    it): no API accepts anything else. A file breaking this is itself wrong, and the tests comparing
+    it with what the product renders skip it, naming the line.
+    """
+    lines = _expected_lines(path)
+    open_calls: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if line["role"] == "tool":
+            if line["tool_call_id"] not in open_calls:
+                return _misplaced(lines, number)
+            continue
+        open_calls = {call["id"] for call in line.get("tool_calls", [])}
+    return None
+
+
+def _misplaced(lines: list[Line], number: int) -> str:
+    call_id = lines[number - 1]["tool_call_id"]
+    made = next((n for n, line in enumerate(lines, 1) for c in line.get("tool_calls", []) if c["id"] == call_id), None)
+    if made is None:
+        where = "nowhere in the file"
+    elif made > number:
+        where = f"later, at line {made} (records listed in file order, the result written first)"
+    else:
+        where = f"at line {made}, with other messages between (a subagent's sidechain inlined?)"
+    return f"normalized file is wrong: line {number} answers call {call_id}, made {where}"
+
+
 # -- the corpus ---------------------------------------------------------------------------------
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", CLAUDE_CODE_FILES, ids=_id)
+@pytest.mark.parametrize("path", _paired(CLAUDE_CODE_FILES), ids=_id)
 def test_claude_code_session_matches_its_normalized_file(path: Path) -> None:
     transcript = load_transcript(path, "claude-code")
     assert transcript.format == "anthropic" and transcript.source_format == "claude-code"
@@ -185,7 +233,7 @@ def test_claude_code_session_matches_its_normalized_file(path: Path) -> None:
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", CODEX_FILES, ids=_id)
+@pytest.mark.parametrize("path", _paired(CODEX_FILES), ids=_id)
 def test_codex_rollout_matches_its_normalized_file(path: Path) -> None:
     transcript = load_transcript(path, "codex")
     assert transcript.format == "openai" and transcript.source_format == "codex"
@@ -195,32 +243,39 @@ def test_codex_rollout_matches_its_normalized_file(path: Path) -> None:
 @needs_corpus
 @pytest.mark.parametrize("path", NORMALIZED_FILES, ids=_id)
 def test_normalized_import_reproduces_its_lines(path: Path) -> None:
+    if (defect := misplaced_result(path)) is not None:
+        pytest.skip(defect)
     transcript = load_transcript(path, "normalized")
     assert transcript.format == "openai"
     _assert_same_lines(_lines_from_openai(transcript), _expected_lines(path))
 
 
+_TRANSCRIPT_SUFFIXES = (".jsonl", ".traj", ".json")
+"""The raw transcripts' file types (MANIFEST, "Formats of the raw files"); anything else is documentation."""
+
+
 def _expected_detection(relative: str) -> str | None:
-    """The format each corpus file should be detected as; None for formats we do not import."""
+    """The format a corpus file should be detected as, from where it is and what sources.json says.
+
+    A source is named after its agent (`claude-code-<project>`, `codex-<project>`, `swe-agent`, …):
+    its transcripts are in that agent's format. None for files that are no transcript.
+    """
     if relative.startswith("normalized/"):
         return "normalized"
-    if relative.startswith("raw/claude-code-spotter/"):
-        return "claude-code" if relative.endswith(".jsonl") else None
-    if relative.startswith("raw/codex-codemie/"):
-        return "codex"
-    if relative.startswith("raw/mini-swe-agent/"):
-        return "mini-swe-agent"  # read with its bash actions as tool calls, not as plain chat
-    if relative.startswith("raw/swe-agent/"):
-        return "swe-agent"
-    if relative.startswith("raw/openhands/"):
-        return "openhands"
-    return None  # the fixture README
+    entry = _sources().get(relative.removeprefix("raw/"))
+    if entry is None or not relative.endswith(_TRANSCRIPT_SUFFIXES):
+        return None
+    agents = [name for name in IMPORT_FORMATS if entry["source"] == name or entry["source"].startswith(f"{name}-")]
+    return max(agents, key=len, default=None)
 
 
 @needs_corpus
 def test_detection_picks_the_right_format_for_every_corpus_file() -> None:
     wrong: dict[str, str] = {}
-    for path in sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.name not in ("MANIFEST.md", "sources.json")):
+    files = sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.name not in ("MANIFEST.md", "sources.json"))
+    raw = {_id(p).removeprefix("raw/") for p in files if _id(p).startswith("raw/")}
+    assert raw == set(_sources()), "sources.json and raw/ list different files"
+    for path in files:
         relative = _id(path)
         expected = _expected_detection(relative)
         try:
@@ -285,7 +340,18 @@ def test_claude_code_subagent_files_are_read_as_their_own_thread() -> None:
         is_subagent = path.parent.name == "subagents"
         assert metadata["sidechain"] is is_subagent, path.name
         assert metadata.get("agent_id") == (path.stem.removeprefix("agent-") if is_subagent else None)
-        assert "sidechain" not in metadata["skipped_records"] and "main_thread" not in metadata["skipped_records"]
+        # Claude Code up to 2.0 wrote a subagent's records into the main file too: exactly those are left out.
+        assert metadata["skipped_records"].get("sidechain", 0) == _sidechain_records(path, not is_subagent), path.name
+        assert "main_thread" not in metadata["skipped_records"]
+
+
+def _sidechain_records(path: Path, sidechain: bool) -> int:
+    """How many conversation records of `path` are (`sidechain`) or are not on a sidechain."""
+    with path.open(encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    return sum(
+        1 for r in records if r.get("type") in ("user", "assistant") and bool(r.get("isSidechain")) is sidechain
+    )
 
 
 @needs_corpus
@@ -299,7 +365,7 @@ def test_claude_code_meta_messages_are_kept_and_listed() -> None:
 
 @needs_corpus
 def test_codex_metadata_and_dropped_items() -> None:
-    [path] = CODEX_FILES
+    [path] = corpus_files("raw/codex-codemie/**/*.jsonl")
     transcript = load_transcript(path)
     assert transcript.model == "gpt-5.5"
     assert transcript.title == "show tools"
@@ -647,9 +713,9 @@ def test_binary_garbage_never_crashes(tmp_path: Path, seed: int) -> None:
 @needs_corpus
 @pytest.mark.parametrize("format", IMPORT_FORMATS)
 def test_a_corpus_file_read_as_the_wrong_format_is_a_located_error(format: str) -> None:
-    # The Codex rollout fits none of the other readers; read as codex it must succeed.
-    [path] = CODEX_FILES
-    if format == "codex":
-        assert load_transcript(path, format).messages
-    else:
-        _error(path, format)
+    # A Codex rollout fits none of the other readers; read as codex it must succeed.
+    for path in CODEX_FILES:
+        if format == "codex":
+            assert load_transcript(path, format).messages
+        else:
+            _error(path, format)

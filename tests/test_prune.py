@@ -310,6 +310,34 @@ def apply(messages: Sequence[Message], plan: PrunePlan, now: float = 2.0) -> lis
     return out
 
 
+def _assert_placeholders_where_marked(pruned: Sequence[Message], plan: PrunePlan) -> None:
+    """The rendered request holds every call and, in order, one result per call; the results that
+    read as the placeholder are exactly those of the parts marked (by this plan or earlier)."""
+    wire = render([], pruned, "openai")["messages"]
+    parts = [(m.id, i, p) for m in pruned for i, p in enumerate(m.parts) if isinstance(p, ToolPart)]
+    calls = [c["id"] for m in wire for c in m.get("tool_calls") or []]
+    results = [(m["tool_call_id"], m["content"]) for m in wire if m["role"] == "tool"]
+    assert calls == [p.call_id for _, _, p in parts] == [call_id for call_id, _ in results]
+    shown = [(mid, i) for (mid, i, _), (_, text) in zip(parts, results) if text == PLACEHOLDER]
+    marked = [(mid, i) for mid, i, p in parts if p.compacted_at is not None]
+    assert shown == marked
+    assert {(p.message_id, p.index) for p in plan.to_mark} <= set(marked)
+
+
+def test_a_reused_call_id_keeps_one_placeholder_per_marked_call() -> None:
+    # Two calls share an id (a replayed session): each is its own part, marked on its own; the
+    # old count of placeholders by id saw one where there were two.
+    msgs = session(user(), *(assistant(tool(10 * K)) for _ in range(10)), *recent_turns())
+    reused = msgs[1].parts[0].call_id
+    msgs[2] = msgs[2].model_copy(update={"parts": [msgs[2].parts[0].model_copy(update={"call_id": reused})]})
+    plan = plan_prune(msgs, **NOTHING_STAYS)
+    assert {(p.message_id, p.call_id) for p in plan.to_mark} >= {(msgs[1].id, reused), (msgs[2].id, reused)}
+    pruned = apply(msgs, plan)
+    _assert_placeholders_where_marked(pruned, plan)
+    again = plan_prune(pruned, **NOTHING_STAYS)
+    assert again.to_mark == []
+
+
 def test_applied_plan_keeps_every_call_and_shows_the_placeholder() -> None:
     msgs = session(user(), *(assistant(tool(10 * K)) for _ in range(10)), *recent_turns())
     plan = plan_prune(msgs, **NOTHING_STAYS)
@@ -427,13 +455,12 @@ def test_corpus_prune_invariants(name: str, keep_turns: int) -> None:
     if not plan.applies:
         assert plan.to_mark == []
 
-    # Applied: every call is still in the rendered request, each with a result.
+    # Applied: every call is still in the rendered request, each with its own result, and exactly
+    # the marked ones show the placeholder. Results are compared in order, not by call id: a
+    # session may reuse an id (a resumed Claude Code session replays records), and a dict keyed
+    # by id would count such calls once.
     pruned = apply(msgs, plan)
-    wire = render([], pruned, "openai")["messages"]
-    calls = {c["id"] for m in wire for c in m.get("tool_calls") or []}
-    results = {m["tool_call_id"]: m["content"] for m in wire if m["role"] == "tool"}
-    assert calls == {p.call_id for m in msgs for p in m.tool_parts} == set(results)
-    assert sum(1 for text in results.values() if text == PLACEHOLDER) >= len(plan.to_mark)
+    _assert_placeholders_where_marked(pruned, plan)
     again = plan_prune(pruned, options, placeholder_tokens=placeholder, remaining_tokens=remaining_counter(COUNTER))
     assert again.to_mark == []
 

@@ -67,6 +67,7 @@ from contextfold.domain import Message
 from contextfold.tokens.counting import TokenCounter
 from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import (
+    MAX_EDITED_FILES,
     ErrorFact,
     Facts,
     FileTouch,
@@ -603,11 +604,13 @@ def _focus_sentences(head: Sequence[Message], keywords: list[str]) -> list[str]:
     if not keywords:
         return []
     found: list[str] = []
-    for message in reversed(head):
+    for index in range(len(head) - 1, -1, -1):
+        message = head[index]
         if message.summary or message.compaction is not None:
             continue
-        prose = assistant_prose(message) if message.role == "assistant" else user_prose(message)
-        if message.role == "user" and user_instruction(message) is None:
+        previous = head[index - 1] if index else None
+        prose = assistant_prose(message) if message.role == "assistant" else user_prose(message, previous=previous)
+        if message.role == "user" and user_instruction(message, previous=previous) is None:
             continue
         for sentence in reversed(list(sentences(prose))):
             if len(sentence) >= 12 and _mentions_focus(sentence, keywords):
@@ -656,10 +659,39 @@ def _cap(draft: _Draft) -> None:
         items = [i for i in draft.sections[name] if name != FILES or workingset.listed(i.text) is None]
         if len(items) <= cap:
             continue
-        droppable = [i for i in items if (i.carried or i.tier < _ESSENTIAL_TIER) and not i.verbatim]
+        droppable = [
+            i for i in items if (i.carried or i.tier < _ESSENTIAL_TIER) and not i.verbatim and not _edited_file(name, i)
+        ]
         droppable.sort(key=lambda item: (item.tier, item.rank))
         gone.update(id(item) for item in droppable[: len(items) - cap])
+        if name == FILES:
+            gone.update(_carried_edits_beyond_cap(draft.sections[FILES], gone))
     draft.remove(frozenset(gone))
+
+
+def _edited_file(section: str, item: _Item) -> bool:
+    """A Relevant Files bullet for an edited file (the new history's or the anchor's): a path the
+    summary must keep however many updates it goes through, shortened to the path if need be."""
+    return section == FILES and item.path is not None and item.tier >= _ESSENTIAL_TIER
+
+
+def _shortened_file(item: _Item) -> str:
+    """A Relevant Files bullet cut to its path; an edited file's keeps saying so, so that the next
+    update still reads it as an edit (`_looks_edited`)."""
+    path = item.path or item.text
+    return f"{path} — edited" if item.tier >= _ESSENTIAL_TIER else path
+
+
+def _carried_edits_beyond_cap(items: Sequence[_Item], gone: set[int]) -> set[int]:
+    """The anchor's edited-file bullets are shortened to their path once the section is over its
+    cap; beyond `facts.MAX_EDITED_FILES` edited files in all, the oldest carried ones go (the
+    cap that guards against runaway input). Returns the ids to drop."""
+    edited = [i for i in items if id(i) not in gone and _edited_file(FILES, i)]
+    carried = [i for i in edited if i.carried]
+    for item in carried:
+        item.text = _shortened_file(item)
+    excess = len(edited) - MAX_EDITED_FILES
+    return {id(item) for item in carried[: max(0, excess)]}
 
 
 # -- budget ---------------------------------------------------------------------------------------
@@ -684,8 +716,8 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
     # Only essentials left: shorten before dropping any of them.
     for items in draft.sections.values():
         for item in items:
-            if item.path is not None and item.text != item.path:
-                item.text = item.path
+            if item.path is not None and item.text != _shortened_file(item):
+                item.text = _shortened_file(item)
             elif len(item.text) > SHORTENED_CHARS and item.path is None and not item.verbatim:
                 item.text = clip(item.text, SHORTENED_CHARS)
     text = draft.render()

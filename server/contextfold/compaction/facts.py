@@ -254,15 +254,18 @@ class _Walker:
         """The question the assistant's last message ended on, awaiting the user's answer."""
         self.intent: tuple[str, int] | None = None
         self.at_rest = True
+        self.previous: Message | None = None
+        """The message read last: a slash command makes the user text after it the harness's."""
 
     # -- messages --
 
     def message(self, message: Message) -> None:
+        previous, self.previous = self.previous, message
         if message.summary or message.compaction is not None:
             return
         self.seq = message.seq
         if message.role == "user":
-            self.user(message)
+            self.user(message, previous)
             return
         prose = assistant_prose(message, self.adapters)
         self.question = None
@@ -296,8 +299,8 @@ class _Walker:
             elif isinstance(part, ToolPart):
                 self.tool(part)
 
-    def user(self, message: Message) -> None:
-        words = user_words(message, self.adapters)
+    def user(self, message: Message, previous: Message | None = None) -> None:
+        words = user_words(message, self.adapters, previous)
         if words is None:
             return
         instruction = clip(words, MAX_INSTRUCTION_CHARS)
@@ -316,7 +319,7 @@ class _Walker:
         self.latest_instruction = instruction
         known = {c.casefold() for c in self.constraints}
         added = 0
-        for sentence in constraint_sentences(user_prose(message, self.adapters)):
+        for sentence in constraint_sentences(user_prose(message, self.adapters, previous)):
             if sentence.casefold() not in known and added < MAX_CONSTRAINTS_PER_MESSAGE:
                 self.constraints.append(sentence)
                 known.add(sentence.casefold())
@@ -461,6 +464,9 @@ class _Walker:
                 self.read(path, f"{part.name} failed")
             return
         if outcome.ok is None:
+            # No result yet: still running, or the history was cut (a compaction, a crash) before
+            # the result was written. The file is being changed; say so, claim no finished edit.
+            self.unfinished(path, how)
             return
         self.edited(path, how)
 
@@ -482,6 +488,18 @@ class _Walker:
         if reason:
             state.reason = reason
         self.success(path)
+
+    def unfinished(self, path: str, how: str) -> None:
+        """An edit of `path` with no result: named among the edited files (the work in hand), with
+        no Done item and no success, since nobody saw it finish."""
+        state = self.files.get(path)
+        if state is None or state.action == "read":
+            if sum(1 for s in self.files.values() if s.action == "edited") >= MAX_EDITED_FILES:
+                return
+            self.files.pop(path, None)
+            state = self.files[path] = _FileState("edited", {})
+        key = f"{how}, no result"
+        state.hows[key] = state.hows.get(key, 0) + 1
 
     def removed(self, path: str) -> None:
         """`rm` of a file the history already touched is worth noting on that file; an unknown

@@ -4,8 +4,11 @@ assistant's prose, decisions and announced plans.
 `user_words` decides which user-role text the user wrote: not a tool result, not what a harness
 puts in the user's turn (system reminders, hook and command output, notices, continuation
 prompts, project instruction files — by each agent adapter's `injected_prefixes` and, for any
-agent, a turn made only of tagged blocks named as harness output, or one bracketed line), and
-for a slash command only its arguments. Pure, no I/O.
+agent, a turn made only of tagged blocks named as harness output, or one bracketed line, or the
+prompt a slash command expands to, which the harness puts in the turn right after the command,
+or a long text put into the agent's running turn right after its tool calls), and for a slash
+command only its arguments. The same notion as the recall measure's (`benchmarks/_recall.py`).
+Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -77,10 +80,23 @@ def _slash_command(text: str, adapters: Sequence[AgentAdapter]) -> tuple[str, st
     return None
 
 
-def user_instruction(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> str | None:
-    """What the user asked in this message (clipped), or None when it carries no instruction of theirs."""
-    words = user_words(message, adapters)
+def user_instruction(
+    message: Message, adapters: Sequence[AgentAdapter] | None = None, previous: Message | None = None
+) -> str | None:
+    """What the user asked in this message (clipped), or None when it carries no instruction of
+    theirs. `previous`: the message just before it, when known (see `user_words`)."""
+    words = user_words(message, adapters, previous)
     return clip(words, MAX_INSTRUCTION_CHARS) if words is not None else None
+
+
+def expands_command(previous: Message | None, adapters: Sequence[AgentAdapter] | None = None) -> bool:
+    """`previous` is a slash command the user ran (`<command-name>/review</command-name>`): the
+    user-role text right after it is the prompt the command expands to (its Markdown file, a
+    built-in prompt such as `/init`'s, a skill body) or its output — the harness's, not the user's."""
+    if previous is None or previous.role != "user" or previous.summary or previous.compaction is not None:
+        return False
+    adapters = registered_adapters() if adapters is None else adapters
+    return _slash_command(_user_text(previous, adapters).strip(), adapters) is not None
 
 
 # A turn made only of tagged blocks the harness writes (`<system-reminder>…`, `<local-command-stdout>`,
@@ -90,7 +106,7 @@ _TAGGED_ONLY = re.compile(r"^(?:\s*<([A-Za-z][\w -]*)(?:\s[^>]*)?>.*?</\1>)+\s*$
 _TAG_NAME = re.compile(r"<([A-Za-z][\w -]*)(?:\s[^>]*)?>")
 _HARNESS_TAG = re.compile(
     r"system|reminder|command|stdout|stderr|caveat|notification|context|instructions|permissions|hook|"
-    r"aborted|interrupt",
+    r"aborted|interrupt|^bash-",
     re.IGNORECASE,
 )
 _NOTICE = re.compile(r"^\[[^\[\]\n]{3,200}\]$")
@@ -99,11 +115,15 @@ MAX_WORDS_CHARS = 4_000
 """What is kept of one message of the user's; the summary quotes less (see `userwords`)."""
 
 
-def user_words(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> str | None:
+def user_words(
+    message: Message, adapters: Sequence[AgentAdapter] | None = None, previous: Message | None = None
+) -> str | None:
     """The user's own words in this message, whitespace collapsed (at most `MAX_WORDS_CHARS`), or
     None when the message is not one the user wrote: a tool result, a summary or marker, text a
     harness put in the user's turn (reminders, hook and command output, notices, continuation
-    prompts, project instruction files), or a slash command without arguments."""
+    prompts, project instruction files, the prompt a slash command expands to), or a slash command
+    without arguments. `previous` is the message just before this one, when the caller walks a
+    history: only it tells a command's expanded prompt from a request (`expands_command`)."""
     if message.role != "user" or message.summary or message.compaction is not None:
         return None
     if message.name in ("compact_summary", "system", "developer"):
@@ -117,6 +137,8 @@ def user_words(message: Message, adapters: Sequence[AgentAdapter] | None = None)
         # A slash command: only its arguments are words the user typed.
         name, args = command
         return clip(f"{name} {args}".strip(), MAX_WORDS_CHARS) if args.strip() else None
+    if expands_command(previous, adapters) or (len(text) >= INJECTED_MIN_CHARS and _mid_turn(previous)):
+        return None
     # Text harnesses put in the user role that the user did not write: hook output, skill bodies,
     # project instruction files, interruption notices, continuation summaries, demonstrations.
     if text.startswith(tuple(prefix for adapter in adapters for prefix in adapter.injected_prefixes)):
@@ -128,19 +150,48 @@ def user_words(message: Message, adapters: Sequence[AgentAdapter] | None = None)
     return clip(text, MAX_WORDS_CHARS) or None
 
 
+_BLOCK = re.compile(r"\s*<([A-Za-z][\w -]*)(?:\s[^>]*)?>.*?</\1>\s*", re.DOTALL)
+
+
+def _outer_tags(text: str) -> list[str] | None:
+    """The names of the top-level tagged blocks the text is made of, in order; None when anything
+    stands outside a block."""
+    names: list[str] = []
+    position = 0
+    while position < len(text):
+        block = _BLOCK.match(text, position)
+        if block is None:
+            return None
+        names.append(block.group(1))
+        position = block.end()
+    return names
+
+
 def _harness_blocks(text: str) -> bool:
-    """The text is only tagged blocks, each named as harness output (see `_HARNESS_TAG`)."""
+    """The text is only tagged blocks, each top-level one named as harness output (see
+    `_HARNESS_TAG`); the tags inside a block (`<shell-id>` in `<bash-notification>`) are its own."""
     if not text.startswith("<") or not _TAGGED_ONLY.match(text[:20_000]):
         return False
-    names = {m.group(1) for m in _TAG_NAME.finditer(text) if text[m.start() - 1 : m.start()] != "/"}
-    outer = [m.group(1) for m in re.finditer(r"(?:^|</[^>]+>)\s*<([A-Za-z][\w -]*)", text)]
-    return bool(names) and all(_HARNESS_TAG.search(name) for name in outer)
+    outer = _outer_tags(text[:20_000])
+    return bool(outer) and all(_HARNESS_TAG.search(name) for name in outer)
 
 
-def user_prose(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> str:
+INJECTED_MIN_CHARS = 1_000
+"""A user-role message this long, put into the agent's running turn right after its tool calls,
+is the harness's (a skill body, a subagent's prompt, hook output): people type between turns."""
+
+
+def _mid_turn(previous: Message | None) -> bool:
+    """`previous` is the agent's message that made tool calls: what follows is inside its turn."""
+    return previous is not None and previous.role == "assistant" and bool(previous.tool_parts)
+
+
+def user_prose(
+    message: Message, adapters: Sequence[AgentAdapter] | None = None, previous: Message | None = None
+) -> str:
     """The user's own text in a message, for constraint detection ('' for injected text)."""
     adapters = registered_adapters() if adapters is None else adapters
-    if user_instruction(message, adapters) is None:
+    if user_instruction(message, adapters, previous) is None:
         return ""
     text = _user_text(message, adapters)
     command = _slash_command(text, adapters)
@@ -278,6 +329,6 @@ def plan_steps(text: str) -> list[str]:
 
 __all__ = [
     "MAX_INSTRUCTION_CHARS", "MAX_WORDS_CHARS", "assistant_prose", "assistant_text", "constraint_sentences",
-    "is_decision", "is_rule", "names_path", "plan_steps", "prose", "sentences", "user_instruction", "user_prose",
+    "expands_command", "is_decision", "is_rule", "names_path", "plan_steps", "prose", "sentences", "user_instruction", "user_prose",
     "user_words",
 ]

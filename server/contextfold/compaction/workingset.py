@@ -273,7 +273,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
         if message.summary or message.compaction is not None:
             continue
         if message.role == "user":
-            words = user_words(message)
+            words = user_words(message, adapters, messages[index - 1] if index else None)
             if words:
                 scores.prose(words, 1.0)
             continue

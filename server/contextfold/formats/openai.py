@@ -1,7 +1,8 @@
 """OpenAI Chat Completions messages <-> domain messages.
 
-Parsing reads a `messages` array: `system`/`developer` messages become the batch's system prompt,
-`tool` messages complete the calls of earlier assistant messages. Rendering builds
+Parsing reads a `messages` array: the leading `system`/`developer` messages become the batch's system
+prompt, later ones stay in place (`instruction_message`), `tool` messages complete the calls of
+earlier assistant messages. Rendering builds
 `{"messages": [...]}` with the system prompt first and each assistant message followed directly
 by one `tool` message per call.
 """
@@ -43,6 +44,8 @@ from contextfold.formats._common import (
     expect_list,
     expect_object,
     guess_mime,
+    instruction_message,
+    instruction_role,
     json_type,
     optional_str,
     parse_data_url,
@@ -70,8 +73,11 @@ def parse_messages(messages: Sequence[Any]) -> ParsedBatch:
         role = _parse_role(message, path)
         name = optional_str(message, "name", path)
         if role in ("system", "developer"):
-            text = _text_content(message, path)
-            builder.add_system(SystemPrompt(role=role, text=text))
+            prompt = SystemPrompt(role=role, text=_text_content(message, path))
+            if builder.batch.messages:
+                builder.add_message(instruction_message(prompt))
+            else:
+                builder.add_system(prompt)
         elif role == "user":
             builder.add_message(Message(role="user", parts=_user_parts(message, path), name=name))
         elif role == "assistant":
@@ -293,6 +299,9 @@ def render_messages(
 
 
 def _render_user(message: Message, options: RenderOptions) -> list[_Wire]:
+    role = instruction_role(message)
+    if role is not None:
+        return [{"role": role, "content": "\n".join(p.text for p in message.parts if isinstance(p, TextPart))}]
     parts: list[_Wire] = []
     for part in message.parts:
         if isinstance(part, TextPart):

@@ -6,6 +6,8 @@ root, with these additions, each seen in real sessions:
 
 - A compaction's `compact_boundary` has no parent; `logicalParentUuid` names the last record
   before it. When that record is not in the file, the newest earlier record of the thread is.
+- Claude Code 1.0.x wrote no boundary: its `isCompactSummary` user record simply has no parent
+  (and no logical parent). The history it summarizes is the newest earlier record of the thread.
 - Parallel tool calls fork the tree: each `tool_use` line of one API response (`message.id`) has
   its own child, and only one fork lies on the path. The response's other lines, and results
   answering any of its calls, belong to the conversation too.
@@ -38,6 +40,8 @@ class _Node:
     logical_parent: str | None
     sidechain: bool
     meta: bool
+    summary: bool
+    """An `isCompactSummary` record: without a parent, it continues the record before it."""
     message_id: str | None
     calls: tuple[str, ...]
     answers: tuple[str, ...]
@@ -112,14 +116,23 @@ def _path(
             parent = node.logical_parent
             if parent not in by_uuid and parent not in previous_tail:
                 # The boundary's logical parent was never written: continue from the record before it.
-                node = next((n for n in reversed(ours) if n.line < node.line and n.kind in _CONVERSATION), None)
+                node = _record_before(node, ours)
                 continue
+        if parent is None and node.summary:
+            # A 1.0.x compaction (no boundary): the summary follows the history it summarizes.
+            node = _record_before(node, ours)
+            continue
         if parent is None:
             return kept, None
         if parent not in by_uuid:
             return kept, parent
         node = by_uuid[parent]
     return kept, None
+
+
+def _record_before(node: _Node, ours: list[_Node]) -> _Node | None:
+    """The newest conversation record of the thread written before `node`, if any."""
+    return next((n for n in reversed(ours) if n.line < node.line and n.kind in _CONVERSATION), None)
 
 
 def _add_forks(ours: list[_Node], kept: set[_Node], pending_calls: frozenset[str]) -> None:
@@ -147,6 +160,7 @@ def _node(line: int, record: dict[str, Any]) -> _Node:
         logical_parent=_str(record.get("logicalParentUuid")),
         sidechain=bool(record.get("isSidechain")),
         meta=bool(record.get("isMeta")),
+        summary=record.get("type") == "user" and bool(record.get("isCompactSummary")),
         message_id=_str(message.get("id")),
         calls=tuple(str(b.get("id")) for b in blocks if b.get("type") == "tool_use"),
         answers=answers,

@@ -1,8 +1,8 @@
-"""The facade the MCP server and the CLI call: one tenant's view of every capability.
+"""What the MCP server, the CLI, the hooks and a library caller call: the service and its tenants.
 
-The capabilities live in `contextfold.app`, one module each (sessions, appending, reading and
-status, pruning, spilled outputs, compaction), over one tenant-scoped store: a `Tenant` is what a
-request may do as its owner, and nothing it calls takes an owner argument. `ContextService` is the
+The capabilities live beside this module, one each (sessions, appending, reading and status,
+pruning, spilled outputs, compaction, history), over one tenant-scoped store: a `Tenant` is all of
+them for one owner, and nothing it calls takes an owner argument. `ContextService` is the
 process-wide service — it opens the store, counts tokens, writes stateless summaries and collects
 spilled outputs — and, for callers on this machine (the CLI, a library user), it is itself the
 local tenant (owner `""`). The MCP server asks it for `tenant(owner)` per request over HTTP.

@@ -35,6 +35,7 @@ from contextfold.domain import (
 )
 from contextfold.errors import InvalidInput
 from contextfold.formats import parse
+from contextfold.formats._common import instruction_message
 from contextfold.errors import FormatError
 from contextfold.importers import (
     START,
@@ -246,7 +247,10 @@ class _Writer:
             at = _MESSAGE_INDEX.sub(lambda m: f"messages[{int(m.group(1)) + lo}]", exc.path)
             raise InvalidInput(at, exc.problem) from exc
         attached, delta = await self.tools.attach_results(self.tx, batch.results, self.counter, self.ingest)
-        new = [count_message(await self.ingest.message(m), self.counter) for m in batch.messages]
+        # The transcript's system prompt is `transcript.system` (see `write`): an instruction opening
+        # this slice of its messages was sent mid-conversation, so it stays in place.
+        instructions = [instruction_message(prompt) for prompt in batch.system or []]
+        new = [count_message(await self.ingest.message(m), self.counter) for m in [*instructions, *batch.messages]]
         reported = self._usages(new, wire, lo)
         stored = await self.tx.insert_messages(new)
         added = sum(m.tokens for m in stored) + delta

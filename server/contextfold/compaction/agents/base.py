@@ -219,7 +219,8 @@ class AgentAdapter:
                 walk.edit(call, path, self.edit_how(call))
             return
         if kind in ("read", "search"):
-            paths = [path] if path else [p for p in call.args.get("paths", []) if isinstance(p, str)]
+            listed = call.args.get("paths")
+            paths = [path] if path else [p for p in listed if isinstance(p, str) and p.strip()] if isinstance(listed, list) else []
             how = f"searched ({call.name.capitalize()})" if kind == "search" else f"read ({call.part.name})"
             for each in paths:
                 walk.read(each, how)

@@ -36,7 +36,15 @@ class ClaudeCode(AgentAdapter):
         "Base directory for this skill:",
         "Caveat: The messages below were generated",
         "This session is being continued from a previous conversation",
+        "<bash-input>",
+        "<bash-stdout>",
+        "<bash-stderr>",
+        "Unknown skill: ",
+        "Your task is to create a detailed summary of the conversation so far",
     )
+    """`!cmd` runs (`<bash-input>`, `<bash-stdout>`), the notice for a slash command naming no
+    installed skill (`Unknown skill: x`) and the compaction request Claude Code sends (in
+    `agent-acompact-*` transcripts) are Claude Code's text, as are the rest."""
     echo_errors = ("Sibling tool call errored",)
     """A parallel call failed, not this one: its own error is recorded already."""
 
