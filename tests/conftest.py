@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -46,6 +48,32 @@ def corpus_kind(path: Path) -> str:
     return next((a for a in AGENTS if source == a or source.startswith(a + "-")), source)
 
 
+def corpus_sample(files: Iterable[Path], sample: int = 1) -> list[Path]:
+    """The fast set's rule: the `sample` smallest of `files` in each agent family (ties by path), sorted."""
+    kinds: dict[str, list[Path]] = {}
+    for path in files:
+        kinds.setdefault(corpus_kind(path), []).append(path)
+    return sorted(p for group in kinds.values() for p in sorted(group, key=lambda p: (p.stat().st_size, str(p)))[:sample])
+
+
+@functools.cache
+def longest_tool_output() -> tuple[Path, str, str]:
+    """The normalized corpus file holding the corpus's longest tool output, its call id and the output."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"the shared corpus is not at {CORPUS}")
+    best: tuple[Path, str, str] | None = None
+    for path in corpus_files("normalized/*.jsonl"):
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                row = json.loads(line)
+                content = row.get("content")
+                if row.get("role") == "tool" and isinstance(content, str) and (best is None or len(content) > len(best[2])):
+                    best = (path, str(row.get("tool_call_id")), content)
+    if best is None:
+        pytest.skip("the corpus holds no tool output")
+    return best
+
+
 def corpus_params(
     pattern: str | Iterable[Path],
     sample: int = 1,
@@ -65,10 +93,7 @@ def corpus_params(
         return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=f"the shared corpus is not at {CORPUS} (set CONTEXTFOLD_CORPUS to its path)"))]
     files = corpus_files(pattern) if isinstance(pattern, str) else sorted(pattern)
     files = [p for p in files if p.is_file() and (where is None or where(p))]
-    kinds: dict[str, list[Path]] = {}
-    for path in files:
-        kinds.setdefault(corpus_kind(path), []).append(path)
-    fast = {p for group in kinds.values() for p in sorted(group, key=lambda p: (p.stat().st_size, str(p)))[:sample]}
+    fast = set(corpus_sample(files, sample))
     name = id or (lambda p: str(p.relative_to(CORPUS)))
     return [
         pytest.param(path, id=name(path), marks=[pytest.mark.corpus] if path in fast else [pytest.mark.corpus, pytest.mark.slow])
