@@ -1,8 +1,9 @@
 """Claude Code's real compactions replayed through `contextfold hook claude-code`.
 
 For each raw Claude Code transcript that holds a compaction (a `system` record with subtype
-`compact_boundary`, followed by the `isCompactSummary` user record Claude Code wrote), the JSONL is
-cut just before the boundary and given to the hooks as Claude Code 2.1.197 would: PreCompact
+`compact_boundary` followed by the `isCompactSummary` user record Claude Code wrote; Claude Code
+1.0.x wrote only the summary record, with no parent), the JSONL is cut just before its first
+compaction and given to the hooks as Claude Code 2.1.197 would: PreCompact
 (import) and then SessionStart with `source: "compact"` (the handover, the summary not yet known),
 each as its own `contextfold hook` process on one data home. What the model then holds is Claude
 Code's own summary plus contextfold's `additionalContext`; it is measured with `_recall.measure` at
@@ -51,18 +52,45 @@ class Replayed:
     """… and what the next prompt got."""
 
 
+def compaction_start(record: dict[str, Any]) -> bool:
+    """True for the record a compaction starts with: its `compact_boundary`, or (Claude Code 1.0.x,
+    which wrote no boundary) the `isCompactSummary` user record itself."""
+    return (record.get("type") == "system" and record.get("subtype") == "compact_boundary") or (
+        record.get("type") == "user" and record.get("isCompactSummary") is True
+    )
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The file's JSON object records, one a line (a line that is not one reads as {})."""
+    records = []
+    for line in path.read_text("utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = {}
+        records.append(record if isinstance(record, dict) else {})
+    return records
+
+
 def compacted_transcripts() -> list[Path]:
-    """Raw Claude Code transcripts in the corpus that hold a real compaction."""
+    """Raw Claude Code session transcripts in the corpus that hold a real compaction, sorted.
+
+    Subagent files are left out (a compaction happens in the main session). The cheap text test
+    only picks candidates; each is confirmed on its parsed records, so a tool output that merely
+    quotes `isCompactSummary` does not count.
+    """
     root = CORPUS / "raw"
     if not root.is_dir():
         return []
     found = []
     for path in sorted(root.rglob("*.jsonl")):
-        if "/subagents/" in str(path):
+        if "subagents" in path.relative_to(root).parts:
             continue
-        with path.open(encoding="utf-8") as handle:
-            if any('"compact_boundary"' in line for line in handle):
-                found.append(path)
+        text = path.read_text("utf-8", errors="replace")
+        if "compact_boundary" not in text and "isCompactSummary" not in text:
+            continue
+        if any(compaction_start(r) for r in _records(path)):
+            found.append(path)
     return found
 
 
@@ -92,22 +120,25 @@ def hook(home: Path, event: str, payload: dict[str, Any]) -> str:
 
 
 def cut_at_boundary(path: Path, into: Path) -> tuple[Path, str, str, str]:
-    """The transcript up to its first compaction boundary (a new file), the summary Claude Code
-    wrote there, the session id and the working directory (what the hooks' events carry)."""
+    """The transcript up to its first compaction (a new file), the summary Claude Code wrote there,
+    the session id and the working directory (what the hooks' events carry).
+
+    The cut falls just before the `compact_boundary`, or before the summary record where Claude Code
+    1.0.x wrote no boundary: either way the file holds what Claude Code held when PreCompact ran."""
     lines = path.read_text("utf-8").splitlines(keepends=True)
-    boundary = next(i for i, line in enumerate(lines) if '"compact_boundary"' in line)
+    records = _records(path)
+    start = next(i for i, r in enumerate(records) if compaction_start(r))
     summary = ""
-    for line in lines[boundary + 1 :]:
-        record = json.loads(line)
-        if record.get("isCompactSummary"):
+    for record in records[start:]:
+        if record.get("type") == "user" and record.get("isCompactSummary") is True:
             content = record["message"]["content"]
             summary = content if isinstance(content, str) else "\n".join(b.get("text", "") for b in content)
             break
-    records = [json.loads(line) for line in lines[:boundary]]
-    session = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), path.stem)
-    cwd = next((r["cwd"] for r in records if isinstance(r.get("cwd"), str)), str(into))
+    before = records[:start]
+    session = next((r["sessionId"] for r in before if isinstance(r.get("sessionId"), str)), path.stem)
+    cwd = next((r["cwd"] for r in before if isinstance(r.get("cwd"), str)), str(into))
     cut = into / path.name
-    cut.write_text("".join(lines[:boundary]), "utf-8")
+    cut.write_text("".join(lines[:start]), "utf-8")
     return cut, summary, session, cwd
 
 
@@ -115,17 +146,22 @@ def replay(path: Path, name: str, *, count: Any) -> Replayed:
     from bench_compaction import read_transcript
 
     transcript = read_transcript(path, name)
-    k, _ = transcript.real[0]
+    after, _ = transcript.real[0]
     system = [p["text"] for p in transcript.system]
     with tempfile.TemporaryDirectory(prefix="bench-handover-") as scratch:
         home = Path(scratch) / "home"
         cut, summary, session, cwd = cut_at_boundary(path, Path(scratch))
+        # What came before is read from the cut, the file the hooks read: a 1.0.x summary has no
+        # parent, so the whole file's thread starts at it and holds nothing from before.
+        before = read_transcript(cut, name)
         base = {"session_id": session, "transcript_path": str(cut), "cwd": cwd}
         hook(home, "PreCompact", {**base, "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": None})
         context = hook(home, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "compact"})
         hook(home, "PostCompact", {**base, "hook_event_name": "PostCompact", "trigger": "auto", "compact_summary": summary})
         later = hook(home, "UserPromptSubmit", {**base, "hook_event_name": "UserPromptSubmit", "prompt": "go on"})
-    messages = transcript.messages
+    messages = before.messages + transcript.messages[after:]
+    k = len(before.messages)
+    system = system or [p["text"] for p in before.system]
     return Replayed(
         name=name,
         k=k,
@@ -141,7 +177,7 @@ def replay(path: Path, name: str, *, count: Any) -> Replayed:
     )
 
 
-__all__ = ["Replayed", "compacted_transcripts", "cut_at_boundary", "hook", "replay"]
+__all__ = ["Replayed", "compacted_transcripts", "compaction_start", "cut_at_boundary", "hook", "replay"]
 
 
 # -- generated Claude Code transcripts (for timing, and for --quick without the corpus) --------------

@@ -380,12 +380,50 @@ _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n.*?\n\s*\2\s*(?:\n|$)", 
 
 
 def edited_files(messages: Iterable[Message]) -> list[str]:
-    """Base names of the files these messages' tool calls changed, in order, each once."""
+    """Base names of the files these messages' tool calls changed, in order, each once.
+
+    A call the agent refused before running it (Claude Code answers `<tool_use_error>File has not
+    been read yet…`) changed nothing and is left out."""
+    messages = list(messages)
+    refused = _refused_calls(messages)
     found: list[str] = []
     for message in messages:
-        for name, args in calls(message):
-            found += _edits(name, args)
+        for call_id, name, args in _identified_calls(message):
+            if call_id is None or call_id not in refused:
+                found += _edits(name, args)
     return list(dict.fromkeys(found))
+
+
+def _identified_calls(message: Message) -> list[tuple[str | None, str, Any]]:
+    """(call id, tool name, decoded arguments) of each call the message makes."""
+    found: list[tuple[str | None, str, Any]] = []
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict):
+            fn = call.get("function") if isinstance(call.get("function"), dict) else call
+            found.append((call.get("id"), str(fn.get("name") or ""), _decode(fn.get("arguments"))))
+    content = message.get("content")
+    if message.get("role") == "assistant" and isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                found.append((block.get("id"), str(block.get("name") or ""), block.get("input")))
+    return found
+
+
+def _refused_calls(messages: Iterable[Message]) -> set[str]:
+    """Ids of the calls whose result is a tool error raised before the tool ran."""
+    refused: set[str] = set()
+    for message in messages:
+        results: list[tuple[Any, Any]] = []
+        if message.get("role") == "tool":
+            results.append((message.get("tool_call_id"), message.get("content")))
+        content = message.get("content")
+        if isinstance(content, list):
+            results += [(b.get("tool_use_id"), b.get("content")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+        for call_id, output in results:
+            text = output if isinstance(output, str) else " ".join(_strings(output))
+            if isinstance(call_id, str) and text.lstrip().startswith("<tool_use_error>"):
+                refused.add(call_id)
+    return refused
 
 
 def _edits(name: str, args: Any) -> list[str]:

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import functools
+import json
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +27,88 @@ needs_corpus = pytest.mark.skipif(
     not CORPUS.is_dir(),
     reason=f"the shared corpus is not at {CORPUS} (set CONTEXTFOLD_CORPUS to its path)",
 )
+
+# The agent families the corpus's sources belong to: a source is named after its agent, with the
+# project it came from after a dash (`claude-code-spotter`, `codex-unitree-a1`). Longest first, so
+# `mini-swe-agent` is not taken for `swe-agent`'s.
+AGENTS = ("mini-swe-agent", "claude-code", "swe-agent", "openhands", "codex")
+
+
+def corpus_source(path: Path) -> str:
+    """The corpus source a file comes from: `raw/<source>/…` or `normalized/<source>__<name>.jsonl`."""
+    relative = path.relative_to(CORPUS)
+    if relative.parts[0] == "normalized":
+        return relative.name.split("__", 1)[0]
+    return relative.parts[1] if len(relative.parts) > 2 else relative.parts[0]
+
+
+def corpus_kind(path: Path) -> str:
+    """The agent family of a corpus file (its source when the source names none of `AGENTS`)."""
+    source = corpus_source(path)
+    return next((a for a in AGENTS if source == a or source.startswith(a + "-")), source)
+
+
+def corpus_sample(files: Iterable[Path], sample: int = 1) -> list[Path]:
+    """The fast set's rule: the `sample` smallest of `files` in each agent family (ties by path), sorted."""
+    kinds: dict[str, list[Path]] = {}
+    for path in files:
+        kinds.setdefault(corpus_kind(path), []).append(path)
+    return sorted(p for group in kinds.values() for p in sorted(group, key=lambda p: (p.stat().st_size, str(p)))[:sample])
+
+
+@functools.cache
+def longest_tool_output() -> tuple[Path, str, str]:
+    """The normalized corpus file holding the corpus's longest tool output, its call id and the output."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"the shared corpus is not at {CORPUS}")
+    best: tuple[Path, str, str] | None = None
+    for path in corpus_files("normalized/*.jsonl"):
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                row = json.loads(line)
+                content = row.get("content")
+                if row.get("role") == "tool" and isinstance(content, str) and (best is None or len(content) > len(best[2])):
+                    best = (path, str(row.get("tool_call_id")), content)
+    if best is None:
+        pytest.skip("the corpus holds no tool output")
+    return best
+
+
+def corpus_params(
+    pattern: str | Iterable[Path],
+    sample: int = 1,
+    *,
+    where: Callable[[Path], bool] | None = None,
+    id: Callable[[Path], str] | None = None,
+) -> list[Any]:
+    """One `pytest.param(path)` per corpus file, for `@pytest.mark.parametrize("path", …)`.
+
+    `pattern` is a glob relative to the corpus root, or the files themselves (when found another
+    way); `where` keeps only the files it accepts. Every param is marked `corpus`. A deterministic
+    sample runs in the fast set (`pytest -m "not slow"`): the `sample` smallest files of each agent
+    family (`corpus_kind`), ties by path. The rest are marked `slow`, so a full run replays them all.
+    Without the corpus, one skipped param says why.
+    """
+    if not CORPUS.is_dir():
+        return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=f"the shared corpus is not at {CORPUS} (set CONTEXTFOLD_CORPUS to its path)"))]
+    files = corpus_files(pattern) if isinstance(pattern, str) else sorted(pattern)
+    files = [p for p in files if p.is_file() and (where is None or where(p))]
+    fast = set(corpus_sample(files, sample))
+    name = id or (lambda p: str(p.relative_to(CORPUS)))
+    return [
+        pytest.param(path, id=name(path), marks=[pytest.mark.corpus] if path in fast else [pytest.mark.corpus, pytest.mark.slow])
+        for path in files
+    ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need the corpus (`needs_corpus`, the `corpus` fixture) are marked `corpus`, so
+    `-m corpus` selects them all, not only those whose file says so."""
+    for item in items:
+        if item.get_closest_marker("corpus"):
+            continue
+        if any(m == needs_corpus.mark for m in item.iter_markers("skipif")) or "corpus" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.corpus)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, needs_corpus
 from fake_anthropic import VALID_SUMMARY, serve_fake_anthropic, server_error
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
@@ -67,7 +67,7 @@ async def _advice_then_prune(service: ContextService, session_id: str) -> tuple[
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", LONG, ids=[f"{p.parent.name[:4]}/{p.name[:40]}" for p in LONG])
+@pytest.mark.parametrize("path", corpus_params(LONG, id=lambda p: f"{p.parent.name[:4]}/{p.name[:40]}"))
 async def test_status_advises_prune_only_when_a_prune_works(service, path: Path):
     claude = "claude-code" in path.name or path in CLAUDE_CODE
     imported = await service.import_transcript(

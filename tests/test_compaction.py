@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from _corpus_edits import calls, edited
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, needs_corpus
 from fake_anthropic import VALID_SUMMARY, malformed_json, message_reply, serve_fake_anthropic, server_error, slow
 from mcp import Client
 from mcp.client.context import ClientRequestContext
@@ -53,7 +53,7 @@ def _call(call_id: str, name: str, args: dict) -> dict:
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:50])
+@pytest.mark.parametrize("path", corpus_params(LONG, id=lambda p: p.name[:50]))
 async def test_extractive_compaction_of_long_corpus_sessions(service, path: Path):
     result = await service.import_transcript(path, format="normalized", model="gpt-4o")
     session_id = result.session_id

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, needs_corpus
 from test_importers import misplaced_result
 from validators import assert_anthropic_valid, assert_openai_valid
 
@@ -101,7 +101,7 @@ def _unanswered(lines: list[dict]) -> set[str]:
     return set(pending)
 
 
-@pytest.mark.parametrize("path", NORMALIZED, ids=lambda p: p.name[:60])
+@pytest.mark.parametrize("path", corpus_params(NORMALIZED, id=lambda p: p.name[:60]))
 async def test_normalized_file_renders_back_in_openai_format(service, path: Path):
     if (defect := misplaced_result(path)) is not None:
         pytest.skip(defect)
@@ -153,7 +153,7 @@ def _anthropic_blocks(messages: list[dict]) -> list[tuple]:
     return flat
 
 
-@pytest.mark.parametrize("path", CLAUDE_CODE, ids=lambda p: p.name[:50])
+@pytest.mark.parametrize("path", corpus_params(CLAUDE_CODE, id=lambda p: p.name[:50]))
 async def test_claude_code_session_round_trips_in_anthropic_format(service, path: Path):
     imported = load_transcript(path)
     assert imported.format == "anthropic"
@@ -205,7 +205,7 @@ def _dropped_on_render(block: tuple) -> bool:
     return key[0] == "text" and not key[1].strip()
 
 
-@pytest.mark.parametrize("path", CODEX, ids=lambda p: p.name[:50])
+@pytest.mark.parametrize("path", corpus_params(CODEX, id=lambda p: p.name[:50]))
 async def test_codex_rollout_round_trips_in_openai_format(service, path: Path):
     imported = load_transcript(path)
     result = await service.import_transcript(path)

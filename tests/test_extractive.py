@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from _corpus_edits import calls, edited
-from conftest import corpus_files, corpus_session, needs_corpus
+from conftest import corpus_files, corpus_params, corpus_session, needs_corpus
 
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.extractive import ExtractiveSummarizer, focus_keywords
@@ -848,7 +848,7 @@ def test_corpus_has_large_transcripts() -> None:
 
 @needs_corpus
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", LARGE, ids=[p.stem[:60] for p in LARGE])
+@pytest.mark.parametrize("path", corpus_params(LARGE, id=lambda p: p.stem[:60]))
 def test_corpus_summary(path: Path) -> None:
     records = _records(path)
     messages = corpus_session(path)[1]

@@ -27,7 +27,7 @@ from contextfold.errors import FormatError
 from contextfold.formats.anthropic import CONTINUATION_TEXT, EMPTY_ERROR_TEXT
 from contextfold.formats.openai import COMPACTION_PROMPT
 
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, needs_corpus
 from test_importers import misplaced_result
 from validators import assert_anthropic_valid, assert_openai_valid
 
@@ -1182,7 +1182,7 @@ def test_corpus_is_present() -> None:
 
 @needs_corpus
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", NORMALIZED, ids=[p.stem[:60] for p in NORMALIZED])
+@pytest.mark.parametrize("path", corpus_params(NORMALIZED, id=lambda p: p.stem[:60]))
 def test_corpus_round_trip_openai(path: Path) -> None:
     if (defect := misplaced_result(path)) is not None:
         pytest.skip(defect)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, needs_corpus
 
 from contextfold.importers import load_transcript
 
@@ -133,7 +133,7 @@ def _main_thread_summaries(path: Path) -> int:
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", CLAUDE_CODE_SESSIONS, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(CLAUDE_CODE_SESSIONS, id=lambda p: p.name[:40]))
 def test_every_real_session_imports_with_its_calls_and_compactions(path: Path) -> None:
     transcript = load_transcript(path, "claude-code")
     # No result is left without its call: the thread is the conversation the model had.

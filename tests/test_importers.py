@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPUS, corpus_files, needs_corpus
+from conftest import CORPUS, corpus_files, corpus_params, needs_corpus
 from contextfold.importers import IMPORT_FORMATS, ImportedTranscript, detect_import_format, load_transcript
 from contextfold.errors import TranscriptError
 
@@ -225,7 +225,7 @@ def _misplaced(lines: list[Line], number: int) -> str:
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", _paired(CLAUDE_CODE_FILES), ids=_id)
+@pytest.mark.parametrize("path", corpus_params(_paired(CLAUDE_CODE_FILES), id=_id))
 def test_claude_code_session_matches_its_normalized_file(path: Path) -> None:
     transcript = load_transcript(path, "claude-code")
     assert transcript.format == "anthropic" and transcript.source_format == "claude-code"
@@ -233,7 +233,7 @@ def test_claude_code_session_matches_its_normalized_file(path: Path) -> None:
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", _paired(CODEX_FILES), ids=_id)
+@pytest.mark.parametrize("path", corpus_params(_paired(CODEX_FILES), id=_id))
 def test_codex_rollout_matches_its_normalized_file(path: Path) -> None:
     transcript = load_transcript(path, "codex")
     assert transcript.format == "openai" and transcript.source_format == "codex"
@@ -241,7 +241,7 @@ def test_codex_rollout_matches_its_normalized_file(path: Path) -> None:
 
 
 @needs_corpus
-@pytest.mark.parametrize("path", NORMALIZED_FILES, ids=_id)
+@pytest.mark.parametrize("path", corpus_params(NORMALIZED_FILES, id=_id))
 def test_normalized_import_reproduces_its_lines(path: Path) -> None:
     if (defect := misplaced_result(path)) is not None:
         pytest.skip(defect)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
 from pathlib import Path
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, corpus_sample, longest_tool_output, needs_corpus
 from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.config import load_settings
@@ -19,7 +18,6 @@ from contextfold.errors import NotFoundError
 
 pytestmark = pytest.mark.anyio
 
-REQUESTS = "normalized/mini-swe-agent__psf__requests-1142.jsonl"
 PLACEHOLDER = "[Old tool result content cleared]"
 
 
@@ -27,12 +25,6 @@ PLACEHOLDER = "[Old tool result content cleared]"
 async def service(tmp_path: Path):
     async with await ContextService.open(load_settings({"home": tmp_path}, environ={})) as svc:
         yield svc
-
-
-def _longest_tool_output(path: Path) -> tuple[str, str]:
-    lines = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
-    tool = max((m for m in lines if m["role"] == "tool"), key=lambda m: len(m["content"]))
-    return tool["tool_call_id"], tool["content"]
 
 
 def _expected_lines(text: str) -> list[str]:
@@ -49,10 +41,9 @@ def _unnumbered(read_text: str) -> list[tuple[int, str]]:
 
 
 @needs_corpus
-async def test_huge_corpus_output_is_spilled_with_a_hint_and_reads_back_exactly(service, corpus: Path):
-    path = corpus / REQUESTS
-    call_id, original = _longest_tool_output(path)
-    assert len(original) == 868_167
+async def test_huge_corpus_output_is_spilled_with_a_hint_and_reads_back_exactly(service):
+    path, call_id, original = longest_tool_output()  # the corpus's longest: far past the 50 KB preview
+    assert len(original.encode()) > 50 * 1024, (path.name, len(original))
 
     result = await service.import_transcript(path, format="normalized", model="gpt-4o")
     spilled = [s for s in result.spilled if s.call_id == call_id]
@@ -189,11 +180,11 @@ async def test_pending_calls_render_as_interrupted_in_both_formats(service):
     assert_anthropic_valid({"messages": anthropic.messages})
 
 
-LONG = [p for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
+LONG_FILES = [p for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
+LONG = corpus_params(LONG_FILES, id=lambda p: p.name[:50])
 
 
-@needs_corpus
-@pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:50])
+@pytest.mark.parametrize("path", LONG)
 async def test_prune_on_long_corpus_sessions(service, path: Path):
     result = await service.import_transcript(path, format="normalized", model="gpt-4.1")
     session_id = result.session_id
@@ -254,7 +245,7 @@ async def test_prune_on_long_corpus_sessions(service, path: Path):
 @needs_corpus
 @pytest.mark.parametrize("budget", [2_000, 8_000, 20_000])
 async def test_select_tail_on_corpus_sessions(service, budget: int):
-    for path in LONG[:4]:
+    for path in corpus_sample(LONG_FILES):
         result = await service.import_transcript(path, format="normalized", model="gpt-4o")
         tail = await service.select_tail(result.session_id, budget=budget)
         assert tail.tail_tokens <= budget

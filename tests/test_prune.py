@@ -7,7 +7,8 @@ from functools import cache
 from typing import Any
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from pathlib import Path
+from conftest import corpus_files, corpus_params, needs_corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -391,7 +392,8 @@ def test_prune_is_idempotent(messages: list[Message], options: PruneOptions, pla
 
 # -- the corpus ------------------------------------------------------------------------------------
 
-LONG_SESSIONS = [p.name for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
+LONG_NAMES = [p.name for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
+LONG_SESSIONS = corpus_params("normalized/*.jsonl", where=lambda p: p.name in LONG_NAMES, id=lambda p: p.name)
 COUNTER = counter_for("gpt-4o")
 
 
@@ -431,10 +433,10 @@ def _independent_totals(msgs: Sequence[Message], options: PruneOptions) -> dict[
 
 
 @needs_corpus
-@pytest.mark.parametrize("name", LONG_SESSIONS or ["absent"])
+@pytest.mark.parametrize("path", LONG_SESSIONS)
 @pytest.mark.parametrize("keep_turns", [2, 0])
-def test_corpus_prune_invariants(name: str, keep_turns: int) -> None:
-    msgs = corpus_session(name)
+def test_corpus_prune_invariants(path: Path, keep_turns: int) -> None:
+    msgs = corpus_session(path.name)
     options = PruneOptions(keep_turns=keep_turns)
     placeholder = COUNTER.count(PLACEHOLDER)
     plan = plan_prune(msgs, options, placeholder_tokens=placeholder, remaining_tokens=remaining_counter(COUNTER))
@@ -467,7 +469,7 @@ def test_corpus_prune_invariants(name: str, keep_turns: int) -> None:
 
 @needs_corpus
 def test_corpus_protected_tools_are_never_marked() -> None:
-    name = max(LONG_SESSIONS, key=lambda n: sum(m.tokens for m in corpus_session(n)))
+    name = max(LONG_NAMES, key=lambda n: sum(m.tokens for m in corpus_session(n)))
     msgs = corpus_session(name)
     options = PruneOptions(keep_turns=0, protected_tools=frozenset({"skill", "read"}))
     plan = plan_prune(msgs, options, placeholder_tokens=7, remaining_tokens=remaining_counter(COUNTER))
@@ -477,15 +479,22 @@ def test_corpus_protected_tools_are_never_marked() -> None:
 
 @needs_corpus
 def test_corpus_big_sessions_are_worth_pruning() -> None:
-    # The two longest Claude Code sessions hold well over 60k tokens of old tool output.
-    applied = [
-        n
-        for n in LONG_SESSIONS
-        if plan_prune(
-            corpus_session(n), placeholder_tokens=7, remaining_tokens=remaining_counter(COUNTER)
-        ).applies
-    ]
-    assert len(applied) >= 2
+    # A session whose clearable tool output older than its last two turns (recomputed from
+    # scratch, as the invariants test does) is far more than the protected 40k and the 20k
+    # minimum together is always worth pruning, unless a summary stops the walk first.
+    checked = []
+    for name in LONG_NAMES:
+        msgs = corpus_session(name)
+        if any(m.summary or m.compaction is not None for m in msgs):
+            continue
+        totals = _independent_totals(msgs, PruneOptions())
+        clearable = max((running for running, _ in totals.values()), default=0)
+        if clearable > 2 * (40_000 + 20_000):
+            plan = plan_prune(msgs, placeholder_tokens=7, remaining_tokens=remaining_counter(COUNTER))
+            assert plan.applies, (name, clearable, plan.reason)
+            checked.append(name)
+    if not checked:
+        pytest.skip("no long corpus session holds that much clearable tool output")
 
 
 def test_reason_when_everything_beyond_protect_is_kept() -> None:

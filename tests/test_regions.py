@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_params
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from validators import assert_anthropic_valid, assert_openai_valid
@@ -375,7 +375,7 @@ def test_property_marks_only_compactable_unpinned_parts_and_idempotent(msgs, kee
 
 # -- corpus ----------------------------------------------------------------------------------------
 
-LONG = [p for p in corpus_files("normalized/*.jsonl") if len(p.read_text("utf-8")) > 100_000]
+LONG = corpus_params("normalized/*.jsonl", where=lambda p: len(p.read_text("utf-8")) > 100_000, id=lambda p: p.name[:60])
 
 
 def _wire(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -396,8 +396,7 @@ def _wire(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@needs_corpus
-@pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:60])
+@pytest.mark.parametrize("path", LONG)
 def test_corpus_plans_keep_invariants_and_render_valid(path: Path):
     lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
     parsed = parse(_wire(lines), "openai").messages

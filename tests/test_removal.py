@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import corpus_files, corpus_session, needs_corpus
+from conftest import corpus_params, corpus_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from validators import assert_anthropic_valid, assert_openai_valid
@@ -498,7 +498,7 @@ def test_invariants_on_random_conversations(messages: list[Message], share: floa
 
 # -- the corpus --------------------------------------------------------------------------------------
 
-LARGE = [p for p in corpus_files("normalized/*.jsonl") if len(p.read_text(encoding="utf-8")) > 100_000]
+LARGE = corpus_params("normalized/*.jsonl", where=lambda p: len(p.read_text(encoding="utf-8")) > 100_000, id=lambda p: p.stem[:60])
 
 
 @cache
@@ -506,8 +506,7 @@ def _load(path: Path) -> tuple[list[SystemPrompt], list[Message]]:
     return corpus_session(path)
 
 
-@needs_corpus
-@pytest.mark.parametrize("path", LARGE, ids=[p.stem[:60] for p in LARGE])
+@pytest.mark.parametrize("path", LARGE)
 def test_corpus_to_half(path: Path) -> None:
     system, messages = _load(path)
     target = sum(m.in_view_tokens for m in messages) // 2

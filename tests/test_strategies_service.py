@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, corpus_sample, needs_corpus
 from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.config import load_settings
@@ -13,7 +13,8 @@ from contextfold.service.facade import CompactionFailed, ContextService
 
 pytestmark = pytest.mark.anyio
 
-LONG = [p for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
+LONG_FILES = [p for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
+LONG = corpus_params(LONG_FILES, id=lambda p: p.name[:40])
 
 
 @pytest.fixture
@@ -22,9 +23,8 @@ async def service(tmp_path: Path):
         yield svc
 
 
-@needs_corpus
 @pytest.mark.parametrize("strategy", ["middle", "oldest", "hybrid"])
-@pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", LONG)
 async def test_removal_strategies_on_long_corpus_sessions(service, path: Path, strategy: str):
     result = await service.import_transcript(path, format="normalized", model="claude-sonnet-4-5")
     sid = result.session_id
@@ -122,8 +122,7 @@ async def test_status_warns_when_the_cache_keeps_missing(service):
     assert status.cache_warning is None and status.cache_hit_rate > 0
 
 
-@needs_corpus
-@pytest.mark.parametrize("path", LONG, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", LONG)
 async def test_regions_strategy_on_long_corpus_sessions(service, path: Path):
     result = await service.import_transcript(path, format="normalized", model="gpt-4o")
     sid = result.session_id
@@ -164,7 +163,7 @@ async def test_pages_of_the_context_add_up_to_the_whole(service, strategy: str):
 
     OpenAI format, because each page is rendered on its own, and the Anthropic renderer may add a
     filler turn at a page boundary to keep roles alternating."""
-    result = await service.import_transcript(LONG[0], format="normalized", model="claude-sonnet-4-5")
+    result = await service.import_transcript(max(corpus_sample(LONG_FILES), key=lambda p: p.stat().st_size), format="normalized", model="claude-sonnet-4-5")
     sid = result.session_id
     await service.compact(sid, strategy=strategy, summarizer="extractive")
     whole = await service.get_context(sid, format="openai")

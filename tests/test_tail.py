@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import cache
+from pathlib import Path
 from typing import overload
 
 import pytest
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_params, needs_corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -307,10 +308,9 @@ def corpus_session(name: str) -> tuple[Message, ...]:
 CORPUS_NAMES = [p.name for p in corpus_files("normalized/*.jsonl")]
 
 
-@needs_corpus
-@pytest.mark.parametrize("name", CORPUS_NAMES or ["absent"])
-def test_corpus_tail_invariants(name: str) -> None:
-    messages = corpus_session(name)
+@pytest.mark.parametrize("path", corpus_params("normalized/*.jsonl", id=lambda p: p.name))
+def test_corpus_tail_invariants(path: Path) -> None:
+    messages = corpus_session(path.name)
     data = rows(messages)
     assert sum(r.tokens for r in data) == sum(m.tokens for m in messages)
     for budget in (2_000, 8_000, 20_000):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import tiktoken
-from conftest import corpus_files, needs_corpus
+from conftest import corpus_files, corpus_sample, needs_corpus
 
 from contextfold.tokens import counting as tokens
 from contextfold.tokens import encodings
@@ -51,11 +51,14 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiktoken.En
         mp.undo()
 
 
-@pytest.fixture(scope="module")
-def corpus_texts() -> list[tuple[str, str]]:
+@pytest.fixture(scope="module", params=["sample", pytest.param("all", marks=pytest.mark.slow)])
+def corpus_texts(request: pytest.FixtureRequest) -> list[tuple[str, str]]:
+    """Every corpus file's text (the slow set), or the fast set's sample: the smallest of each agent."""
     files = [p for p in corpus_files("**/*") if p.is_file()]
     if not files:
         pytest.skip("the shared corpus is absent")
+    if request.param == "sample":
+        files = corpus_sample([p for p in files if p.suffix in (".json", ".jsonl", ".traj")])
     return [(str(p), p.read_text("utf-8")) for p in files]
 
 

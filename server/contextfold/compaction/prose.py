@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from contextfold.domain import Message, TextPart
+from contextfold.formats._common import instruction_role
 from contextfold.compaction.agents import AgentAdapter
 from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.agents.text import clip, collapse
@@ -126,8 +127,8 @@ def user_words(
     history: only it tells a command's expanded prompt from a request (`expands_command`)."""
     if message.role != "user" or message.summary or message.compaction is not None:
         return None
-    if message.name in ("compact_summary", "system", "developer"):
-        return None
+    if message.name in ("compact_summary", "system", "developer") or instruction_role(message) is not None:
+        return None  # a summary, or a system/developer instruction sent mid-conversation
     adapters = registered_adapters() if adapters is None else adapters
     text = _user_text(message, adapters).strip()
     if not text:

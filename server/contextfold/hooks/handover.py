@@ -176,11 +176,17 @@ def _working_set(
     edited = {f.path for f in facts.edited_files}
     read = [f.path for f in facts.files if f.action == "read"]
     found = workingset.working_set(messages, edited, read)
-    fresh = lambda name: f"name:{name}" not in sent and not known.name(name)  # noqa: E731
+    prefix = root.rstrip("/") + "/" if root and root.startswith("/") else None
+    # A file under `root` is listed (and its key sent) relative to it: an earlier handover gave it
+    # under that name, so it is looked up under both.
+    fresh = lambda name: (  # noqa: E731
+        f"name:{name}" not in sent
+        and not (prefix and f"name:{name.removeprefix(prefix)}" in sent)
+        and not known.name(name)
+    )
     files = [(path, "read") for path in read if fresh(path)]
     files += [(n, k) for n, k in found.ranked if k in ("read", "file") and fresh(n) and (n, "read") not in files]
     others = [(n, k) for n, k in found.ranked if k not in ("read", "file") and fresh(n)]
-    prefix = root.rstrip("/") + "/" if root and root.startswith("/") else None
     if prefix:
         files = [(n.removeprefix(prefix), k) for n, k in files]
     bullets = workingset.fit_working_set(workingset.WorkingSet(list(dict.fromkeys(files))), counter, int(budget * FILE_SHARE))
