@@ -176,7 +176,10 @@ def _working_set(
     edited = {f.path for f in facts.edited_files}
     read = [f.path for f in facts.files if f.action == "read"]
     found = workingset.working_set(messages, edited, read)
-    fresh = lambda name: f"name:{name}" not in sent and not known.name(name)  # noqa: E731
+
+    def fresh(name: str) -> bool:
+        return f"name:{name}" not in sent and not known.name(name)
+
     files = [(path, "read") for path in read if fresh(path)]
     files += [(n, k) for n, k in found.ranked if k in ("read", "file") and fresh(n) and (n, "read") not in files]
     others = [(n, k) for n, k in found.ranked if k not in ("read", "file") and fresh(n)]
