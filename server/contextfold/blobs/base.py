@@ -19,6 +19,7 @@ nothing a client sends can become a path, a key or a query.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ class StoredBlob:
     bytes: int
     lines: int
     created: bool
-    index: bytes = field(default=b"", repr=False, compare=False)
+    index: builtins.bytes = field(default=b"", repr=False, compare=False)  # `bytes` is the field above
     """The line index stored with the content (`lineindex`), stamped with its version."""
 
 

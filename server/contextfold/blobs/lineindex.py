@@ -64,7 +64,7 @@ if array("Q").itemsize != 8:  # pragma: no cover - every platform CPython suppor
 class Index:
     stride: int
     total_lines: int
-    offsets: array  # offsets[k] = byte offset where line k * stride + 1 starts
+    offsets: array[int]  # offsets[k] = byte offset where line k * stride + 1 starts
     size: int  # bytes of the content it describes
     version: int  # the blob's version when it last hashed to its digest (0: never checked)
 
@@ -198,7 +198,8 @@ def verified(blobs: BlobStore, digest: str, f: BlobReader, *, rebuild: bool = Fa
 
 def total_lines(data: bytes) -> int:
     """The line count a serialised index records."""
-    return _INDEX_HEADER.unpack_from(data)[4]
+    total: int = _INDEX_HEADER.unpack_from(data)[4]
+    return total
 
 
 def sha256_of(f: BlobReader) -> str:
@@ -236,7 +237,7 @@ def _pack(version: int, stride: int, size: int, total: int, body: bytes) -> byte
     return _INDEX_HEADER.pack(*fields, crc) + body
 
 
-def _le_bytes(values: array) -> bytes:
+def _le_bytes(values: array[int]) -> bytes:
     if sys.byteorder == "big":  # pragma: no cover - the format is little-endian everywhere
         values = array("Q", values)
         values.byteswap()

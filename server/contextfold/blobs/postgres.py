@@ -19,6 +19,7 @@ connection from a pool for each call, so a reader holds none between reads.
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -76,7 +77,9 @@ class PostgresBlobs:
             fed = False
         try:
             with self._pool.connection() as conn, conn.transaction():
-                blob_id = conn.execute("SELECT nextval('blob_ids')").fetchone()[0]
+                next_id = conn.execute("SELECT nextval('blob_ids')").fetchone()
+                assert next_id is not None  # nextval always returns its one row
+                blob_id = next_id[0]
                 with conn.cursor().copy("COPY blob_chunks (blob_id, n, data) FROM STDIN (FORMAT BINARY)") as copy:
                     copy.set_types(["int8", "int4", "bytea"])
                     for n, chunk in enumerate(chunks):
@@ -166,7 +169,7 @@ class PostgresBlobs:
         for digest, size, modified, blob_id in rows:
             yield BlobInfo(digest, size, modified, blob_id)
 
-    def _chunks(self, blob_id: int, first: int, count: int) -> list[bytes]:
+    def _chunks(self, blob_id: int, first: int, count: int) -> builtins.list[bytes]:  # `list` is a method here
         with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(
                 "SELECT data FROM blob_chunks WHERE blob_id = %s AND n >= %s AND n < %s ORDER BY n",

@@ -25,7 +25,7 @@ import secrets
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import obstore
 from obstore.exceptions import NotFoundError as _ObjectMissing
@@ -41,6 +41,9 @@ from contextfold.blobs.base import (
     is_digest,
     missing,
 )
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig  # declared for type checkers only
 
 __all__ = ["S3Blobs"]
 
@@ -62,7 +65,7 @@ class S3Blobs:
         import os
 
         endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-        client = {"allow_http": True} if endpoint.startswith("http://") else None
+        client: ClientConfig | None = {"allow_http": True} if endpoint.startswith("http://") else None
         self.url = url
         self._store = S3Store.from_url(url, client_options=client, **config)
         # Two threads of this process putting the same content agree on which one created it.

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+from mcp.types import TextContent, TextResourceContents
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
@@ -105,7 +106,9 @@ def _replayable_ids() -> Iterator[None]:
 async def _call(client: Client, name: str, args: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     result = await client.call_tool(name, args, **kwargs)
     if result.is_error:
-        raise RuntimeError(f"{name}: {result.content[0].text}")
+        first = result.content[0]
+        assert isinstance(first, TextContent)  # our server words every error as text
+        raise RuntimeError(f"{name}: {first.text}")
     return result.structured_content or {}
 
 
@@ -184,7 +187,9 @@ async def _show_spill(client: Client, console: Console) -> None:
     hints = [m["content"] for m in context["messages"] if m.get("role") == "tool" and "Full output saved as" in m["content"]]
     if not hints:
         return
-    output_id = re.search(r"out_[0-9A-Z]+", hints[0]).group(0)
+    spilled = re.search(r"out_[0-9A-Z]+", hints[0])
+    assert spilled is not None  # the hint names the output it saved
+    output_id = spilled.group(0)
     hint = hints[0].strip().splitlines()[-1]
     console.print(Panel(Text(hint), title="the end of the spilled output's preview, as the model sees it"))
     first = await _call(client, "read_output", {"id": output_id, "limit": 1})
@@ -307,7 +312,9 @@ def _first_line(text: str) -> str:
 
 async def _summary_text(client: Client) -> str:
     summary = await client.read_resource(f"contextfold://sessions/{SESSION}/summary")
-    return summary.contents[0].text
+    contents = summary.contents[0]
+    assert isinstance(contents, TextResourceContents)  # the summary resource is text
+    return contents.text
 
 
 async def _show_summary(client: Client, console: Console) -> None:

@@ -9,7 +9,7 @@ the next message, and no text block is blank.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from contextfold.domain import (
     CompactionPart,
@@ -17,6 +17,7 @@ from contextfold.domain import (
     Message,
     Part,
     ReasoningPart,
+    Role,
     SystemPrompt,
     TextPart,
     ToolPart,
@@ -86,7 +87,7 @@ def _parse_message(raw: Any, path: str, builder: BatchBuilder) -> None:
         builder.add_message(Message(role=role, parts=parts))
 
 
-def _parse_role(message: dict[str, Any], path: str) -> str:
+def _parse_role(message: dict[str, Any], path: str) -> Role:
     if "role" not in message:
         raise FormatError(f"{path}.role", "missing; expected 'user' or 'assistant'")
     role = message["role"]
@@ -98,7 +99,7 @@ def _parse_role(message: dict[str, Any], path: str) -> str:
     if role not in _ROLES:
         shown = repr(role) if isinstance(role, str) else json_type(role)
         raise FormatError(f"{path}.role", f"expected 'user' or 'assistant', got {shown}")
-    return role
+    return cast(Role, role)  # one of _ROLES, checked above
 
 
 def _parse_content(message: dict[str, Any], path: str, role: str) -> list[Part | ToolResult]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 from contextfold import safejson
 from contextfold.domain import (
@@ -88,7 +88,10 @@ def parse_messages(messages: Sequence[Any]) -> ParsedBatch:
     return builder.batch
 
 
-def _parse_role(message: dict[str, Any], path: str) -> str:
+_Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+def _parse_role(message: dict[str, Any], path: str) -> _Role:
     if "role" not in message:
         raise FormatError(f"{path}.role", f"missing; expected one of {', '.join(_ROLES)}")
     role = message["role"]
@@ -100,7 +103,7 @@ def _parse_role(message: dict[str, Any], path: str) -> str:
     if role not in _ROLES:
         shown = repr(role) if isinstance(role, str) else json_type(role)
         raise FormatError(f"{path}.role", f"expected one of {', '.join(_ROLES)}, got {shown}")
-    return role
+    return cast(_Role, role)  # one of _ROLES, checked above
 
 
 def _text_content(message: dict[str, Any], path: str) -> str:

@@ -302,7 +302,7 @@ def _verify(
 ) -> None:
     """Compare, per session and table, the rows in the home with those in PostgreSQL."""
     conflicted = {line.split(":", 1)[0] for line in report.conflicts} | set(report.in_use)
-    missing = {}
+    missing: dict[str, int] = {}
     for line in report.missing_content:
         missing[line.split(":", 1)[0]] = missing.get(line.split(":", 1)[0], 0) + 1
     totals = dict.fromkeys(("sessions", *_TABLES), 0)

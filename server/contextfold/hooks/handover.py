@@ -177,13 +177,16 @@ def _working_set(
     read = [f.path for f in facts.files if f.action == "read"]
     found = workingset.working_set(messages, edited, read)
     prefix = root.rstrip("/") + "/" if root and root.startswith("/") else None
-    # A file under `root` is listed (and its key sent) relative to it: an earlier handover gave it
-    # under that name, so it is looked up under both.
-    fresh = lambda name: (  # noqa: E731
-        f"name:{name}" not in sent
-        and not (prefix and f"name:{name.removeprefix(prefix)}" in sent)
-        and not known.name(name)
-    )
+
+    def fresh(name: str) -> bool:
+        # A file under `root` is listed (and its key sent) relative to it: an earlier handover
+        # gave it under that name, so it is looked up under both.
+        return (
+            f"name:{name}" not in sent
+            and not (prefix is not None and f"name:{name.removeprefix(prefix)}" in sent)
+            and not known.name(name)
+        )
+
     files = [(path, "read") for path in read if fresh(path)]
     files += [(n, k) for n, k in found.ranked if k in ("read", "file") and fresh(n) and (n, "read") not in files]
     others = [(n, k) for n, k in found.ranked if k not in ("read", "file") and fresh(n)]

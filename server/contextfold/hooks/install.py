@@ -566,9 +566,11 @@ def _same(path: Path, one: str, other: str) -> bool:
     if path.suffix == ".toml":
         import tomlkit
 
-        return tomlkit.parse(one).unwrap() == tomlkit.parse(other).unwrap()
+        same: bool = tomlkit.parse(one).unwrap() == tomlkit.parse(other).unwrap()
+        return same
     try:
-        return json.loads(one or "{}") == json.loads(other or "{}")
+        equal: bool = json.loads(one or "{}") == json.loads(other or "{}")
+        return equal
     except ValueError:
         return False
 

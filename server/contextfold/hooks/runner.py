@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextfold.hooks import claude_code, codex, gate, state
 
@@ -128,8 +128,8 @@ class _Hook:
                 state.set_pending(self.home, sid, pending)
             return None
         if self.event == "UserPromptSubmit":
-            pending = state.take_pending(self.home, sid)
-            return claude_code.additional_context("UserPromptSubmit", pending) if pending else None
+            held = state.take_pending(self.home, sid)
+            return claude_code.additional_context("UserPromptSubmit", held) if held else None
         return None
 
     # -- Codex ---------------------------------------------------------------------------------
@@ -280,7 +280,10 @@ def _read_saved(path: Path) -> str:
     return data.decode("utf-8", "replace")
 
 
-def _run(coroutine: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
     import asyncio
 
     return asyncio.run(coroutine)

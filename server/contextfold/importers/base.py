@@ -164,7 +164,8 @@ def decode_json_object(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
         raise TranscriptError(path, line_no, "malformed JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise TranscriptError(path, line_no, f"expected a JSON object, got {type_name(value)}")
-    return safe_json(path, line_no, value)
+    record: dict[str, Any] = safe_json(path, line_no, value)
+    return record
 
 
 def decode_line(lines: LineReader, line_no: int, raw: bytes) -> dict[str, Any] | None:

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from contextfold.formats import detect_format
-from contextfold.importers.base import ImportFormat, iter_jsonl
+from contextfold.importers.base import iter_jsonl
+from contextfold.names import ImportFormat
 from contextfold.errors import TranscriptError
 from contextfold.importers.claude_code import looks_like_claude_code
 from contextfold.importers.codex import looks_like_codex

@@ -97,9 +97,11 @@ class _Reader:
         if not isinstance(call_id, str) or not isinstance(name, str):
             self.skipped["action:without_call_id"] += 1
             return
-        response = metadata.get("model_response") if isinstance(metadata.get("model_response"), dict) else {}
+        raw = metadata.get("model_response")
+        response: dict[str, Any] = raw if isinstance(raw, dict) else {}
         reply = _reply(response)
-        response_id = response.get("id") if isinstance(response.get("id"), str) else call_id
+        raw_id = response.get("id")
+        response_id = raw_id if isinstance(raw_id, str) else call_id
         if self._response is None or self._response[0] != response_id:
             content = reply.get("content")
             message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else ""}

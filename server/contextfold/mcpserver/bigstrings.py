@@ -49,7 +49,8 @@ def restore(arguments: dict[str, Any], strings: dict[str, str] | None = None) ->
     strings = _strings if strings is None else strings
     if not strings:
         return arguments
-    return _restored(arguments, strings)
+    restored: dict[str, Any] = _restored(arguments, strings)
+    return restored
 
 
 def _restored(value: Any, strings: dict[str, str]) -> Any:
@@ -104,7 +105,8 @@ class LargeStrings:
         async def replay() -> dict[str, Any]:
             nonlocal sent
             if sent:
-                return await receive()  # a disconnect, for a response stream
+                message: dict[str, Any] = await receive()  # a disconnect, for a response stream
+                return message
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
 
@@ -204,7 +206,7 @@ def _all_in_arguments(body: bytes, expected: int) -> bool:
 def _large_literals(body: bytes, min_literal: int) -> list[tuple[int, int]]:
     """(start, end) of each string literal of at least `min_literal` bytes that is not an object
     key, quotes included. Assumes JSON: outside strings, a quote always opens one."""
-    spans = []
+    spans: list[tuple[int, int]] = []
     opening = body.find(b'"')
     while opening != -1:
         closing = opening + 1
@@ -239,7 +241,7 @@ def _decode(body: bytes, start: int, end: int, piece: int) -> str | None:
         if cut is None:
             return None
         try:
-            text = json.loads(b'"' + body[start:cut] + b'"')
+            text: str = json.loads(b'"' + body[start:cut] + b'"')
         except ValueError:
             return None
         surrogates = surrogates or safejson.has_surrogate(text)

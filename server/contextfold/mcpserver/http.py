@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from contextfold.tokens import counting as tokens
+from contextfold.tokens import encodings
 from contextfold.mcpserver.auth import unauthorized_message
 from contextfold.mcpserver.bigstrings import LargeStrings
 from contextfold.config import Settings
@@ -140,7 +140,7 @@ def serve_http(server: MCPServer, settings: Settings, *, host: str, port: int) -
 
     # Sessions share this event loop: build the tokenizers now, off it, rather than in the first
     # request that counts (0.4 s during which every other session would wait).
-    threading.Thread(target=tokens.warm, name="contextfold-tokenizers", daemon=True).start()
+    threading.Thread(target=encodings.warm, name="contextfold-tokenizers", daemon=True).start()
     # A request takes the interpreter back from a busy worker thread (a 40 MB append being
     # measured and stored) each time its database thread answers: after 1 ms, not the default 5.
     sys.setswitchinterval(0.001)
@@ -158,11 +158,11 @@ def serve_http(server: MCPServer, settings: Settings, *, host: str, port: int) -
         settings.http_sessions_per_tenant, settings.http_max_sessions, settings.http_session_idle_seconds
     ).install(server.session_manager)
     verifier = server._token_verifier  # the SDK keeps it private; None without bearer tokens
-    app = LargeStrings(
+    guarded = LargeStrings(
         app, limit=settings.max_request_bytes, verify=verifier.verify_token if verifier is not None else None
     )
     config = uvicorn.Config(
-        _ExplainUnauthorized(_ExplainTooLarge(app, settings.max_request_bytes)),
+        _ExplainUnauthorized(_ExplainTooLarge(guarded, settings.max_request_bytes)),
         host=host,
         port=port,
         log_level=server.settings.log_level.lower(),

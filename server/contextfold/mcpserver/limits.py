@@ -66,7 +66,7 @@ class SessionLimits:
             return admit(requestor)
 
         manager._admit_session = admit_within_limits  # type: ignore[method-assign]
-        manager.asgi_app = _AnswerRefusals(manager.asgi_app)
+        manager.asgi_app = _AnswerRefusals(manager.asgi_app)  # type: ignore[assignment]  # the SDK types the attribute as its own middleware class; any ASGI app serves
 
     def check(self, transports: dict[str, Any], owners: dict[str, Any], tenant: str) -> None:
         """Raise `SessionRefused` if `tenant` may not open another session now.

@@ -104,7 +104,7 @@ def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
             return [expand(value) for value in node]
         return node
 
-    out = expand({key: value for key, value in schema.items() if key != "$defs"})
+    out: dict[str, Any] = expand({key: value for key, value in schema.items() if key != "$defs"})
     kept = {name: expand(body) for name, body in defs.items() if name not in once}
     if kept:
         out["$defs"] = kept

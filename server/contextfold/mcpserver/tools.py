@@ -12,7 +12,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -146,7 +146,8 @@ async def _collect_garbage(service: ContextService) -> None:
 
 
 def _service(ctx: Context) -> ContextService:
-    return ctx.request_context.lifespan_context
+    # What `_lifespan` yields; the SDK's unparametrised Context types it as a dict.
+    return cast(ContextService, ctx.request_context.lifespan_context)
 
 
 def _tenant(ctx: Context) -> Tenant:

@@ -48,8 +48,8 @@ from contextfold.tokens.counting import (
     count_in_view,
     count_part,
     estimate_chars,
-    tool_input_text,
 )
+from contextfold.formats.shown import tool_input_text
 
 RemainingTokens = Callable[[ToolPart], int]
 """Tokens a part still costs in view once cleared, the placeholder not included."""

@@ -473,7 +473,7 @@ def _walk(units: list[_Unit], total: int, target: int) -> tuple[list[int], int]:
     return [uid for uid in order if removed[uid]], given_back
 
 
-_WHY_LABELS: dict[str, str] = {
+_WHY_LABELS: dict[_Why, str] = {
     "compaction": "compaction markers and summaries",
     "preserve_start": "preserve_start",
     "preserve_end": "preserve_end",

@@ -255,8 +255,10 @@ class ProcessChannel(StreamChannel):
             text = line.decode("utf-8", "replace").rstrip("\n")
             self.stderr_tail.append(text)
             try:
-                sys.__stderr__.write(text + "\n")
-                sys.__stderr__.flush()
+                console = sys.__stderr__  # None without a console: nothing to relay to
+                if console is not None:
+                    console.write(text + "\n")
+                    console.flush()
             except (OSError, ValueError, AttributeError):
                 pass
 

@@ -294,7 +294,8 @@ class _Multiplex:
             return  # a request to the client: the sessionless era has no way to carry one
         params = wire.params(data)
         if data["method"] == "notifications/progress":
-            exchange = self._open.get(params.get("progressToken")) if isinstance(params.get("progressToken"), str) else None
+            token = params.get("progressToken")
+            exchange = self._open.get(token) if isinstance(token, str) else None
             if exchange is not None:
                 exchange.queue.put_nowait({**data, "params": {**params, "progressToken": exchange.token}})
             return

@@ -204,7 +204,8 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
         if kind == "text":
             texts.append((path, holder["text"]))
             continue
-        data = holder.get("blob") if isinstance(holder.get("blob"), str) else holder["data"]
+        blob = holder.get("blob")
+        data = blob if isinstance(blob, str) else holder["data"]
         size = _binary_bytes(data)
         if size > limits.max_binary_bytes:
             pieces.append(Piece(path, "binary", _wrapped(data), 0, mime=holder.get("mimeType"), bytes=size))
@@ -377,14 +378,14 @@ def apply(
         _combine(out, planned.combine, stored[COMBINED].shown)
     if planned.structured_budget is None:
         return out
-    piece = next((p for p in planned.pieces if p.kind == "structured"), None)
-    outcome = stored[piece.path] if piece is not None else None
-    if outcome is not None:
+    structured = next((p for p in planned.pieces if p.kind == "structured"), None)
+    whole = stored[structured.path] if structured is not None else None
+    if whole is not None:
         for path in planned.mirrors:
-            _holder(out, path)["text"] = outcome.shown
+            _holder(out, path)["text"] = whole.shown
     shown = {value: stored[path].shown for value, path in planned.substitutes.items()}
     first_id = next((stored[path].output_id for path in planned.substitutes.values() if stored[path].output_id), None)
-    output_id = outcome.output_id if outcome is not None else first_id
+    output_id = whole.output_id if whole is not None else first_id
     budget = planned.structured_budget + sum(count(text) for text in shown.values())
     for candidate in _shortenings(result["structuredContent"], budget, count, output_id, shown):
         if output_schema is None or validate is None or validate(candidate, output_schema):
@@ -399,7 +400,7 @@ def apply(
     rest = {k: v for k, v in out.items() if k not in ("structuredContent", "content", "isError")}
     mirrored = {path[1] for path in planned.mirrors}
     others = [block for i, block in enumerate(out.get("content") or []) if i not in mirrored]
-    head = f"{why}\n{outcome.shown}" if outcome is not None else why
+    head = f"{why}\n{whole.shown}" if whole is not None else why
     return {**rest, "content": [{"type": "text", "text": head}, *others], "isError": True}
 
 
@@ -454,7 +455,8 @@ def _holder(result: dict[str, Any], path: Path) -> dict[str, Any]:
     node: Any = result
     for key in path:
         node = node[key]
-    return node
+    holder: dict[str, Any] = node
+    return holder
 
 
 def _replace_binary(out: dict[str, Any], piece: Piece, outcome: Stored) -> None:

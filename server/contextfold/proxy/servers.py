@@ -214,9 +214,11 @@ class Hub:
             member = self._resource(params.get("uri"))
             return (member, params) if member else f"no upstream server lists the resource {params.get('uri')!r}"
         if method == "completion/complete":
-            ref = params.get("ref") if isinstance(params.get("ref"), dict) else {}
+            raw = params.get("ref")
+            ref: dict[str, Any] = raw if isinstance(raw, dict) else {}
             if ref.get("type") == "ref/prompt":
-                owner = self.prompt_owner.get(ref.get("name"))
+                prompt: Any = ref.get("name")  # any JSON value: a non-string names no prompt
+                owner = self.prompt_owner.get(prompt)
                 if owner is None:
                     return f"no upstream server has the prompt {ref.get('name')!r}"
                 return owner[0], {**params, "ref": {**ref, "name": owner[1]}}
@@ -231,8 +233,11 @@ class Hub:
         return f"contextfold proxy --config cannot tell which upstream server {method} is for"
 
     @staticmethod
-    def _by_name(owners: dict[str, tuple[_Member, str]], params: dict[str, Any], key: str, what: str) -> Any:
-        owner = owners.get(params.get(key))
+    def _by_name(
+        owners: dict[str, tuple[_Member, str]], params: dict[str, Any], key: str, what: str
+    ) -> tuple[_Member, dict[str, Any]] | str:
+        name: Any = params.get(key)  # any JSON value: a non-string names nothing
+        owner = owners.get(name)
         if owner is None:
             return f"no {what} named {params.get(key)!r}; list them first (names are prefixed NAME{SEPARATOR})"
         return owner[0], {**params, key: owner[1]}

@@ -27,7 +27,7 @@ from contextfold.proxy.oversize import Limits, Piece, Stored
 
 if TYPE_CHECKING:
     from contextfold.config import Settings
-    from contextfold.service.facade import ContextService
+    from contextfold.service.facade import ContextService, Tenant
     from contextfold.tokens.counting import TokenCounter
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class ProxySession:
         assert self._opening is not None
         return await self._opening
 
-    async def _tenant(self) -> Any:
+    async def _tenant(self) -> Tenant:
         service = await self.service()
         return service.tenant(self.owner)
 

@@ -102,13 +102,14 @@ async def answer(session: Any, added: str, arguments: Any) -> dict[str, Any]:
     """The result of a call to an added tool (`added` is its base name), errors as error results."""
     from contextfold.errors import USER_ERRORS, brief
 
+    answered: tuple[type[Exception], ...] = (ArgumentError, *USER_ERRORS)
     try:
         if added == READ_OUTPUT:
             text = await session.read_output(**read_output_args(arguments))
         else:
             text = await session.search_history(**search_history_args(arguments))
         return {"content": [{"type": "text", "text": text}], "isError": False}
-    except (ArgumentError, *USER_ERRORS) as exc:
+    except answered as exc:
         return {"content": [{"type": "text", "text": brief(str(exc))}], "isError": True}
     except Exception as exc:
         import logging

@@ -48,6 +48,7 @@ async def open_postgres(settings: Settings) -> tuple[Any, Any]:
         store = await PostgresStore.open(url, pool_size=settings.database_pool_size)
     except Exception as exc:
         raise opening_problem(exc, url) from exc
+    files: BlobStore
     try:
         if settings.spill_url:  # spilled outputs in S3 instead of the database
             from contextfold.blobs.s3 import S3Blobs

@@ -27,7 +27,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg.rows import dict_row
@@ -120,12 +120,12 @@ async def _execute(conn: psycopg.AsyncConnection, sql: str, params: Sequence[Any
 
 async def _fetchall(conn: psycopg.AsyncConnection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
     cur = await conn.execute(sql, _safe(params))
-    return await cur.fetchall()
+    return cast("list[dict[str, Any]]", await cur.fetchall())  # the pool's row_factory is dict_row
 
 
 async def _fetchone(conn: psycopg.AsyncConnection, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
     cur = await conn.execute(sql, _safe(params))
-    return await cur.fetchone()
+    return cast("dict[str, Any] | None", await cur.fetchone())  # the pool's row_factory is dict_row
 
 
 async def _executemany(conn: psycopg.AsyncConnection, sql: str, rows: Sequence[Sequence[Any]]) -> None:

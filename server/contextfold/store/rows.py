@@ -138,11 +138,11 @@ def new_message_rows(
             )
         )
         for index, part in enumerate(message.parts):
-            is_tool = isinstance(part, ToolPart)
+            tool = part if isinstance(part, ToolPart) else None
             part_rows.append(
                 (
-                    message.id, index, owner, session_id, part.type, part.call_id if is_tool else None,
-                    part.state if is_tool else None, part_json(part), part.tokens,
+                    message.id, index, owner, session_id, part.type, tool.call_id if tool is not None else None,
+                    tool.state if tool is not None else None, part_json(part), part.tokens,
                 )
             )
         stored.append(message)

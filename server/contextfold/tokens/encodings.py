@@ -79,7 +79,7 @@ def warm() -> None:
     """Build every packaged encoding now. A server serving many sessions over HTTP calls this in a
     thread at start, so that its first count does not hold the event loop for 0.4 s."""
     for name in EXPECTED_SHA256:
-        encoding(name)  # type: ignore[arg-type]
+        encoding(name)
 
 
 def _build(name: Encoding) -> tiktoken.Encoding:

@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import unicodedata
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 import tiktoken
 
 from contextfold.errors import InvalidInput
 from contextfold.tokens.encodings import encoding
+
+if TYPE_CHECKING:
+    import regex
 
 WINDOW = 1 << 16
 """Characters counted in one tiktoken call; small enough to stay linear and far from a panic."""
@@ -58,7 +61,7 @@ _BOUNDARIES = (
 
 
 @cache
-def _patterns() -> tuple[Any, Any, Any]:
+def _patterns() -> tuple[regex.Pattern[str], regex.Pattern[str], regex.Pattern[str]]:
     import regex  # tiktoken's own dependency; only long texts need it
 
     either = "|".join(_BOUNDARIES)
