@@ -51,6 +51,7 @@ from contextfold.store.sql import (
     SQLTenant,
     message_insert,
     session_update,
+    totals,
 )
 
 __all__ = ["PostgresStore", "PostgresTenant", "connect_kwargs", "is_postgres_url", "redact"]
@@ -151,93 +152,6 @@ class _PgDb(Db):
         return value.replace(_NUL, "\ufffd")
 
 
-class PostgresStore(SQLStore):
-    """`Store` on one PostgreSQL database: every tenant, each through `tenant(owner)`."""
-
-    def __init__(self, pool: AsyncConnectionPool[Any], url: str) -> None:
-        self._pool = pool
-        self.url = url
-
-    @classmethod
-    async def open(cls, url: str, *, pool_size: int = 10, timeout: float = 30.0) -> PostgresStore:
-        """Connect, migrate (under an advisory lock, see `pgschema`) and open a pool of up to `pool_size`."""
-        await asyncio.to_thread(_migrate, url, timeout)
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(1, pool_size),
-            kwargs={**connect_kwargs(), "row_factory": dict_row},
-            open=False,
-            timeout=timeout,
-            name="contextfold",
-            # A replica survives a database restart or a failover without failing the request
-            # that would have met a dead connection, at no round trip per checkout.
-            check=_check,
-        )
-        await pool.open(wait=True, timeout=timeout)
-        return cls(pool, url)
-
-    async def close(self) -> None:
-        await self._pool.close()
-
-    # -- connections and transactions ------------------------------------------------------------
-
-    @asynccontextmanager
-    async def _reading(self) -> AsyncIterator[Db]:
-        # Autocommit: each statement is its own snapshot (those that must agree are one statement).
-        async with self._pool.connection() as conn:
-            yield _PgDb(conn)
-
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[Db]:
-        async with self._pool.connection() as conn:
-            async with conn.transaction():
-                yield _PgDb(conn)
-
-    async def _write(self, sql: str, params: Sequence[Any] = ()) -> None:
-        async with self._reading() as db:  # one statement, which autocommit commits
-            await db.execute(sql, params)
-
-    def _output_transaction(self, db: Db) -> SQLOutputStatements:
-        return _PgOutputTransaction(db)
-
-    def _session_transaction(self, db: Db, owner: str, session: Session, next_seq: int) -> SQLSessionTransaction:
-        return _PgTransaction(db, owner, session, next_seq)
-
-    def tenant(self, owner: str) -> PostgresTenant:
-        return PostgresTenant(self, owner)
-
-    # -- what only PostgreSQL answers ------------------------------------------------------------
-
-    async def compaction_totals(self) -> tuple[int, int]:
-        row = await self._fetchone(
-            "SELECT COALESCE(SUM(compaction_count), 0) AS n, COALESCE(SUM(compaction_tokens_freed), 0) AS freed "
-            "FROM sessions"
-        )
-        return (int(row["n"]), int(row["freed"])) if row else (0, 0)
-
-    async def size_bytes(self) -> int:
-        """Bytes the session tables take, indexes and TOAST included (not the spilled blobs,
-        which `spill_quota_bytes` bounds)."""
-        row = await self._fetchone(
-            "SELECT COALESCE(SUM(pg_total_relation_size(to_regclass(t))), 0) AS size FROM unnest(?::text[]) AS t",
-            (list(_SESSION_TABLES),),
-        )
-        return int(row["size"]) if row else 0
-
-
-class PostgresTenant(SQLTenant):
-    """`TenantStore` on a `PostgresStore`: every query is scoped to one owner (see `SQLTenant`)."""
-
-    async def _lock_for_delete(self, db: Db, session_id: str) -> None:
-        # The session's row first, then the spill lock (its outputs go too): the order every
-        # write takes them in. No row: nothing to lock, and the DELETE says it was not found.
-        if await db.fetchone(
-            "SELECT 1 AS found FROM sessions WHERE owner = ? AND id = ? FOR UPDATE", (self.owner, session_id)
-        ) is not None:
-            await db.execute(_LOCK_SPILL, (pgschema.SPILL_LOCK,))
-
-
 class _PgOutputTransaction(SQLOutputStatements):
     """The spill lock is an advisory transaction lock, taken before the first statement that
     reads or changes output rows (`pgschema.SPILL_LOCK`); lock order is session row, then it."""
@@ -311,6 +225,90 @@ class _PgTransaction(_PgOutputTransaction, SQLSessionTransaction):
         kept["revision"] = self.session.revision
         self.session = session.model_copy(update={"updated_at": time.time(), **kept})
         self._dirty = True  # written by `_flush`, with the rest of the row
+
+
+class PostgresStore(SQLStore):
+    """`Store` on one PostgreSQL database: every tenant, each through `tenant(owner)`."""
+
+    _OUTPUT_TRANSACTION = _PgOutputTransaction
+    _SESSION_TRANSACTION = _PgTransaction
+
+    def __init__(self, pool: AsyncConnectionPool[Any], url: str) -> None:
+        self._pool = pool
+        self.url = url
+
+    @classmethod
+    async def open(cls, url: str, *, pool_size: int = 10, timeout: float = 30.0) -> PostgresStore:
+        """Connect, migrate (under an advisory lock, see `pgschema`) and open a pool of up to `pool_size`."""
+        await asyncio.to_thread(_migrate, url, timeout)
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={**connect_kwargs(), "row_factory": dict_row},
+            open=False,
+            timeout=timeout,
+            name="contextfold",
+            # A replica survives a database restart or a failover without failing the request
+            # that would have met a dead connection, at no round trip per checkout.
+            check=_check,
+        )
+        await pool.open(wait=True, timeout=timeout)
+        return cls(pool, url)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    # -- connections and transactions ------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[Db]:
+        # Autocommit: each statement is its own snapshot (those that must agree are one statement).
+        async with self._pool.connection() as conn:
+            yield _PgDb(conn)
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Db]:
+        async with self._pool.connection() as conn:
+            async with conn.transaction():
+                yield _PgDb(conn)
+
+    async def _write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        async with self._reading() as db:  # one statement, which autocommit commits
+            await db.execute(sql, params)
+
+    def tenant(self, owner: str) -> PostgresTenant:
+        return PostgresTenant(self, owner)
+
+    # -- what only PostgreSQL answers ------------------------------------------------------------
+
+    async def compaction_totals(self) -> tuple[int, int]:
+        row = await self._fetchone(
+            "SELECT COALESCE(SUM(compaction_count), 0) AS n, COALESCE(SUM(compaction_tokens_freed), 0) AS freed "
+            "FROM sessions"
+        )
+        return totals(row)
+
+    async def size_bytes(self) -> int:
+        """Bytes the session tables take, indexes and TOAST included (not the spilled blobs,
+        which `spill_quota_bytes` bounds)."""
+        row = await self._fetchone(
+            "SELECT COALESCE(SUM(pg_total_relation_size(to_regclass(t))), 0) AS size FROM unnest(?::text[]) AS t",
+            (list(_SESSION_TABLES),),
+        )
+        return int(row["size"]) if row else 0
+
+
+class PostgresTenant(SQLTenant):
+    """`TenantStore` on a `PostgresStore`: every query is scoped to one owner (see `SQLTenant`)."""
+
+    async def _lock_for_delete(self, db: Db, session_id: str) -> None:
+        # The session's row first, then the spill lock (its outputs go too): the order every
+        # write takes them in. No row: nothing to lock, and the DELETE says it was not found.
+        if await db.fetchone(
+            "SELECT 1 AS found FROM sessions WHERE owner = ? AND id = ? FOR UPDATE", (self.owner, session_id)
+        ) is not None:
+            await db.execute(_LOCK_SPILL, (pgschema.SPILL_LOCK,))
 
 
 def _migrate(url: str, timeout: float) -> None:

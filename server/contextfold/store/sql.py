@@ -168,7 +168,8 @@ async def message_rows(db: Db, owner: str, session_id: str, after_seq: int) -> l
     return [MessageRow(r["id"], r["seq"], r["role"], r["tokens"], bool(r["turn_start"]), bool(r["summary"])) for r in rows]
 
 
-def _totals(row: Row | None) -> tuple[int, int]:
+def totals(row: Row | None) -> tuple[int, int]:
+    """(how many compactions, tokens freed) from a row of them as `n` and `freed`."""
     return (int(row["n"]), int(row["freed"])) if row else (0, 0)
 
 
@@ -191,11 +192,8 @@ class SQLStore:
         """One write statement on its own."""
         raise NotImplementedError
 
-    def _output_transaction(self, db: Db) -> SQLOutputStatements:
-        raise NotImplementedError
-
-    def _session_transaction(self, db: Db, owner: str, session: Session, next_seq: int) -> SQLSessionTransaction:
-        raise NotImplementedError
+    _OUTPUT_TRANSACTION: ClassVar[type[SQLOutputStatements]]
+    _SESSION_TRANSACTION: ClassVar[type[SQLSessionTransaction]]
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self._reading() as db:
@@ -218,7 +216,7 @@ class SQLStore:
     @asynccontextmanager
     async def spill_transaction(self) -> AsyncIterator[SQLOutputStatements]:
         async with self._transaction() as db:
-            tx = self._output_transaction(db)
+            tx = self._OUTPUT_TRANSACTION(db)
             await tx._lock_spill()
             yield tx
 
@@ -300,7 +298,7 @@ class SQLTenant:
                 row = await self._session_row(db, session_id)  # ours, or one a concurrent request made
             if row is None:
                 raise NotFoundError("session", session_id, "open it first with session_open")
-            tx = self._store._session_transaction(db, self.owner, session_from_row(row), row["next_seq"])
+            tx = self._store._SESSION_TRANSACTION(db, self.owner, session_from_row(row), row["next_seq"])
             yield tx
             await tx._flush()
 
@@ -371,7 +369,7 @@ class SQLTenant:
         return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
 
     async def compaction_totals(self, session_id: str) -> tuple[int, int]:
-        return _totals(
+        return totals(
             await self._store._fetchone(
                 "SELECT compaction_count AS n, compaction_tokens_freed AS freed FROM sessions WHERE owner = ? AND id = ?",
                 (self.owner, session_id),
@@ -594,4 +592,5 @@ __all__ = [
     "message_insert",
     "message_rows",
     "session_update",
+    "totals",
 ]

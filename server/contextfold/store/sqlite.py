@@ -36,6 +36,7 @@ from contextfold.store.sql import (
     SQLTenant,
     message_insert,
     session_update,
+    totals,
 )
 
 BUSY_TIMEOUT_MS = 10_000
@@ -103,8 +104,52 @@ async def _enable_wal(conn: aiosqlite.Connection) -> None:
         delay = min(delay * 2, 0.1)
 
 
+class _SQLiteTransaction(SQLSessionTransaction):
+    """Writes the session row as it goes; the schema's triggers stamp the revision on every
+    message whose row or parts change, and keep the compaction totals."""
+
+    _STAMPS_MESSAGES = False
+
+    def __init__(self, db: Db, owner: str, session: Session, next_seq: int) -> None:
+        super().__init__(db, owner, session, next_seq)
+        self._stamped = False
+
+    async def _stamp(self) -> None:
+        """Take the session's next revision, which the triggers stamp on every message this
+        transaction changes. A transaction that changes no message takes none (and writes
+        nothing: a read-only home can still answer it)."""
+        if self._stamped:
+            return
+        self._stamped = True
+        await self._db.execute(
+            "UPDATE sessions SET revision = revision + 1 WHERE owner = ? AND id = ?", (self._owner, self.session.id)
+        )
+        self.session = self.session.model_copy(update={"revision": self.session.revision + 1})
+
+    async def _update_messages(self, assignments: str, where: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._db.executemany(f"UPDATE messages SET {assignments} WHERE {where}", rows)
+
+    async def _insert_messages(self, message_rows: list[tuple[Any, ...]], part_rows: list[tuple[Any, ...]]) -> None:
+        await self._db.executemany(_INSERT_MESSAGE, message_rows)
+        await self._db.executemany(PART_INSERT, part_rows)
+        await self._db.execute(
+            "UPDATE sessions SET next_seq = ? WHERE owner = ? AND id = ?", (self._next_seq, self._owner, self.session.id)
+        )
+
+    async def save_session(self, session: Session) -> None:
+        # What the store keeps comes from its own copy: the caller's may predate `add_compaction`.
+        kept = {f: getattr(self.session, f) for f in KEPT}
+        session = session.model_copy(update={"updated_at": time.time(), **kept})
+        columns = session_columns(session)
+        await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in UPDATABLE), self._owner, session.id))
+        self.session = session
+
+
 class SQLiteStore(SQLStore):
     """`Store` on one SQLite file (or `:memory:`): every tenant, each through `tenant(owner)`."""
+
+    _OUTPUT_TRANSACTION = SQLOutputStatements  # BEGIN IMMEDIATE holds the spill store's lock too
+    _SESSION_TRANSACTION = _SQLiteTransaction
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
@@ -156,12 +201,6 @@ class SQLiteStore(SQLStore):
         async with self._transaction() as db:
             await db.execute(sql, params)
 
-    def _output_transaction(self, db: Db) -> SQLOutputStatements:
-        return SQLOutputStatements(db)
-
-    def _session_transaction(self, db: Db, owner: str, session: Session, next_seq: int) -> SQLSessionTransaction:
-        return _SQLiteTransaction(db, owner, session, next_seq)
-
     def tenant(self, owner: str) -> SQLiteTenant:
         """This database as one tenant sees it: its sessions and outputs, nobody else's."""
         return SQLiteTenant(self, owner)
@@ -174,7 +213,7 @@ class SQLiteStore(SQLStore):
             "SELECT COUNT(*) AS n, COALESCE(SUM(json_extract(data, '$.tokens_before') - "
             "json_extract(data, '$.tokens_after')), 0) AS freed FROM compactions"
         )
-        return (int(row["n"]), int(row["freed"])) if row else (0, 0)
+        return totals(row)
 
     async def integrity_check(self) -> str:
         row = await self._fetchone("PRAGMA integrity_check")
@@ -191,44 +230,3 @@ class SQLiteStore(SQLStore):
 
 class SQLiteTenant(SQLTenant):
     """`TenantStore` on a `SQLiteStore`: every query is scoped to one owner (see `SQLTenant`)."""
-
-
-class _SQLiteTransaction(SQLSessionTransaction):
-    """Writes the session row as it goes; the schema's triggers stamp the revision on every
-    message whose row or parts change, and keep the compaction totals."""
-
-    _STAMPS_MESSAGES = False
-
-    def __init__(self, db: Db, owner: str, session: Session, next_seq: int) -> None:
-        super().__init__(db, owner, session, next_seq)
-        self._stamped = False
-
-    async def _stamp(self) -> None:
-        """Take the session's next revision, which the triggers stamp on every message this
-        transaction changes. A transaction that changes no message takes none (and writes
-        nothing: a read-only home can still answer it)."""
-        if self._stamped:
-            return
-        self._stamped = True
-        await self._db.execute(
-            "UPDATE sessions SET revision = revision + 1 WHERE owner = ? AND id = ?", (self._owner, self.session.id)
-        )
-        self.session = self.session.model_copy(update={"revision": self.session.revision + 1})
-
-    async def _update_messages(self, assignments: str, where: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._db.executemany(f"UPDATE messages SET {assignments} WHERE {where}", rows)
-
-    async def _insert_messages(self, message_rows: list[tuple[Any, ...]], part_rows: list[tuple[Any, ...]]) -> None:
-        await self._db.executemany(_INSERT_MESSAGE, message_rows)
-        await self._db.executemany(PART_INSERT, part_rows)
-        await self._db.execute(
-            "UPDATE sessions SET next_seq = ? WHERE owner = ? AND id = ?", (self._next_seq, self._owner, self.session.id)
-        )
-
-    async def save_session(self, session: Session) -> None:
-        # What the store keeps comes from its own copy: the caller's may predate `add_compaction`.
-        kept = {f: getattr(self.session, f) for f in KEPT}
-        session = session.model_copy(update={"updated_at": time.time(), **kept})
-        columns = session_columns(session)
-        await self._db.execute(_UPDATE_SESSION, (*(columns[f] for f in UPDATABLE), self._owner, session.id))
-        self.session = session
