@@ -31,6 +31,7 @@ __all__ = [
     "BlobReader",
     "BlobStore",
     "DamagedContent",
+    "RangeReads",
     "StoredBlob",
     "byte_chunks",
     "check_digest",
@@ -148,6 +149,21 @@ class WindowedReader:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
     ) -> None:
         self.close()
+
+
+class RangeReads:
+    """`BlobStore.read_range` for every backend, through its own `open`: a file's seek and read,
+    a database's chunk rows or an object's byte ranges (`WindowedReader`) fetch the bytes."""
+
+    def open(self, digest: str) -> BlobReader:
+        raise NotImplementedError
+
+    def read_range(self, digest: str, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0:
+            raise ValueError(f"a byte range needs offset >= 0 and size >= 0, got {offset} and {size}")
+        with self.open(digest) as f:
+            f.seek(offset)
+            return f.read(size)
 
 
 class BlobStore(Protocol):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from contextfold.blobs import lineindex
-from contextfold.blobs.base import BlobInfo, StoredBlob, byte_chunks, check_digest, is_digest, missing
+from contextfold.blobs.base import BlobInfo, RangeReads, StoredBlob, byte_chunks, check_digest, is_digest, missing
 
 __all__ = ["FileBlobs"]
 
@@ -41,7 +41,7 @@ class _BlobFile(io.FileIO):
         return BlobInfo(self.digest, st.st_size, st.st_mtime, st.st_mtime_ns)
 
 
-class FileBlobs:
+class FileBlobs(RangeReads):
     """Content-addressed blobs under one directory (see the module docstring)."""
 
     def __init__(self, root: Path, *, read_only: bool = False) -> None:
@@ -174,13 +174,6 @@ class FileBlobs:
 
     def open(self, digest: str) -> _BlobFile:
         return self._open(check_digest(digest))
-
-    def read_range(self, digest: str, offset: int, size: int) -> bytes:
-        if offset < 0 or size < 0:
-            raise ValueError(f"a byte range needs offset >= 0 and size >= 0, got {offset} and {size}")
-        with self.open(digest) as f:
-            f.seek(offset)
-            return f.read(size)
 
     def stat(self, digest: str) -> BlobInfo:
         digest = check_digest(digest)

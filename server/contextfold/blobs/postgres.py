@@ -28,7 +28,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from contextfold.blobs import lineindex
-from contextfold.blobs.base import BlobInfo, StoredBlob, WindowedReader, byte_chunks, check_digest, missing
+from contextfold.blobs.base import BlobInfo, RangeReads, StoredBlob, WindowedReader, byte_chunks, check_digest, missing
 from contextfold.store.postgres import connect_kwargs, connection_lost
 
 __all__ = ["CHUNK_BYTES", "PostgresBlobs"]
@@ -43,7 +43,7 @@ class _Exists(Exception):
     """Raised inside a put's transaction to roll its chunks back: the content was stored meanwhile."""
 
 
-class PostgresBlobs:
+class PostgresBlobs(RangeReads):
     """Content-addressed blobs in PostgreSQL (see the module docstring)."""
 
     def __init__(self, url: str, *, pool_size: int = 8, timeout: float = 30.0) -> None:
@@ -131,13 +131,6 @@ class PostgresBlobs:
 
     def open(self, digest: str) -> _BlobReader:
         return _BlobReader(self, self.stat(digest), self._chunk_size(digest))
-
-    def read_range(self, digest: str, offset: int, size: int) -> bytes:
-        if offset < 0 or size < 0:
-            raise ValueError(f"a byte range needs offset >= 0 and size >= 0, got {offset} and {size}")
-        with self.open(digest) as f:
-            f.seek(offset)
-            return f.read(size)
 
     def stat(self, digest: str) -> BlobInfo:
         digest = check_digest(digest)

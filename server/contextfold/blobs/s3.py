@@ -34,6 +34,7 @@ from obstore.store import S3Store
 from contextfold.blobs import lineindex
 from contextfold.blobs.base import (
     BlobInfo,
+    RangeReads,
     StoredBlob,
     WindowedReader,
     byte_chunks,
@@ -58,7 +59,7 @@ def _version(modified: datetime) -> int:
     return int(modified.timestamp() * 1_000_000_000)
 
 
-class S3Blobs:
+class S3Blobs(RangeReads):
     """Content-addressed blobs in an S3 bucket (see the module docstring)."""
 
     def __init__(self, url: str, **config: Any) -> None:
@@ -126,13 +127,6 @@ class S3Blobs:
 
     def open(self, digest: str) -> _ObjectReader:
         return _ObjectReader(self, self.stat(digest))
-
-    def read_range(self, digest: str, offset: int, size: int) -> bytes:
-        if offset < 0 or size < 0:
-            raise ValueError(f"a byte range needs offset >= 0 and size >= 0, got {offset} and {size}")
-        with self.open(digest) as f:
-            f.seek(offset)
-            return f.read(size)
 
     def stat(self, digest: str) -> BlobInfo:
         info = self._head(check_digest(digest))

@@ -174,7 +174,7 @@ def _harness_blocks(text: str) -> bool:
     if not text.startswith("<") or not _TAGGED_ONLY.match(text[:20_000]):
         return False
     outer = _outer_tags(text[:20_000])
-    return bool(outer) and all(_HARNESS_TAG.search(name) for name in outer)
+    return outer is not None and bool(outer) and all(_HARNESS_TAG.search(name) for name in outer)
 
 
 INJECTED_MIN_CHARS = 1_000
