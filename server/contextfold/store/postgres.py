@@ -32,7 +32,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
