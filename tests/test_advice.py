@@ -130,7 +130,7 @@ async def test_a_prune_frees_only_what_the_view_still_holds(tmp_path: Path):
             view = await service._scope.view(session)
             return session.tokens_in_view, sum(count_message(m, counter).in_view_tokens for m in view)
 
-        assert await service.anchored.cut_oversized("v", 20_000) == 1
+        assert await service.compactor.cut_oversized("v", 20_000) == 1
         counted, fresh = await counted_and_fresh()
         assert counted == fresh  # the cut is counted as shown, its note of what was left out included
         pruned = await service.prune("v")

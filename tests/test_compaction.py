@@ -157,7 +157,7 @@ async def test_a_second_compaction_updates_the_first(tmp_path: Path):
                 {"role": "user", "content": f"More, round {i}."},
                 {"role": "assistant", "content": "ok " * 300},
             ])
-        prepared = await service.anchored.prepare("s")
+        prepared = await service.compactor.prepare("s")
         assert prepared.plan.previous is not None and "## Goal" in prepared.plan.previous
         assert not any(m.summary or m.compaction for m in prepared.plan.head)  # the anchor is not history
 
@@ -390,7 +390,7 @@ async def test_a_summarizer_that_barely_helps_stops_with_a_clear_error(tmp_path:
                 {"role": "user", "content": f"Step {i}"},
                 {"role": "assistant", "content": "words " * 600},
             ])
-        monkeypatch.setattr(service._compacting, "_summarizers", lambda *a, **k: [_StubbornSummarizer()])
+        monkeypatch.setattr(service, "_summarizers", lambda *a, **k: [_StubbornSummarizer()])
         with pytest.raises(CompactionFailed, match=r"tokens in view.*usable"):
             await service.compact("l")
         assert 1 <= len(await service.store.compactions("l")) <= MAX_ATTEMPTS
@@ -412,7 +412,7 @@ async def test_a_forced_loop_stops_at_the_attempt_bound(tmp_path: Path, monkeypa
             )
             return record, "## Goal\n- x\n"
 
-        monkeypatch.setattr(service.anchored, "compact", no_real_progress)
+        monkeypatch.setattr(service.compactor, "compact", no_real_progress)
         with pytest.raises(CompactionFailed, match="after 3 compactions"):
             await service.compact("f")
         assert len(calls) == MAX_ATTEMPTS

@@ -151,7 +151,7 @@ async def test_our_own_previous_summary_is_built_on_without_reading_the_hidden_h
         await service.append("s", [{"role": "user", "content": text}, {"role": "assistant", "content": "ok " * 3000}])
         if text == "next":
             await service.compact("s", summarizer="extractive")
-    plan = (await service.anchored.prepare("s")).plan
+    plan = (await service.compactor.prepare("s")).plan
     assert plan.previous is not None and not plan.foreign_previous and plan.earlier == ()
     await service.compact("s", summarizer="extractive")
     assert FIRST in await service.summary_text("s")
@@ -159,7 +159,7 @@ async def test_our_own_previous_summary_is_built_on_without_reading_the_hidden_h
 
 async def test_another_agents_summary_makes_the_plan_read_the_history_it_stands_for(service, tmp_path: Path) -> None:
     imported = await service.import_transcript(claude_code_session(tmp_path), model="gpt-4o")
-    plan = (await service.anchored.prepare(imported.session_id)).plan
+    plan = (await service.compactor.prepare(imported.session_id)).plan
     assert plan.foreign_previous
     assert [m.text for m in plan.earlier if m.role == "user" and m.text in (FIRST, CORRECTION)] == [FIRST, CORRECTION]
     assert all(m.seq < plan.previous_summary.seq and not m.is_compaction for m in plan.earlier)

@@ -212,7 +212,7 @@ async def test_a_client_without_sampling_gets_the_rule_digest(tmp_path: Path):
         result = await client.call_tool("compact", {"session_id": "m", "strategy": "regions", "summarizer": "sampling"})
         body = result.structured_content
         assert body["summarizer"] == "digest" and body["compacted"]
-        assert any(f.startswith("sampling: the client did not offer") for f in body["fallbacks"]), body
+        assert any(f.startswith("sampling: no model was offered") for f in body["fallbacks"]), body
 
 
 # -- the prompt and the reply ------------------------------------------------------------------------

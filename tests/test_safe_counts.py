@@ -220,7 +220,7 @@ async def test_overflow_recovery_cuts_an_output_to_a_token_cap(service):
     await service.open_session("r", model="gpt-4o")
     await service.append("r", _tool_turn(dense(20_000)))
     session = await service.store.get_session("r")
-    cut = await service.anchored.cut_oversized("r", 1_000)
+    cut = await service.compactor.cut_oversized("r", 1_000)
     assert cut == 1
     part = await _tool_part(service, "r")
     assert part.view_cap is not None and part.output and len(part.output) == 26_668  # the store keeps it whole

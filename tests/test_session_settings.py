@@ -52,7 +52,7 @@ async def _shown_output(service: ContextService, session_id: str) -> str:
 async def test_the_overflow_cut_keeps_the_sessions_cut_tokens(service, cut_tokens: int):
     await service.open_session("c", model="gpt-4o", settings={"cut_tokens": cut_tokens})
     await service.append("c", _tool_turn(1, _dense(20_000)))
-    assert await service.anchored.cut_oversized("c", 1_000) == 1
+    assert await service.compactor.cut_oversized("c", 1_000) == 1
     shown = GPT4O.count(await _shown_output(service, "c"))
     assert cut_tokens - 10 <= shown <= cut_tokens + 30  # the prefix, and the note of what was cut
 
@@ -60,9 +60,9 @@ async def test_the_overflow_cut_keeps_the_sessions_cut_tokens(service, cut_token
 async def test_oversized_share_decides_which_outputs_recovery_cuts(service):
     await service.open_session("s", model="gpt-4o", settings={"oversized_share": 0.9})
     await service.append("s", _tool_turn(1, _dense(10_000)))  # about 9,000 tokens: under 90 % of 20,000
-    assert await service.anchored.cut_oversized("s", 20_000) == 0
+    assert await service.compactor.cut_oversized("s", 20_000) == 0
     await service.open_session("s", settings={"oversized_share": 0.3})
-    assert await service.anchored.cut_oversized("s", 20_000) == 1
+    assert await service.compactor.cut_oversized("s", 20_000) == 1
 
 
 async def test_the_cooldown_is_the_sessions(service):
@@ -130,7 +130,7 @@ async def test_recovery_attempts_is_the_sessions(tmp_path: Path, monkeypatch):
             )
             return record, "## Goal\n- x\n"
 
-        monkeypatch.setattr(service.anchored, "compact", no_real_progress)
+        monkeypatch.setattr(service.compactor, "compact", no_real_progress)
         with pytest.raises(CompactionFailed, match="after 2 compactions"):
             await service.compact("f")
         assert len(calls) == 2

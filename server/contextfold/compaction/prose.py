@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from contextfold.domain import Message, TextPart
-from contextfold.formats._common import instruction_role
+from contextfold.formats.base import instruction_role
 from contextfold.compaction.agents import AgentAdapter
 from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.agents.text import clip, collapse

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Literal, TypeAlias
 
-from contextfold.domain import Message, SystemPrompt, ToolResult
+from contextfold.domain import Message, SystemPrompt, TextPart, ToolResult
 from contextfold.errors import FormatError
 
-__all__ = ["INTERRUPTED_RESULT", "FormatError", "JSONValue", "ParsedBatch", "RenderOptions", "SystemArg", "UsageArg", "WireFormat", "WireMessage"]
+__all__ = ["INSTRUCTION_ROLE", "INTERRUPTED_RESULT", "FormatError", "JSONValue", "ParsedBatch", "RenderOptions", "SystemArg", "UsageArg", "WireFormat", "WireMessage", "instruction_message", "instruction_role"]
 
 WireFormat = Literal["anthropic", "openai"]
 
@@ -46,3 +46,23 @@ class RenderOptions:
 
 
 INTERRUPTED_RESULT = "[Tool execution was interrupted]"
+
+
+INSTRUCTION_ROLE = "instruction_role"
+"""Message metadata key: this user message was a `system`/`developer` message sent mid-conversation."""
+
+
+def instruction_message(prompt: SystemPrompt) -> Message:
+    """A system/developer message that came after the conversation began, kept where it was sent.
+
+    Only the leading ones are the system prompt; a later one (Codex's `<model_switch>`) speaks at
+    its place in the conversation. The domain has user and assistant roles only, so it is stored as
+    a user message that remembers its role; the OpenAI renderer sends it back with that role.
+    """
+    return Message(role="user", parts=[TextPart(text=prompt.text)], metadata={INSTRUCTION_ROLE: prompt.role})
+
+
+def instruction_role(message: Message) -> str | None:
+    """`system` or `developer` for a message made by `instruction_message`, else None."""
+    role = message.metadata.get(INSTRUCTION_ROLE)
+    return role if role in ("system", "developer") and message.role == "user" else None

@@ -33,7 +33,7 @@ from contextfold.formats.shown import (
     shown_result,
     shows_media,
 )
-from contextfold.formats.base import ParsedBatch, RenderOptions
+from contextfold.formats.base import ParsedBatch, RenderOptions, instruction_message, instruction_role
 from contextfold.errors import FormatError
 from contextfold.formats._common import (
     CONTINUATION_TEXT,
@@ -44,8 +44,6 @@ from contextfold.formats._common import (
     expect_list,
     expect_object,
     guess_mime,
-    instruction_message,
-    instruction_role,
     json_type,
     optional_str,
     parse_data_url,

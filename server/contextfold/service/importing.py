@@ -35,7 +35,7 @@ from contextfold.domain import (
 )
 from contextfold.errors import InvalidInput
 from contextfold.formats import parse
-from contextfold.formats._common import instruction_message
+from contextfold.formats.base import instruction_message
 from contextfold.errors import FormatError
 from contextfold.importers import (
     START,

@@ -238,8 +238,11 @@ def count_system(prompts: Iterable[SystemPrompt], counter: TokenCounter) -> list
 
 
 def check_count_size(field: str, value: Any, limit: int) -> None:
-    """Refuse a text (or messages) over `limit` UTF-8 bytes (`max_count_bytes`) before counting it."""
-    size = _utf8_size(value)
+    """Refuse a text (or messages) over `limit` UTF-8 bytes (`max_count_bytes`) before counting it.
+
+    Measured without recursion, so a value nested thousands deep is measured too (its depth is
+    refused later, by the parser, with the field that is too deep)."""
+    size = _utf8_size(value, limit)
     if size > limit:
         raise LimitExceeded(
             field,
@@ -248,15 +251,23 @@ def check_count_size(field: str, value: Any, limit: int) -> None:
         )
 
 
-def _utf8_size(value: Any) -> int:
-    """The UTF-8 bytes of every string in `value` (keys too); other scalars by their text."""
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, dict):
-        return sum(_utf8_size(k) + _utf8_size(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return sum(_utf8_size(v) for v in value)
-    return 0 if value is None else len(str(value))
+def _utf8_size(value: Any, limit: int) -> int:
+    """The UTF-8 bytes of every string in `value` (keys too), other scalars by their text; the
+    walk stops once past `limit`."""
+    total = 0
+    pending = [value]
+    while pending and total <= limit:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item.encode("utf-8", "surrogatepass"))
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                pending += (key, inner)
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+        elif item is not None:
+            total += len(str(item))
+    return total
 
 
 def count_text(text: str, model: str | None, settings: Settings) -> TokenCount:
