@@ -21,7 +21,7 @@ SessionStart `additionalContext`, and with what the next prompt adds after PostC
 needed-later recall, the user's instructions kept and edited files named (`_recall.py`), and the
 tokens each adds (Claude's count: o200k × 1.2). The notes give the pooled recall, how many sessions
 stay under 80 %, and the instructions and edited files kept over all of them: quality figures, which
-tests/test_hooks_corpus.py does not hold to a threshold.
+tests/e2e/test_hooks_corpus.py does not hold to a threshold.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def timings(opts: Options) -> None:
         notes=[
             f"median of {opts.repeat} runs per case after one warm-up; each run spawns `contextfold --home H hook claude-code EVENT` "
             "with the event on stdin (the first PreCompact import is one run)",
-            "the 200-byte and 20 KB outputs take the cheap path (tests/test_hooks_gate.py checks what it loads); the "
+            "the 200-byte and 20 KB outputs take the cheap path (tests/e2e/test_hooks_gate.py checks what it loads); the "
             "3,000-line one is spilled (settings, store and tokenizer loaded)",
             f"the transcript is generated in Claude Code 2.1.197's format ({size:,} bytes); each PreCompact imports only "
             "what was appended since the last",

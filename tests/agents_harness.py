@@ -17,7 +17,7 @@ in), and a fake model on 127.0.0.1 that the test scripts (tests/fake_models.py):
 
 Other CLI commands go through `run` (`claude.run("mcp", "add", "name", "--", "contextfold", "proxy", ...)`).
 Without Node.js or the installed CLIs the fixtures skip locally and fail under CI=true (like
-tests/test_inspector.py), so CI cannot pass without running these tests.
+tests/e2e/test_inspector.py), so CI cannot pass without running these tests.
 
 `hook_recorder_command` gives a hook command line that appends every event it is handed to a JSON-lines
 file; `read_hook_log` reads it back. A hook process sees the `CONTEXTFOLD_HOME` the agent was started with.

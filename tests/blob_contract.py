@@ -2,7 +2,7 @@
 
 A backend's test module imports these tests and provides two fixtures: `blobs`, an empty
 `BlobStore`, and `reopen`, a function returning a second instance on the same storage (another
-process's view of it). `tests/test_blob_contract.py` runs them on the filesystem; a PostgreSQL
+process's view of it). `tests/contract/test_blob_contract.py` runs them on the filesystem; a PostgreSQL
 or object-store backend adds a module of its own with its fixtures and the same
 `from blob_contract import *`.
 

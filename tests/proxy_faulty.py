@@ -1,4 +1,4 @@
-"""A misbehaving MCP server, written by hand in raw JSON-RPC lines, for tests/test_proxy_faults.py.
+"""A misbehaving MCP server, written by hand in raw JSON-RPC lines, for tests/e2e/test_proxy_faults.py.
 
 It answers the handshake and lists its tools like any server; each tool then fails in its own way:
 `exit` dies mid-call (stderr says why), `hang` never answers, `garbage` writes a line that is not

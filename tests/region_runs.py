@@ -11,12 +11,12 @@ from __future__ import annotations
 from contextfold.domain import ToolPart
 
 ERROR_MESSAGE = "E       AssertionError: expected 200, got 503"
-FAILED_TEST = "FAILED tests/test_server.py::test_health - AssertionError: expected 200, got 503"
+FAILED_TEST = "FAILED tests/e2e/test_server.py::test_health - AssertionError: expected 200, got 503"
 FIRST_VERDICT = "1 failed, 41 passed in 3.21s"
 LAST_VERDICT = "42 passed in 3.05s"
 LINT_ERROR = "src/app/server.py:88:5: F841 local variable 'started' is assigned to but never used"
 GREP_HIT = "src/app/server.py:87:def handle_health(request):"
-COMMANDS = ("git status --short", "pytest -x tests/test_server.py", "ruff check src", "pytest -q tests")
+COMMANDS = ("git status --short", "pytest -x tests/e2e/test_server.py", "ruff check src", "pytest -q tests")
 
 def _call(name: str, arguments: dict[str, object], output: str, *, error: bool = False) -> ToolPart:
     return ToolPart(
@@ -62,7 +62,7 @@ def _pytest(verdict_failed: bool) -> str:
         lines.append(f"tests/test_module_{i}.py ...                                              [{(i + 1) * 7:3d}%]")
     if verdict_failed:
         lines += [
-            "tests/test_server.py F",
+            "tests/e2e/test_server.py F",
             "",
             "=================================== FAILURES ===================================",
             "_________________________________ test_health __________________________________",
@@ -76,7 +76,7 @@ def _pytest(verdict_failed: bool) -> str:
             "E       assert 503 == 200",
             "E        +  where 503 = <Response [503]>.status_code",
             "",
-            "tests/test_server.py:14: AssertionError",
+            "tests/e2e/test_server.py:14: AssertionError",
             "------------------------------ Captured log call -------------------------------",
         ]
         lines += [f"WARNING  app.server:server.py:{90 + i} pool warm-up {i} pending" for i in range(20)]
@@ -86,13 +86,13 @@ def _pytest(verdict_failed: bool) -> str:
             f"========================= {FIRST_VERDICT} ==========================",
         ]
     else:
-        lines += ["tests/test_server.py .", "", f"============================== {LAST_VERDICT} =============================="]
+        lines += ["tests/e2e/test_server.py .", "", f"============================== {LAST_VERDICT} =============================="]
     return "\n".join(lines)
 
 
 def realistic_run() -> list[ToolPart]:
     """Fourteen calls (ids `toolu_0000` … `toolu_0013`), about 8,000 tokens in the view (gpt-4o's tokenizer)."""
-    status = "\n".join([" M src/app/server.py", " M tests/test_server.py", "?? notes/health.md"])
+    status = "\n".join([" M src/app/server.py", " M tests/e2e/test_server.py", "?? notes/health.md"])
     hits = [GREP_HIT] + [
         f"src/app/{mod}.py:{10 + 7 * i}:def {mod}_step_{i}(request, *, retries: int = 3) -> dict:"
         for mod in ("routes", "views", "auth") for i in range(12)
@@ -127,7 +127,7 @@ def realistic_run() -> list[ToolPart]:
         _call("Read", {"file_path": "/srv/app/src/app/views.py"}, _numbered(_module("views", 15))),
         _call("Bash", {"command": COMMANDS[3], "description": "Run all tests"}, _pytest(False)),
         _call("Bash", {"command": "git diff --stat"},
-              " src/app/server.py     | 4 ++--\n tests/test_server.py | 2 +-\n 2 files changed, 3 insertions(+), 3 deletions(-)"),
+              " src/app/server.py     | 4 ++--\n tests/e2e/test_server.py | 2 +-\n 2 files changed, 3 insertions(+), 3 deletions(-)"),
         _call("Bash", {"command": "ls notes"}, "health.md\nplan.md"),
         _call("Bash", {"command": "wc -l src/app/*.py"},
               "\n".join(f"  {100 + 13 * i} src/app/{n}.py" for i, n in enumerate(("server", "routes", "views")))

@@ -2,7 +2,7 @@
 
 A backend's test module imports these tests and provides one fixture, `store`: an open `Store`
 on a fresh database, closed after the test, and `reopen`: a second `Store` on the same database
-(another process's view of it). `tests/test_store_contract.py` runs them on SQLite; a PostgreSQL
+(another process's view of it). `tests/contract/test_store_contract.py` runs them on SQLite; a PostgreSQL
 backend adds a module of its own with its fixtures and the same `from store_contract import *`.
 
 Only the interfaces in `contextfold.store.base` are used: nothing here knows about SQL.

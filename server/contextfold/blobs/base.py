@@ -5,7 +5,7 @@ database maps the opaque output ids a client sees to digests (`outputs`); the by
 `BlobStore`. Reading pages of lines (`lines`) and searching (`linesearch`) go through `open`,
 which returns a seekable binary reader, so they work on any backend. The local filesystem
 (`fileblobs.FileBlobs`) is the embedded default; a database or an object store is another class
-with the same methods, checked by the same contract suite (tests/test_blob_contract.py).
+with the same methods, checked by the same contract suite (tests/contract/test_blob_contract.py).
 
 Every blob has a line index beside it (`lineindex`): `put` computes it while the content streams
 in and stores it with the content. The index is a cache that readers verify against the blob's

@@ -5,7 +5,7 @@ This module parses the command line, loads the settings and dispatches. Each sub
 its handler as "module:function" (in `contextfold.cli.commands`, or `tokencli`), imported only when
 that command runs: `--help` and `--version` load argparse and little else, `token` no store,
 tokenizer or MCP SDK, `count` the tokenizer but no store or SDK, and only `serve` the SDK
-(tests/test_coldstart.py, benchmarks/bench_coldstart.py). A handler calls the service (`count`
+(tests/e2e/test_coldstart.py, benchmarks/bench_coldstart.py). A handler calls the service (`count`
 the tokenizer alone) and prints a table for people or JSON with `--json` (the wording lives in `cli_views`). Commands that only
 read open the home so that nothing in it is created or changed. Errors print one line saying
 what to do, naming CLI commands, and exit 2.

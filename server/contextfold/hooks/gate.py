@@ -8,7 +8,7 @@ and compared with bounds that need no counting: an output of B UTF-8 bytes has a
 and at most B o200k tokens (times the model's safety factor). Only an output that may be over the
 limits goes on to the exact check (`runner`), which loads the real settings and counts.
 
-`tests/test_hooks_gate.py` holds these defaults and readings equal to `config.Settings`'.
+`tests/e2e/test_hooks_gate.py` holds these defaults and readings equal to `config.Settings`'.
 """
 
 from __future__ import annotations

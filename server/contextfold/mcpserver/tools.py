@@ -79,7 +79,7 @@ TOOLS = (
     "count_tokens", "session_open", "session_list", "session_delete", "append", "get_context", "status", "prune",
     "select_tail", "spill", "search_history", "read_output", "compact", "summarize",
 )
-"""Every tool the server offers (`tests/test_hooks_install.py` holds it equal to `tools/list`)."""
+"""Every tool the server offers (`tests/e2e/test_hooks_install.py` holds it equal to `tools/list`)."""
 
 SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 WireMessages = Annotated[

@@ -1,7 +1,7 @@
 """The two tools the proxy adds to the upstream's: `read_output` and `search_history`.
 
 They are listed after the upstream's tools and cost 271 o200k tokens of `tools/list` together,
-measured as tests/test_footprint.py measures contextfold's own listing (tests/test_proxy.py holds
+measured as tests/e2e/test_footprint.py measures contextfold's own listing (tests/e2e/test_proxy.py holds
 them under 300). Their results are text only, without an output
 schema: what the model reads is the text, and a schema would cost tokens on every listing.
 

@@ -1,7 +1,7 @@
 """`contextfold count`: the tokens of a file or of stdin, for a model.
 
 It counts with `tokens.counting.count_text`, as `ContextService.count_tokens` does for text, and opens no
-data home: neither the store nor the service is loaded (tests/test_coldstart.py checks both the
+data home: neither the store nor the service is loaded (tests/e2e/test_coldstart.py checks both the
 answer and what was imported).
 """
 

@@ -19,7 +19,6 @@ from contextfold.compaction.template import CONSTRAINTS, DONE, FILES, parse_summ
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from _recall import own_words  # noqa: E402
 
 COUNTER = counter_for("gpt-4o")

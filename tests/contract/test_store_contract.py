@@ -12,7 +12,7 @@ from store_contract import *  # noqa: F403 - the contract's tests run here
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])
 def backend(request: pytest.FixtureRequest, tmp_path: Path):
     """How to open (another connection to) one fresh database of the backend under test."""
     if request.param == "sqlite":

@@ -20,7 +20,7 @@ from _servers import client, free_port, serve
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "alice-token-for-the-nginx-test"
 
 

@@ -19,6 +19,8 @@ from _proxy import UPSTREAM, output_id
 from proxy_upstream import lines_text
 from test_inspector import CALL_TIMEOUT, SERVER_INFO_META, TOOL_ERROR_EXIT, inspector  # noqa: F401
 
+pytestmark = [pytest.mark.npm]
+
 MODERN = "modern"  # the Inspector's name for the 2026-07-28 era
 
 

@@ -22,7 +22,7 @@ from mcp.types import CreateMessageResult, ElicitResult, ListRootsResult, Root, 
 
 from _proxy import RawClient, direct, env, npm_server, output_id, proxied, proxy_command, read_whole
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.npm]
 
 ERAS = ["legacy", "auto"]
 """The TypeScript servers speak the 2025 era only: `auto` probes, is refused, and falls back,

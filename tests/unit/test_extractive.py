@@ -51,7 +51,6 @@ from contextfold.compaction.template import (
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from _recall import OPENING_CHARS, own_words  # noqa: E402
 from _recall import normalize as recall_normalize  # noqa: E402
 

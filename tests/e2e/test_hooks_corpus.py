@@ -30,7 +30,6 @@ import pytest
 from conftest import CORPUS, corpus_params, corpus_source, needs_corpus
 from contextfold.tokens.counting import counter_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from _handover import Replayed, compacted_transcripts, compaction_start, cut_at_boundary, replay  # noqa: E402
 

@@ -22,7 +22,7 @@ import pytest
 
 from contextfold.hooks import install
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CLAUDE_SETTINGS = {
     "model": "opus",

@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.npm]
+
+ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR_DIR = ROOT / "tests" / "inspector"
 INSPECTOR_BIN = INSPECTOR_DIR / "node_modules" / ".bin" / "mcp-inspector"
 INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector"

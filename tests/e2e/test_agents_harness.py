@@ -22,12 +22,12 @@ from agents_harness import (
     CLAUDE_COMPACT_WINDOW,
     ClaudeCode,
     Codex,
-    claude,  # noqa: F401 (fixture)
-    codex,  # noqa: F401 (fixture)
     hook_recorder_command,
     read_hook_log,
 )
 from fake_models import DEFAULT_SUMMARY, FakeResponsesAPI, ModelRequest, Turn, call, say, serve_messages_api
+
+pytestmark = [pytest.mark.npm]
 
 CLAUDE_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "PostCompact", "Stop", "SessionEnd")
 CODEX_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "PostCompact", "Stop")

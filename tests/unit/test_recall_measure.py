@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from _recall import cut_points, edited_files, instructions, measure, needed_facts, own_words  # noqa: E402
 

@@ -29,7 +29,6 @@ from contextfold.compaction.template import missing_sections
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from _recall import edited_files, instructions  # noqa: E402
 
 COUNTER = counter_for("gpt-4o")

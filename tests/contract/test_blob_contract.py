@@ -10,7 +10,7 @@ from blob_contract import *  # noqa: F403 - the contract's tests run here
 from contextfold.blobs.files import FileBlobs
 
 
-@pytest.fixture(params=["files", "postgres"])
+@pytest.fixture(params=["files", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])
 def backend(request: pytest.FixtureRequest, tmp_path: Path):
     """A function opening (another instance on) one fresh store of the backend under test."""
     if request.param == "files":

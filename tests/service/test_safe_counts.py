@@ -61,6 +61,7 @@ async def service(tmp_path: Path):
 
 
 @needs_corpus
+@pytest.mark.slow  # counts every normalized file twice (about 10 s)
 def test_the_unknown_model_estimate_is_never_below_a_real_bpe_count_on_the_corpus():
     files = corpus_files("normalized/*.jsonl")
     assert len(files) > 20

@@ -12,13 +12,17 @@ without them these skip locally and fail under CI=true.
 
 from __future__ import annotations
 
+import pytest
+
 import re
 from collections.abc import Callable
 from pathlib import Path
 
 from _proxy import npm_server
-from agents_harness import ClaudeCode, claude  # noqa: F401 (fixture)
+from agents_harness import ClaudeCode
 from fake_models import ModelRequest, Turn, call, say
+
+pytestmark = [pytest.mark.npm]
 
 OUTPUT_ID = re.compile(r"out_[0-9A-Za-z]+")
 LINES = 62_000

@@ -23,6 +23,8 @@ import json
 import re
 import subprocess
 import sys
+
+import pytest
 from collections.abc import Callable
 
 from agents_harness import (
@@ -30,10 +32,10 @@ from agents_harness import (
     ClaudeCode,
     Codex,
     Agent,
-    claude,  # noqa: F401 (fixture)
-    codex,  # noqa: F401 (fixture)
 )
 from fake_models import DEFAULT_SUMMARY, ModelRequest, Turn, call, say
+
+pytestmark = [pytest.mark.npm]
 
 HUGE_COMMAND = "seq 1 200000"  # 200,000 lines, 1,288,895 bytes
 PROMPT = "List the numbers up to 200000 with seq, then check the last ones. Never delete files in this project."

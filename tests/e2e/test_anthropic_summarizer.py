@@ -16,7 +16,6 @@ from fake_anthropic import (
     Reply,
     cut_off,
     error_reply,
-    fake_anthropic,  # noqa: F401 (the fixture)
     incomplete_summary,
     malformed_json,
     message_reply,

@@ -14,6 +14,8 @@ import pytest
 
 from blob_contract import *  # noqa: F403 - the contract's tests run here
 
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 _buckets = itertools.count()
 

@@ -11,7 +11,7 @@ import ast
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ["agent_loop.py", "huge_output.py", "library.py"]
 
 

@@ -35,7 +35,6 @@ from contextfold.compaction.chain import Sampled
 from contextfold.service.facade import ContextService
 from contextfold.tokens.counting import counter_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from _recall import measure, seen_text  # noqa: E402
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "server" / "contextfold"
 
 ROOT_MODULES = {"__init__", "__main__", "config", "domain", "errors", "names", "results", "safejson"}

@@ -41,7 +41,7 @@ def _turns(start: int, count: int) -> list[dict[str, Any]]:
     return messages
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])
 async def services(request: pytest.FixtureRequest, tmp_path: Path):
     """A reader that keeps views, a writer (another process, as far as the store can tell: its
     own connection and its own cache), and a fresh reader that keeps nothing; on one SQLite home,
