@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fake_models import FakeMessagesAPI, FakeModelAPI, FakeResponsesAPI, serve_messages_api, serve_responses_api
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +85,9 @@ def installed_version(package: str) -> str | None:
 
 def _platform_tags() -> list[str]:
     """npm's `<os>-<arch>` for this machine, e.g. `linux-x64` (a musl build has `-musl` after it)."""
-    system = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}.get(platform.system(), platform.system().lower())
+    system = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}.get(
+        platform.system(), platform.system().lower()
+    )
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
         platform.machine().lower(), platform.machine().lower()
     )
@@ -194,7 +195,9 @@ class AgentRun:
         return events
 
 
-def _run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float, context: Callable[[], str]) -> AgentRun:
+def _run(
+    argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float, context: Callable[[], str]
+) -> AgentRun:
     """Run `argv` to the end, in its own process group so a timeout also ends the hooks it started."""
     started = time.monotonic()
     process = subprocess.Popen(
@@ -266,7 +269,9 @@ class Agent:
 class ClaudeCode(Agent):
     """The real `claude` CLI in a scratch home, talking to a fake Messages API."""
 
-    def __init__(self, binary: Path, workdir: Path, fake: FakeMessagesAPI, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, binary: Path, workdir: Path, fake: FakeMessagesAPI, extra_env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(workdir, extra_env)
         self.binary = binary
         self.fake = fake

@@ -231,7 +231,11 @@ def test_big_content_streams_in_and_out_in_bounded_memory(blobs: BlobStore) -> N
     finally:
         tracemalloc.stop()
     try:
-        assert (stored.digest, stored.bytes, stored.lines) == (expected.hexdigest(), count * len(chunk), count * 100_000)
+        assert (stored.digest, stored.bytes, stored.lines) == (
+            expected.hexdigest(),
+            count * len(chunk),
+            count * 100_000,
+        )
         assert hasher.hexdigest() == stored.digest
         assert put_peak < 8 * 2**20, f"peak {put_peak:,} bytes while putting {count} MB"
         assert read_peak < 8 * 2**20, f"peak {read_peak:,} bytes while reading {count} MB"

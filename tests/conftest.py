@@ -32,7 +32,10 @@ CORPUS = Path(os.environ.get("CONTEXTFOLD_CORPUS", ROOT.parent / "shared" / "cor
 
 # The benchmarks' measures (`_recall`, `_handover`) are imported by the tests that check them, and
 # a few test modules share builders with another folder's (`from test_proxy import fake_llm`).
-sys.path[:0] = [str(ROOT / "benchmarks"), *(str(ROOT / "tests" / folder) for folder in ("unit", "contract", "service", "e2e"))]
+sys.path[:0] = [
+    str(ROOT / "benchmarks"),
+    *(str(ROOT / "tests" / folder) for folder in ("unit", "contract", "service", "e2e")),
+]
 
 # Fixtures defined beside the helpers they belong to: the fake Messages server, the real agents.
 pytest_plugins = ["fake_anthropic", "agents_harness"]
@@ -78,7 +81,9 @@ def corpus_sample(files: Iterable[Path], sample: int = 1) -> list[Path]:
     kinds: dict[str, list[Path]] = {}
     for path in files:
         kinds.setdefault(corpus_kind(path), []).append(path)
-    return sorted(p for group in kinds.values() for p in sorted(group, key=lambda p: (p.stat().st_size, str(p)))[:sample])
+    return sorted(
+        p for group in kinds.values() for p in sorted(group, key=lambda p: (p.stat().st_size, str(p)))[:sample]
+    )
 
 
 @functools.cache
@@ -92,7 +97,11 @@ def longest_tool_output() -> tuple[Path, str, str]:
             for line in lines:
                 row = json.loads(line)
                 content = row.get("content")
-                if row.get("role") == "tool" and isinstance(content, str) and (best is None or len(content) > len(best[2])):
+                if (
+                    row.get("role") == "tool"
+                    and isinstance(content, str)
+                    and (best is None or len(content) > len(best[2]))
+                ):
                     best = (path, str(row.get("tool_call_id")), content)
     if best is None:
         pytest.skip("the corpus holds no tool output")
@@ -115,13 +124,23 @@ def corpus_params(
     Without the corpus, one skipped param says why.
     """
     if not CORPUS.is_dir():
-        return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=f"the shared corpus is not at {CORPUS} (set CONTEXTFOLD_CORPUS to its path)"))]
+        return [
+            pytest.param(
+                None,
+                id="no-corpus",
+                marks=pytest.mark.skip(
+                    reason=f"the shared corpus is not at {CORPUS} (set CONTEXTFOLD_CORPUS to its path)"
+                ),
+            )
+        ]
     files = corpus_files(pattern) if isinstance(pattern, str) else sorted(pattern)
     files = [p for p in files if p.is_file() and (where is None or where(p))]
     fast = set(corpus_sample(files, sample))
     name = id or (lambda p: str(p.relative_to(CORPUS)))
     return [
-        pytest.param(path, id=name(path), marks=[pytest.mark.corpus] if path in fast else [pytest.mark.corpus, pytest.mark.slow])
+        pytest.param(
+            path, id=name(path), marks=[pytest.mark.corpus] if path in fast else [pytest.mark.corpus, pytest.mark.slow]
+        )
         for path in files
     ]
 
@@ -196,8 +215,7 @@ def corpus_session(path: Path, model: str = "gpt-4o") -> tuple[list[SystemPrompt
     batch = parse(transcript.messages, transcript.format)
     system = count_system([SystemPrompt(role=p["role"], text=p["text"]) for p in transcript.system], counter)
     messages = [
-        count_message(m, counter).model_copy(update={"id": f"m{i}", "seq": i + 1})
-        for i, m in enumerate(batch.messages)
+        count_message(m, counter).model_copy(update={"id": f"m{i}", "seq": i + 1}) for i, m in enumerate(batch.messages)
     ]
     return system, messages
 

@@ -53,11 +53,17 @@ def main() -> None:
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
         if method == "initialize":
-            send({"jsonrpc": "2.0", "id": request_id, "result": {
-                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"resources": {}} if no_tools else {"tools": {}},
-                "serverInfo": {"name": "faulty", "version": "0"},
-            }})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                        "capabilities": {"resources": {}} if no_tools else {"tools": {}},
+                        "serverInfo": {"name": "faulty", "version": "0"},
+                    },
+                }
+            )
         elif method == "tools/list" and not no_tools:
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
         elif method == "tools/call":

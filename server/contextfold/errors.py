@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 
-
 MAX_MESSAGE_CHARS = 2_000
 """Error text lands in a model's context (or a terminal): one that echoes a huge input is cut."""
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from blob_contract import *  # noqa: F403 - the contract's tests run here
+
 from contextfold.blobs.files import FileBlobs
 
 

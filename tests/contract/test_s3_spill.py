@@ -11,7 +11,6 @@ import itertools
 import os
 
 import pytest
-
 from blob_contract import *  # noqa: F403 - the contract's tests run here
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
@@ -54,13 +53,17 @@ def s3_endpoint():
                 server.kill()
                 raise RuntimeError("moto's S3 server did not start") from None
             time.sleep(0.1)
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")}
-    os.environ.update({
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_REGION": "us-east-1",
-    })
+    saved = {
+        k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
+    }
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+        }
+    )
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -142,9 +145,15 @@ async def test_replicas_share_spilled_outputs_in_s3(tmp_path, pg_url, s3_endpoin
         db.execute("UPDATE outputs SET created_at = %s WHERE id = %s", (time.time() - 8 * 86_400, output_id))
     collected = subprocess.run(
         [sys.executable, "-m", "contextfold", "gc", "--json"],
-        env={**os.environ, "CONTEXTFOLD_HOME": str(tmp_path / "admin"), "CONTEXTFOLD_DATABASE": pg_url,
-             "CONTEXTFOLD_SPILL_URL": f"s3://{bucket}/spill"},
-        capture_output=True, text=True, timeout=120,
+        env={
+            **os.environ,
+            "CONTEXTFOLD_HOME": str(tmp_path / "admin"),
+            "CONTEXTFOLD_DATABASE": pg_url,
+            "CONTEXTFOLD_SPILL_URL": f"s3://{bucket}/spill",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert collected.returncode == 0, collected.stderr
     assert '"outputs_removed": 1' in collected.stdout and '"files_removed": 1' in collected.stdout
@@ -160,8 +169,8 @@ async def test_migrate_puts_spilled_content_in_the_bucket_when_spill_url_is_set(
     import psycopg
     from test_migrate import BIG, _build_home
 
-    from contextfold.config import load_settings
     from contextfold.blobs.s3 import S3Blobs
+    from contextfold.config import load_settings
     from contextfold.service.facade import ContextService
 
     bucket = new_bucket(s3_endpoint)
@@ -170,14 +179,17 @@ async def test_migrate_puts_spilled_content_in_the_bucket_when_spill_url_is_set(
     done = subprocess.run(
         [sys.executable, "-m", "contextfold", "migrate", "--to", pg_url, "--json"],
         env={**os.environ, "CONTEXTFOLD_HOME": str(home), "CONTEXTFOLD_SPILL_URL": f"s3://{bucket}/spill"},
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["blobs"] == 1
     with psycopg.connect(pg_url) as db:
         assert db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 0
     assert len(list(S3Blobs(f"s3://{bucket}/spill").list())) == 1
-    team = load_settings({"home": tmp_path / "replica", "database": pg_url, "spill_url": f"s3://{bucket}/spill"},
-                         environ={})
+    team = load_settings(
+        {"home": tmp_path / "replica", "database": pg_url, "spill_url": f"s3://{bucket}/spill"}, environ={}
+    )
     async with await ContextService.open(team) as service:
         assert (await service.output_text(ids["spilled"])) == BIG

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from store_contract import *  # noqa: F403 - the contract's tests run here
 
 from contextfold.store import SQLiteStore
-from store_contract import *  # noqa: F403 - the contract's tests run here
 
 pytestmark = pytest.mark.anyio
 

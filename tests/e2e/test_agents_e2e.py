@@ -23,15 +23,14 @@ import json
 import re
 import subprocess
 import sys
-
-import pytest
 from collections.abc import Callable
 
+import pytest
 from agents_harness import (
     CLAUDE_COMPACT_WINDOW,
+    Agent,
     ClaudeCode,
     Codex,
-    Agent,
 )
 from fake_models import DEFAULT_SUMMARY, ModelRequest, Turn, call, say
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import anthropic
 import pytest
-
 from agents_harness import (
     CLAUDE_COMPACT_WINDOW,
     ClaudeCode,
@@ -57,7 +56,9 @@ def _payload(log: Path, event: str, **where: object) -> dict:
 def test_the_fake_messages_stream_reads_with_the_real_sdk() -> None:
     """The fake's server-sent events are what the anthropic SDK's stream parser accepts."""
     with serve_messages_api() as fake:
-        fake.script(call("Bash", {"command": "ls"}, text="Listing.", input_tokens=190_000), call("Bash", {"command": "pwd"}))
+        fake.script(
+            call("Bash", {"command": "ls"}, text="Listing.", input_tokens=190_000), call("Bash", {"command": "pwd"})
+        )
         client = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
         with client.messages.stream(
             model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}], tools=TOOLS
@@ -69,7 +70,9 @@ def test_the_fake_messages_stream_reads_with_the_real_sdk() -> None:
         assert first.usage.input_tokens == 190_000
 
         # Not streamed: the same message whole.
-        second = client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}], tools=TOOLS)
+        second = client.messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}], tools=TOOLS
+        )
         assert second.content[0].input == {"command": "pwd"} and second.stop_reason == "tool_use"
         assert second.content[0].id.startswith("toolu_") and second.usage.output_tokens == 20
         assert [r.kind for r in fake.requests] == ["turn", "turn"]
@@ -199,8 +202,13 @@ def test_codex_compaction_request_is_told_apart() -> None:
     assert fake._classify("POST", "/v1/responses", {**body, "tools": [{}]}, {}) == "turn"
     headers = {"x-codex-turn-metadata": json.dumps({"request_kind": "compaction"})}
     assert fake._classify("POST", "/v1/responses", body, headers) == "compaction"
-    prompt = [{"type": "message", "role": "user",
-               "content": [{"type": "input_text", "text": "You are performing a CONTEXT CHECKPOINT COMPACTION. ..."}]}]
+    prompt = [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "You are performing a CONTEXT CHECKPOINT COMPACTION. ..."}],
+        }
+    ]
     assert fake._classify("POST", "/v1/responses", {"input": prompt}, {}) == "compaction"
 
 
@@ -208,16 +216,16 @@ def test_claude_code_calls_an_mcp_server_added_by_its_cli(claude: ClaudeCode) ->
     """What issue 18's client test builds on: `claude mcp add`, then the model calls the server's tool."""
     claude.add_mcp_server("counter", sys.executable, "-m", "contextfold", "serve")
     assert "Connected" in claude.mcp_list()["counter"]
-    claude.fake.script(call("mcp__counter__count_tokens", {"text": "one two three", "model": "gpt-4o"}), say("Counted."))
+    claude.fake.script(
+        call("mcp__counter__count_tokens", {"text": "one two three", "model": "gpt-4o"}), say("Counted.")
+    )
 
     run = claude.prompt("Count the tokens.", allowed_tools=("mcp__counter",)).ok()
 
     assert run.result["result"] == "Counted."
     first, second = claude.fake.turns()
     assert any(tool["name"] == "mcp__counter__count_tokens" for tool in first.body["tools"])
-    (result,) = [
-        block for block in second.body["messages"][-1]["content"] if block.get("type") == "tool_result"
-    ]
+    (result,) = [block for block in second.body["messages"][-1]["content"] if block.get("type") == "tool_result"]
     assert not result.get("is_error"), result
     # Claude Code hands the model the tool's structured result as JSON text.
     assert json.loads(result["content"])["tokens"] == 3, result

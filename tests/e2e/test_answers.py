@@ -23,9 +23,17 @@ def _messages(turns: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing test in parser.py."}]
     for i in range(turns):
         messages += [
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": f"grep -n token src/m{i}.py"})}}
-            ]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"cmd": f"grep -n token src/m{i}.py"})},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"src/m{i}.py:{i}: token = next(tokens)\n" * 20},
         ]
     return messages
@@ -35,15 +43,25 @@ class RawStdio:
     """`contextfold serve` spoken to line by line, keeping each response's raw bytes."""
 
     def __init__(self, home: Path, version: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")} | {"CONTEXTFOLD_HOME": str(home)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")} | {
+            "CONTEXTFOLD_HOME": str(home)
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "contextfold", "serve"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         )
         self.next_id = 0
-        init = self.request("initialize", {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"},
-        })
+        init = self.request(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        )
         assert init[0]["result"]["protocolVersion"] == version
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -111,6 +129,16 @@ def test_a_client_before_structured_content_gets_the_whole_result_as_text(raw: R
 
 
 def test_the_summary_line_names_every_field_and_keeps_readable_text():
-    line = answers.summary_text({"output_id": "out_1", "text": "1\ta\n2\tb", "has_more": False, "status": {"state": "ok", "tokens": 5, "advice": ["x"]}})
-    assert line == 'output_id="out_1", has_more=false, status={state="ok", tokens=5} (full result in structuredContent)\n1\ta\n2\tb'
+    line = answers.summary_text(
+        {
+            "output_id": "out_1",
+            "text": "1\ta\n2\tb",
+            "has_more": False,
+            "status": {"state": "ok", "tokens": 5, "advice": ["x"]},
+        }
+    )
+    assert (
+        line
+        == 'output_id="out_1", has_more=false, status={state="ok", tokens=5} (full result in structuredContent)\n1\ta\n2\tb'
+    )
     assert answers.summary_text({"summary": "x" * 500, "note": "y" * 500}).count("x") == 500

@@ -23,7 +23,9 @@ def table_titles(script: Path) -> list[str]:
     titles = []
     for node in ast.walk(ast.parse(script.read_text("utf-8"))):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "report":
-            title = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "title"), None)
+            title = (
+                node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "title"), None)
+            )
             if isinstance(title, ast.Constant) and isinstance(title.value, str):
                 titles.append(title.value)
     return titles
@@ -35,10 +37,15 @@ def squeeze(text: str) -> str:
 
 
 def test_there_are_benchmarks() -> None:
-    assert {"bench_tail.py", "bench_tokens.py", "bench_compaction.py", "bench_compaction_flat.py", "bench_coldstart.py",
-            "bench_status.py", "bench_regions.py"} <= {
-        p.name for p in SCRIPTS
-    }
+    assert {
+        "bench_tail.py",
+        "bench_tokens.py",
+        "bench_compaction.py",
+        "bench_compaction_flat.py",
+        "bench_coldstart.py",
+        "bench_status.py",
+        "bench_regions.py",
+    } <= {p.name for p in SCRIPTS}
 
 
 def _needs(script: Path) -> None:

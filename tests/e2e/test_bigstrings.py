@@ -8,22 +8,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from contextfold.mcpserver import bigstrings
-from contextfold import safejson
 from _servers import client as _client
 from _servers import serve
 from _stored import read_store
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contextfold import safejson
+from contextfold.mcpserver import bigstrings
 
 # Every kind of byte sequence a cut can fall into: 2-, 3- and 4-byte UTF-8, \uXXXX escapes, an
 # escaped surrogate pair, lone surrogates, escaped quotes, backslashes and control characters.
-TRICKY = "aé€😀\"\\\n\t\x01\ud83d\ude00\ud800x\udc00"
+TRICKY = 'aé€😀"\\\n\t\x01\ud83d\ude00\ud800x\udc00'
 
 
 def _call(arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "append", "arguments": arguments}, **extra}
+    return {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "append", "arguments": arguments},
+        **extra,
+    }
 
 
 def _body(value: Any, ensure_ascii: bool) -> bytes:
@@ -55,7 +61,7 @@ def test_every_cut_position_decodes_like_json_loads(piece: int, ensure_ascii: bo
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(
-    texts=st.lists(st.text(alphabet=st.sampled_from(list(TRICKY) + list("xyz \\\"")), max_size=300), max_size=4),
+    texts=st.lists(st.text(alphabet=st.sampled_from(list(TRICKY) + list('xyz \\"')), max_size=300), max_size=4),
     ensure_ascii=st.booleans(),
     min_literal=st.integers(1, 64),
     piece=st.integers(1, 128),
@@ -84,9 +90,15 @@ def test_a_body_that_does_not_qualify_is_untouched(request_: dict[str, Any]):
 @pytest.mark.parametrize(
     "body",
     [
-        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"t":"' + b"x" * 64 + b"\x01\"}}}",
-        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"t":"' + b"x" * 64 + b'\\q"}}}',
-        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"t":"' + b"\xff" * 64 + b'"}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"t":"'
+        + b"x" * 64
+        + b'\x01"}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"t":"'
+        + b"x" * 64
+        + b'\\q"}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"t":"'
+        + b"\xff" * 64
+        + b'"}}}',
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"t":"' + b"x" * 64,
         b"not json at all " + b'"' + b"x" * 64 + b'"',
     ],

@@ -29,7 +29,11 @@ def test_count_from_stdin_and_file(tmp_path: Path):
     out = run(tmp_path, "count", "--model", "gpt-4o", "--json", stdin="hello world")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {
-        "tokens": 2, "model": "gpt-4o", "method": "exact", "encoding": "o200k_base", "factor": 1.0
+        "tokens": 2,
+        "model": "gpt-4o",
+        "method": "exact",
+        "encoding": "o200k_base",
+        "factor": 1.0,
     }
     text = tmp_path / "t.txt"
     text.write_text("上下文" * 10, "utf-8")

@@ -47,7 +47,11 @@ def run(home: Path, *args: str, stdin: str | None = None, **env: str) -> subproc
 
 
 def call(call_id: str, command: str) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+    }
 
 
 TEST_RUN = "\n".join(f"tests/test_{i // 50}.py::test_{i} PASSED" for i in range(20_000)) + "\n1 failed\n"
@@ -64,14 +68,21 @@ def populate(home: Path) -> None:
     async def fill() -> None:
         async with await _service(home) as service:
             await service.open_session(SESSION, model="gpt-4o", title="Fix the flaky test", system="Be brief.")
-            await service.append(SESSION, [
-                {"role": "user", "content": "Run the tests and fix what fails."},
-                {"role": "assistant", "content": "Reading the config first.", "tool_calls": [call("c1", "cat setup.cfg")]},
-                {"role": "tool", "tool_call_id": "c1", "content": "[tool:pytest]\naddopts = -q\n" * 40},
-                {"role": "assistant", "content": None, "tool_calls": [call("c2", "pytest")]},
-                {"role": "tool", "tool_call_id": "c2", "content": TEST_RUN},
-                {"role": "assistant", "content": "One test fails: test_19999."},
-            ])
+            await service.append(
+                SESSION,
+                [
+                    {"role": "user", "content": "Run the tests and fix what fails."},
+                    {
+                        "role": "assistant",
+                        "content": "Reading the config first.",
+                        "tool_calls": [call("c1", "cat setup.cfg")],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "[tool:pytest]\naddopts = -q\n" * 40},
+                    {"role": "assistant", "content": None, "tool_calls": [call("c2", "pytest")]},
+                    {"role": "tool", "tool_call_id": "c2", "content": TEST_RUN},
+                    {"role": "assistant", "content": "One test fails: test_19999."},
+                ],
+            )
             pruned = await service.prune(SESSION, keep_tool_uses=1, clear_at_least=0)
             assert pruned.applied and pruned.parts == 1
 
@@ -124,8 +135,14 @@ def test_reading_commands_leave_a_populated_home_byte_identical(tmp_path: Path):
     assert "contextfold.db" in before and not any(name.endswith(("-wal", "-shm")) for name in before)
 
     for args in (
-        ["stats"], ["stats", SESSION], ["sessions"], ["sessions", "--json"], ["show", SESSION],
-        ["show", SESSION, "--format", "anthropic"], ["export", SESSION], ["export", SESSION, "--full"],
+        ["stats"],
+        ["stats", SESSION],
+        ["sessions"],
+        ["sessions", "--json"],
+        ["show", SESSION],
+        ["show", SESSION, "--format", "anthropic"],
+        ["export", SESSION],
+        ["export", SESSION, "--full"],
     ):
         out = run(tmp_path, *args)
         assert out.returncode == 0, (args, out.stderr)
@@ -147,7 +164,9 @@ def test_sessions_lists_each_with_its_numbers(tmp_path: Path):
     row = listed[0]
     assert (row["id"], row["title"], row["model"]) == (SESSION, "Fix the flaky test", "gpt-4o")
     assert (row["messages"], row["tokens_in_view"], row["state"]) == (
-        status.message_count, status.tokens_in_view, status.state
+        status.message_count,
+        status.tokens_in_view,
+        status.state,
     )
     assert row["updated_at"] > 0
 
@@ -209,7 +228,11 @@ def test_export_writes_the_view_or_the_whole_history(tmp_path: Path):
     assert all(m["in_view"] for m in full["messages"])
     cleared = full["messages"][1]
     assert cleared["view_marks"] == ["c1: output cleared by prune"]
-    assert cleared["content"][1] == {"role": "tool", "tool_call_id": "c1", "content": "[tool:pytest]\naddopts = -q\n" * 40}
+    assert cleared["content"][1] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "[tool:pytest]\naddopts = -q\n" * 40,
+    }
 
 
 @needs_corpus
@@ -304,7 +327,10 @@ def test_watch_prints_a_line_per_change_until_ctrl_c(tmp_path: Path):
     try:
         lines = _lines(process)
         first = lines.get(timeout=WAIT)
-        assert f"{status.tokens_in_view:,} / {status.usable:,} tokens" in first and f"{status.message_count} messages" in first
+        assert (
+            f"{status.tokens_in_view:,} / {status.usable:,} tokens" in first
+            and f"{status.message_count} messages" in first
+        )
 
         appended = read(tmp_path, lambda s: s.append(SESSION, [{"role": "user", "content": "And the other test?"}]))
         change = lines.get(timeout=WAIT)

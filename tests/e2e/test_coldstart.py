@@ -72,7 +72,13 @@ def run_cli(tmp_path: Path, *argv: str, stdin: str = "") -> Run:
     env.pop("CONTEXTFOLD_CONFIG", None)
     env.pop("CONTEXTFOLD_TOKENS", None)
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv], input=stdin, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE, *argv],
+        input=stdin,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     return Run(done.returncode, done.stdout, done.stderr, set(json.loads(out.read_text())))
 
@@ -121,7 +127,9 @@ def test_token_commands_load_no_sdk_store_or_tokenizer(tmp_path: Path, argv: lis
     run = run_cli(tmp_path, *argv)
     assert run.code == code, run.stderr
     assert says in run.stdout + run.stderr
-    assert not run.loaded(SDK_AND_HTTP | TOKENIZER | STORE), f"{argv} loaded {sorted(run.loaded(SDK_AND_HTTP | TOKENIZER | STORE))}"
+    assert not run.loaded(SDK_AND_HTTP | TOKENIZER | STORE), (
+        f"{argv} loaded {sorted(run.loaded(SDK_AND_HTTP | TOKENIZER | STORE))}"
+    )
 
 
 def test_count_loads_the_tokenizer_but_no_sdk_or_store(tmp_path: Path) -> None:
@@ -134,7 +142,9 @@ def test_count_loads_the_tokenizer_but_no_sdk_or_store(tmp_path: Path) -> None:
     assert not run.loaded(SDK_AND_HTTP | STORE), f"count loaded {sorted(run.loaded(SDK_AND_HTTP | STORE))}"
 
 
-@pytest.mark.parametrize("model", [None, "gpt-4o", "gpt-4", "claude-sonnet-4-5", "gemini-2.5-pro", "a-model-nobody-knows"])
+@pytest.mark.parametrize(
+    "model", [None, "gpt-4o", "gpt-4", "claude-sonnet-4-5", "gemini-2.5-pro", "a-model-nobody-knows"]
+)
 @pytest.mark.parametrize("text", ["", "def f(x):\n    return x * 2\n", "混合 text, ハイブリッド — " * 50])
 def test_count_answers_as_the_service_does(tmp_path: Path, model: str | None, text: str) -> None:
     settings = load_settings({"home": tmp_path / "home", "claude_token_factor": 1.3}, environ={})

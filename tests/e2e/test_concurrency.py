@@ -85,17 +85,21 @@ def batch(k: int, i: int, rng: random.Random) -> list[dict[str, Any]]:
     for j in range(0, BATCH, 2):
         n = i * BATCH + j
         module = f"pkg/module_{k:02d}_{rng.randrange(40):02d}.py"
-        messages.append({
-            "role": "user",
-            # One constraint shared by all: pinned facts carry every distinct user constraint
-            # forward forever, so thousands of distinct ones would outgrow any summary.
-            "content": f"{tag(k, n)} Please update {module} for step {n}. We must keep the public API stable.",
-        })
-        messages.append({
-            "role": "assistant",
-            "content": f"{tag(k, n + 1)} Updated {module}: decided to validate inputs before step {n}. "
-                       f"The tests for it pass now.",
-        })
+        messages.append(
+            {
+                "role": "user",
+                # One constraint shared by all: pinned facts carry every distinct user constraint
+                # forward forever, so thousands of distinct ones would outgrow any summary.
+                "content": f"{tag(k, n)} Please update {module} for step {n}. We must keep the public API stable.",
+            }
+        )
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"{tag(k, n + 1)} Updated {module}: decided to validate inputs before step {n}. "
+                f"The tests for it pass now.",
+            }
+        )
     return messages
 
 

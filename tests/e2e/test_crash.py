@@ -52,7 +52,7 @@ import anyio
 import pytest
 from _servers import Server, client, start_server
 from _stored import Stored, StoredMessage, check_session, read_store, spill_files
-from fake_anthropic import RecordedRequest, Reply, VALID_SUMMARY, message_reply, serve_fake_anthropic
+from fake_anthropic import VALID_SUMMARY, RecordedRequest, Reply, message_reply, serve_fake_anthropic
 from mcp import Client
 
 from contextfold.service.outputs import FILE_GRACE_SECONDS
@@ -122,10 +122,17 @@ class Batch:
     def wire(self) -> list[dict[str, Any]]:
         return [
             {"role": "user", "content": f"{self.tag} run the build"},
-            {"role": "assistant", "content": None, "tool_calls": [{
-                "id": self.call_id, "type": "function",
-                "function": {"name": "bash", "arguments": json.dumps({"command": f"make {self.call_id}"})},
-            }]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": self.call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": f"make {self.call_id}"})},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": self.call_id, "content": self.output},
             {"role": "assistant", "content": f"{self.tag} the build output is read"},
         ]
@@ -275,8 +282,9 @@ def _check_storm(home: Path, batches: list[Batch], sessions: list[str]) -> tuple
             assert row["id"] == batch.output_id
     assert not by_tag, f"stored messages of batches never sent: {sorted(by_tag)[:5]}"
     for session in sessions:  # each client's batches in the order it sent them
-        stored_order = sorted((position[b.tag], b.client, b.round, b.index) for b in batches
-                              if b.tag in position and b.session == session)
+        stored_order = sorted(
+            (position[b.tag], b.client, b.round, b.index) for b in batches if b.tag in position and b.session == session
+        )
         for k in range(STORM_CLIENTS):
             mine = [(r, i) for _seq, kk, r, i in stored_order if kk == k]
             assert mine == sorted(mine), f"client {k}'s batches are out of order in {session}"
@@ -343,7 +351,10 @@ async def test_sigkill_during_an_append_storm(tmp_path: Path) -> None:
         os.utime(tmp_path / "outputs" / digest, (aged, aged))
     gc = subprocess.run(
         [sys.executable, "-m", "contextfold", "gc", "--json"],
-        env={**os.environ, "CONTEXTFOLD_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CONTEXTFOLD_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert gc.returncode == 0, gc.stderr
     report = json.loads(gc.stdout)
@@ -376,10 +387,15 @@ def _pairs(start: int, count: int) -> list[dict[str, Any]]:
     """`count` user/assistant pairs numbered from `start`: a working session with one rule."""
     messages: list[dict[str, Any]] = []
     for n in range(start, start + count):
-        messages.append({"role": "user", "content": f"[n{n:05d}] Make step {n} of the migration pass. "
-                                                    "We must keep the public API stable."})
-        messages.append({"role": "assistant", "content": f"[n{n:05d}] Step {n} passes now: "
-                                                         "decided to keep the schema as it is."})
+        messages.append(
+            {
+                "role": "user",
+                "content": f"[n{n:05d}] Make step {n} of the migration pass. We must keep the public API stable.",
+            }
+        )
+        messages.append(
+            {"role": "assistant", "content": f"[n{n:05d}] Step {n} passes now: decided to keep the schema as it is."}
+        )
     return messages
 
 

@@ -28,7 +28,10 @@ def run_demo(home: Path, *args: str, columns: int = 80) -> str:
     env.pop("ANTHROPIC_API_KEY", None)  # the offline summarizer, so every run writes the same summary
     out = subprocess.run(
         [sys.executable, "-m", "contextfold", "demo", *args],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert not (home / "contextfold.db").exists()  # the demo leaves the real home alone
@@ -85,9 +88,11 @@ def check_spill_and_prune(text: str) -> None:
     assert sum(":" in line and "def prepare_auth" in line for line in found) == 2
 
     steps = {row[0]: row for row in table(text, "Back under budget")}
-    replay_end, pruned, compacted = steps["end of the replay"], steps["prune, keep 10 tool uses"], steps[
-        next(step for step in steps if step.startswith("compact"))
-    ]
+    replay_end, pruned, compacted = (
+        steps["end of the replay"],
+        steps["prune, keep 10 tool uses"],
+        steps[next(step for step in steps if step.startswith("compact"))],
+    )
     assert replay_end[4] == "overflow"
     # The prune frees what the view loses; before, the 20,000-token minimum outweighed it.
     assert number(pruned[1]) > 0 and number(pruned[2]) == number(replay_end[2]) - number(pruned[1])
@@ -135,9 +140,7 @@ def test_every_line_fits_80_columns_and_the_header_is_not_broken_by_hand(gpt: st
     header = panel(gpt, "contextfold demo")
     # Wrapped by rich at the panel's width: no line but the last stops short.
     assert all(len(line) >= 50 for line in header[:-1]), header
-    assert "a 48,384-token window instead of its 128,000: 16,384 kept for the reply, 32,000 usable" in " ".join(
-        header
-    )
+    assert "a 48,384-token window instead of its 128,000: 16,384 kept for the reply, 32,000 usable" in " ".join(header)
 
 
 def test_two_runs_print_the_same_story_in_any_terminal(gpt: str, tmp_path: Path):

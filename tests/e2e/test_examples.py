@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
-
-import ast
 
 import pytest
 
@@ -65,9 +64,9 @@ def test_huge_output_agent_finds_the_failure_with_read_output(tmp_path: Path):
 
 def test_library_example_uses_only_the_public_api(tmp_path: Path):
     tree = ast.parse((ROOT / "examples" / "library.py").read_text())
-    imported = {
-        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
-    } | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
     assert {m for m in imported if m.startswith("contextfold")} == {"contextfold"}
     out = _run("library.py", tmp_path)
     assert "(40,000 lines); the model sees a preview" in out

@@ -246,8 +246,13 @@ async def test_a_database_from_a_newer_contextfold(tmp_path: Path) -> None:
     database = home / "contextfold.db"
     with sqlite3.connect(database) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 2}")
-    expected = ("newer contextfold", f"schema {SCHEMA_VERSION + 2}", f"knows {SCHEMA_VERSION}", str(database),
-                "upgrade contextfold")
+    expected = (
+        "newer contextfold",
+        f"schema {SCHEMA_VERSION + 2}",
+        f"knows {SCHEMA_VERSION}",
+        str(database),
+        "upgrade contextfold",
+    )
 
     log = tmp_path / "server.log"
     async with stdio(home, log, sampling=True) as client:  # compact's request for a summary meets it first
@@ -300,7 +305,9 @@ async def test_a_read_only_home_reads_and_refuses_writes(tmp_path: Path) -> None
             context = await client.call_tool("get_context", {"session_id": SESSION})
             assert not context.is_error, text(context)
             assert [m["content"] for m in context.structured_content["messages"]][:2] == [
-                "what is in the log?", "let me look"]
+                "what is in the log?",
+                "let me look",
+            ]
             status = await client.call_tool("status", {"session_id": SESSION})
             assert not status.is_error and status.structured_content["message_count"] == 2, text(status)
             read = await client.call_tool("read_output", {"id": output_id, "offset": 1_000, "limit": 1})
@@ -367,7 +374,10 @@ async def test_a_remote_tenant_learns_why_but_not_the_servers_paths(tmp_path: Pa
     tokens = tmp_path / "tokens"
     added = subprocess.run(
         [sys.executable, "-m", "contextfold", "token", "add", "alice", "--tokens-file", str(tokens)],
-        capture_output=True, text=True, check=True, env={**os.environ, "CONTEXTFOLD_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CONTEXTFOLD_HOME": str(home)},
     )
     token = added.stdout.strip().splitlines()[-1]
     with serve(home, "--tokens-file", str(tokens)) as server:

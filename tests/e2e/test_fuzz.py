@@ -43,14 +43,14 @@ from hypothesis import HealthCheck, currently_in_test_context, event, example, g
 from hypothesis import strategies as st
 from mcp import Client, MCPError
 from mcp.types import CallToolResult
-
-from contextfold.config import Settings, load_settings
-from contextfold.importers import IMPORT_FORMATS, detect_import_format, load_transcript
-from contextfold.errors import TranscriptError
-from contextfold.mcpserver.tools import build_server
-from contextfold.service.facade import USER_ERRORS, ContextService
 from test_importers import _cc
 from test_service import dump
+
+from contextfold.config import Settings, load_settings
+from contextfold.errors import TranscriptError
+from contextfold.importers import IMPORT_FORMATS, detect_import_format, load_transcript
+from contextfold.mcpserver.tools import build_server
+from contextfold.service.facade import USER_ERRORS, ContextService
 
 # -- budget -------------------------------------------------------------------------------------------
 
@@ -172,8 +172,22 @@ def with_wrong(plausible: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 ids = st.one_of(st.sampled_from([BASE, "fz", "fz2", "nope"]), texts)
 roles = st.sampled_from(["user", "assistant", "tool", "system", "developer", "function", "wizard", "", None, 7])
 block_types = st.sampled_from(
-    ["text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "image_url",
-     "input_audio", "file", "refusal", "server_tool_use", None, 3]
+    [
+        "text",
+        "image",
+        "document",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "image_url",
+        "input_audio",
+        "file",
+        "refusal",
+        "server_tool_use",
+        None,
+        3,
+    ]
 )
 call_ids = st.sampled_from(["c1", "c2", "t1", "ghost", "", "\x00", "\ud800"])
 
@@ -183,8 +197,24 @@ def blocks(draw: st.DrawFn) -> Any:
     block: dict[str, Any] = {"type": draw(block_types)}
     for key, value in draw(
         st.dictionaries(
-            st.sampled_from(["text", "id", "name", "input", "tool_use_id", "content", "is_error", "source",
-                             "thinking", "signature", "data", "image_url", "file", "cache_control"]),
+            st.sampled_from(
+                [
+                    "text",
+                    "id",
+                    "name",
+                    "input",
+                    "tool_use_id",
+                    "content",
+                    "is_error",
+                    "source",
+                    "thinking",
+                    "signature",
+                    "data",
+                    "image_url",
+                    "file",
+                    "cache_control",
+                ]
+            ),
             with_wrong(st.one_of(texts, call_ids, st.just({"cmd": "ls"}), st.just([{"type": "text", "text": "r"}]))),
             max_size=4,
         )
@@ -231,15 +261,22 @@ def well_formed_batches(draw: st.DrawFn) -> list[dict[str, Any]]:
     if draw(st.booleans()):
         return [
             {"role": "user", "content": text},
-            {"role": "assistant", "content": draw(st.none() | texts),
-             "tool_calls": [_tool_call(call_id, name, json.dumps(tool_input))]},
+            {
+                "role": "assistant",
+                "content": draw(st.none() | texts),
+                "tool_calls": [_tool_call(call_id, name, json.dumps(tool_input))],
+            },
             {"role": "tool", "tool_call_id": call_id, "content": output},
         ][: draw(st.integers(1, 3))]
     return [
         {"role": "user", "content": [{"type": "text", "text": text}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name, "input": tool_input}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": output,
-                                      "is_error": draw(st.booleans())}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": call_id, "content": output, "is_error": draw(st.booleans())}
+            ],
+        },
     ][: draw(st.integers(1, 3))]
 
 
@@ -258,51 +295,127 @@ usages = with_wrong(
     )
 )
 setting_names = st.sampled_from(
-    ["soft_ratio", "hard_ratio", "context_window", "max_output", "reserved", "max_lines", "max_bytes",
-     "truncate_direction", "prune_protected_tools", "summarizer", "max_message_bytes", "database", "home",
-     "sofft_ratio", "tail_turns", "preserve_recent_tokens", "context_share"]
+    [
+        "soft_ratio",
+        "hard_ratio",
+        "context_window",
+        "max_output",
+        "reserved",
+        "max_lines",
+        "max_bytes",
+        "truncate_direction",
+        "prune_protected_tools",
+        "summarizer",
+        "max_message_bytes",
+        "database",
+        "home",
+        "sofft_ratio",
+        "tail_turns",
+        "preserve_recent_tokens",
+        "context_share",
+    ]
 )
 session_settings = with_wrong(st.dictionaries(setting_names, json_values, max_size=3))
 patterns = st.one_of(
-    st.sampled_from(["line", "^line 1\\d$", "(", "[a-", "(a|aa)+$", "(?R)", "a{100000}", "\\", "(?i)LINE",
-                     "x" * 5_000, "\x00", "\ud800", "$^", ".*", "(?<=a+)b", "\\p{Lu}"]),
+    st.sampled_from(
+        [
+            "line",
+            "^line 1\\d$",
+            "(",
+            "[a-",
+            "(a|aa)+$",
+            "(?R)",
+            "a{100000}",
+            "\\",
+            "(?i)LINE",
+            "x" * 5_000,
+            "\x00",
+            "\ud800",
+            "$^",
+            ".*",
+            "(?<=a+)b",
+            "\\p{Lu}",
+        ]
+    ),
     texts,
 )
 formats_ = with_wrong(st.sampled_from(["anthropic", "openai", "auto", "OPENAI", ""]))
 bools = with_wrong(st.booleans())
 
 ARGUMENTS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
-    "count_tokens": {"text": with_wrong(texts), "messages": message_lists, "model": with_wrong(texts),
-                     "format": formats_},
-    "session_open": {"session_id": with_wrong(ids), "title": with_wrong(texts), "system": with_wrong(texts),
-                     "model": with_wrong(st.sampled_from(["gpt-4o", "claude-x"]) | texts),
-                     "settings": session_settings},
+    "count_tokens": {
+        "text": with_wrong(texts),
+        "messages": message_lists,
+        "model": with_wrong(texts),
+        "format": formats_,
+    },
+    "session_open": {
+        "session_id": with_wrong(ids),
+        "title": with_wrong(texts),
+        "system": with_wrong(texts),
+        "model": with_wrong(st.sampled_from(["gpt-4o", "claude-x"]) | texts),
+        "settings": session_settings,
+    },
     "session_list": {"limit": with_wrong(ints), "cursor": with_wrong(texts)},
     "session_delete": {"session_id": with_wrong(st.sampled_from(["fz", "nope"]) | texts)},
-    "append": {"session_id": with_wrong(ids), "messages": message_lists, "format": formats_, "usage": usages,
-               "system": with_wrong(texts)},
-    "get_context": {"session_id": with_wrong(ids), "format": formats_, "limit": with_wrong(ints),
-                    "cursor": with_wrong(st.sampled_from(["0", "1", "-1", "99999999999999999999"]) | texts),
-                    "strip_media": bools, "cache_anchors": bools,
-                    "since": with_wrong(st.sampled_from(["0.00", "1.ab", "999999999999999999999.x"]) | texts)},
+    "append": {
+        "session_id": with_wrong(ids),
+        "messages": message_lists,
+        "format": formats_,
+        "usage": usages,
+        "system": with_wrong(texts),
+    },
+    "get_context": {
+        "session_id": with_wrong(ids),
+        "format": formats_,
+        "limit": with_wrong(ints),
+        "cursor": with_wrong(st.sampled_from(["0", "1", "-1", "99999999999999999999"]) | texts),
+        "strip_media": bools,
+        "cache_anchors": bools,
+        "since": with_wrong(st.sampled_from(["0.00", "1.ab", "999999999999999999999.x"]) | texts),
+    },
     "status": {"session_id": with_wrong(ids)},
-    "prune": {"session_id": with_wrong(ids), "dry_run": bools, "keep_tool_uses": with_wrong(ints),
-              "clear_at_least": with_wrong(ints), "exclude_tools": with_wrong(st.lists(texts, max_size=3)),
-              "clear_inputs": bools},
+    "prune": {
+        "session_id": with_wrong(ids),
+        "dry_run": bools,
+        "keep_tool_uses": with_wrong(ints),
+        "clear_at_least": with_wrong(ints),
+        "exclude_tools": with_wrong(st.lists(texts, max_size=3)),
+        "clear_inputs": bools,
+    },
     "select_tail": {"session_id": with_wrong(ids), "budget": with_wrong(ints), "tail_turns": with_wrong(ints)},
-    "spill": {"session_id": with_wrong(ids), "text": with_wrong(texts | st.just(HUGE_LINE)),
-              "tool": with_wrong(texts), "call_id": with_wrong(texts)},
-    "search_history": {"session_id": with_wrong(ids), "pattern": with_wrong(patterns),
-                       "at": with_wrong(st.sampled_from(["m1", "m0", "m-1", "m99999999999999999999"]) | texts)},
-    "read_output": {"id": with_wrong(ids), "offset": with_wrong(ints), "limit": with_wrong(ints),
-                    "pattern": with_wrong(patterns), "context": with_wrong(ints), "ignore_case": bools},
-    "compact": {"session_id": with_wrong(ids), "summarizer": with_wrong(st.sampled_from(["auto", "extractive", "x"])),
-                "instructions": with_wrong(texts),
-                "strategy": with_wrong(st.sampled_from(["anchored", "regions", "middle", "oldest", "hybrid", "x"])),
-                "dry_run": bools},
-    "summarize": {"messages": message_lists, "previous_summary": with_wrong(texts),
-                  "summarizer": with_wrong(st.sampled_from(["auto", "extractive", "sampling", "x"])),
-                  "format": formats_},
+    "spill": {
+        "session_id": with_wrong(ids),
+        "text": with_wrong(texts | st.just(HUGE_LINE)),
+        "tool": with_wrong(texts),
+        "call_id": with_wrong(texts),
+    },
+    "search_history": {
+        "session_id": with_wrong(ids),
+        "pattern": with_wrong(patterns),
+        "at": with_wrong(st.sampled_from(["m1", "m0", "m-1", "m99999999999999999999"]) | texts),
+    },
+    "read_output": {
+        "id": with_wrong(ids),
+        "offset": with_wrong(ints),
+        "limit": with_wrong(ints),
+        "pattern": with_wrong(patterns),
+        "context": with_wrong(ints),
+        "ignore_case": bools,
+    },
+    "compact": {
+        "session_id": with_wrong(ids),
+        "summarizer": with_wrong(st.sampled_from(["auto", "extractive", "x"])),
+        "instructions": with_wrong(texts),
+        "strategy": with_wrong(st.sampled_from(["anchored", "regions", "middle", "oldest", "hybrid", "x"])),
+        "dry_run": bools,
+    },
+    "summarize": {
+        "messages": message_lists,
+        "previous_summary": with_wrong(texts),
+        "summarizer": with_wrong(st.sampled_from(["auto", "extractive", "sampling", "x"])),
+        "format": formats_,
+    },
 }
 
 
@@ -450,8 +563,11 @@ def _seed(fuzzed: Fuzzed) -> None:
             "session_id": BASE,
             "messages": [
                 {"role": "user", "content": "dump the log"},
-                {"role": "assistant", "content": None, "tool_calls": [_tool_call("c1", "bash", "{}"),
-                                                                      _tool_call("c2", "bash", "{}")]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [_tool_call("c1", "bash", "{}"), _tool_call("c2", "bash", "{}")],
+                },
                 {"role": "tool", "tool_call_id": "c1", "content": _seed_text()},
             ],
         },
@@ -499,11 +615,17 @@ def test_any_tool_with_arbitrary_arguments(server: Fuzzed, data: st.DataObject) 
     usage=None,
     fmt="auto",
 )
-@example(batch=[{"role": "assistant", "content": [{"type": "tool_use", "id": "u", "name": "f", "input": nested(230)}]}],
-         usage=None, fmt="auto")
+@example(
+    batch=[{"role": "assistant", "content": [{"type": "tool_use", "id": "u", "name": "f", "input": nested(230)}]}],
+    usage=None,
+    fmt="auto",
+)
 @example(batch=[{"role": "x" * 1_000_000, "content": "hi"}], usage=None, fmt="auto")
-@example(batch=[{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "ghost", "content": "x"}],
-         usage=None, fmt="auto")
+@example(
+    batch=[{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "ghost", "content": "x"}],
+    usage=None,
+    fmt="auto",
+)
 def test_append_with_malformed_messages(server: Fuzzed, batch: Any, usage: Any, fmt: Any) -> None:
     arguments: dict[str, Any] = {"session_id": BASE, "messages": batch, "format": fmt}
     if usage is not None:
@@ -588,8 +710,15 @@ def test_an_error_never_echoes_a_huge_argument_whole(server: Fuzzed) -> None:
         ("spill", {"session_id": BASE, "text": "half an emoji \ud83d"}),  # and the preview
         ("session_open", {"session_id": "sur", "title": "\udcff", "system": "\ud800"}),  # SQLite refused these
         ("append", {"session_id": BASE, "messages": [{"role": "user", "content": "\ud800"}]}),
-        ("append", {"session_id": BASE, "messages": [{"role": "assistant", "content": None, "tool_calls": [
-            _tool_call("sur", "f", '{"a": "\\ud800"}')]}]}),  # an escape inside the arguments string
+        (
+            "append",
+            {
+                "session_id": BASE,
+                "messages": [
+                    {"role": "assistant", "content": None, "tool_calls": [_tool_call("sur", "f", '{"a": "\\ud800"}')]}
+                ],
+            },
+        ),  # an escape inside the arguments string
     ],
 )
 def test_lone_surrogates_in_any_argument_become_replacement_characters(server: Fuzzed, tool: str, arguments) -> None:
@@ -678,16 +807,38 @@ def test_deeply_nested_json_over_stdio_leaves_the_server_alive(tmp_path: Path) -
         return json.loads(line)
 
     try:
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}}}))
+        send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "fuzz", "version": "0"},
+                    },
+                }
+            )
+        )
         assert reply()["id"] == 1
         send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         for request_id, depth in ((2, 1_000), (4, 10_000)):
             content = nested_json(depth)
-            send(f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", "params": {{"name": "append", '
-                 f'"arguments": {{"session_id": "s", "messages": [{{"role": "user", "content": {content}}}]}}}}}}')
-            send(json.dumps({"jsonrpc": "2.0", "id": request_id + 1, "method": "tools/call",
-                             "params": {"name": "session_open", "arguments": {"session_id": f"alive{depth}"}}}))
+            send(
+                f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", "params": {{"name": "append", '
+                f'"arguments": {{"session_id": "s", "messages": [{{"role": "user", "content": {content}}}]}}}}}}'
+            )
+            send(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id + 1,
+                        "method": "tools/call",
+                        "params": {"name": "session_open", "arguments": {"session_id": f"alive{depth}"}},
+                    }
+                )
+            )
             answer = reply()
             assert answer["id"] == request_id + 1, answer  # the deep request got no reply (see above)
             assert answer["result"]["structuredContent"]["session_id"] == f"alive{depth}"
@@ -744,10 +895,18 @@ def test_deep_nesting_in_the_service_is_a_clear_error(service_portal, depth: int
 def test_lone_surrogates_are_stored_as_replacement_characters(service_portal) -> None:
     """JSON's `\\ud83d` escape decodes to half a character, which UTF-8 (and so SQLite) cannot hold."""
     portal, service = service_portal
-    portal.call(lambda: service.append("s", [
-        {"role": "user", "content": "half an emoji \ud83d, a whole one \ud83d\ude00"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "u", "name": "f\udcff", "input": {"k\udc80": 1}}]},
-    ]))
+    portal.call(
+        lambda: service.append(
+            "s",
+            [
+                {"role": "user", "content": "half an emoji \ud83d, a whole one \ud83d\ude00"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "u", "name": "f\udcff", "input": {"k\udc80": 1}}],
+                },
+            ],
+        )
+    )
     context = portal.call(lambda: service.get_context("s", format="anthropic"))
     assert context.messages[0]["content"] == "half an emoji \ufffd, a whole one \U0001f600"
     assert context.messages[1]["content"][0]["name"] == "f\ufffd"
@@ -781,9 +940,7 @@ def test_a_10_mb_single_line_tool_output_is_spilled_not_refused(server: Fuzzed) 
 def test_a_message_just_over_max_message_bytes_names_the_limit(tmp_path: Path) -> None:
     with running(tmp_path, max_message_bytes=100_000) as fuzzed:
         before = dump(fuzzed.db)
-        result = fuzzed.check(
-            "append", {"session_id": BASE, "messages": [{"role": "user", "content": "x" * 100_000}]}
-        )
+        result = fuzzed.check("append", {"session_id": BASE, "messages": [{"role": "user", "content": "x" * 100_000}]})
         text = _text(result)
         assert result.is_error and "messages[0]" in text and "max_message_bytes" in text and "100,000" in text
         assert dump(fuzzed.db) == before
@@ -839,39 +996,72 @@ def _jsonl(records: list[Any]) -> bytes:
 
 SAMPLES: dict[str, bytes] = {
     # Small files in each importer's shape (see test_importers.py), to truncate and damage.
-    "claude-code": _jsonl([
-        {"type": "summary", "summary": "Fix the bug", "leafUuid": "x"},
-        _cc("user", "read it"),
-        _cc("assistant", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}}],
-            id="m1", model="claude-opus-4-6"),
-        _cc("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "one\ntwo"}]),
-        _cc("assistant", [{"type": "text", "text": "done"}], id="m2", model="claude-opus-4-6"),
-    ]),
-    "codex": _jsonl([
-        {"timestamp": "t", "type": "session_meta", "payload": {"id": "s", "instructions": "Be brief."}},
-        {"timestamp": "t", "type": "response_item", "payload": {
-            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "list"}]}},
-        {"timestamp": "t", "type": "response_item", "payload": {
-            "type": "function_call", "name": "shell", "arguments": "{\"command\": [\"ls\"]}", "call_id": "c1"}},
-        {"timestamp": "t", "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "c1", "output": "a.txt"}},
-    ]),
-    "normalized": _jsonl([
-        {"role": "user", "content": "You are helpful.", "name": "system"},
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "name": "ls", "arguments": "{}"}]},
-        {"role": "tool", "tool_call_id": "c", "content": "a.txt", "name": "ls"},
-    ]),
-    "anthropic": json.dumps({"model": "claude-opus-4-6", "system": "Be brief.", "messages": [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "ls", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "a.txt"}]},
-    ]}, indent=2).encode(),
-    "openai": json.dumps([
-        {"role": "system", "content": "Be brief."},
-        {"role": "assistant", "content": None, "tool_calls": [_tool_call("c", "ls", "{}")]},
-        {"role": "tool", "tool_call_id": "c", "content": "a.txt"},
-    ]).encode(),
+    "claude-code": _jsonl(
+        [
+            {"type": "summary", "summary": "Fix the bug", "leafUuid": "x"},
+            _cc("user", "read it"),
+            _cc(
+                "assistant",
+                [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}}],
+                id="m1",
+                model="claude-opus-4-6",
+            ),
+            _cc("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "one\ntwo"}]),
+            _cc("assistant", [{"type": "text", "text": "done"}], id="m2", model="claude-opus-4-6"),
+        ]
+    ),
+    "codex": _jsonl(
+        [
+            {"timestamp": "t", "type": "session_meta", "payload": {"id": "s", "instructions": "Be brief."}},
+            {
+                "timestamp": "t",
+                "type": "response_item",
+                "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list"}]},
+            },
+            {
+                "timestamp": "t",
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": "shell",
+                    "arguments": '{"command": ["ls"]}',
+                    "call_id": "c1",
+                },
+            },
+            {
+                "timestamp": "t",
+                "type": "response_item",
+                "payload": {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+            },
+        ]
+    ),
+    "normalized": _jsonl(
+        [
+            {"role": "user", "content": "You are helpful.", "name": "system"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "name": "ls", "arguments": "{}"}]},
+            {"role": "tool", "tool_call_id": "c", "content": "a.txt", "name": "ls"},
+        ]
+    ),
+    "anthropic": json.dumps(
+        {
+            "model": "claude-opus-4-6",
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "ls", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "a.txt"}]},
+            ],
+        },
+        indent=2,
+    ).encode(),
+    "openai": json.dumps(
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "assistant", "content": None, "tool_calls": [_tool_call("c", "ls", "{}")]},
+            {"role": "tool", "tool_call_id": "c", "content": "a.txt"},
+        ]
+    ).encode(),
 }
 
 
@@ -924,7 +1114,7 @@ def _damage(data: bytes, how: str, at: int, value: Any) -> bytes:
         return data.replace(b'"hi"', b'"hi \\ud83d"').replace(b'"read it"', b'"read \\udcff"')
     if how == "drop-line":
         lines = data.splitlines(keepends=True)
-        return b"".join(lines[:at % len(lines)] + lines[at % len(lines) + 1 :]) if lines else data
+        return b"".join(lines[: at % len(lines)] + lines[at % len(lines) + 1 :]) if lines else data
     if how == "nest":
         deep_value = nested_json(at % 990 + 10).encode()
         return data.replace(b'"a.txt"', deep_value, 1).replace(b'"/a"', deep_value, 1)
@@ -967,11 +1157,15 @@ def test_import_a_10_mb_single_line(tmp_path: Path) -> None:
     """One 10 MB JSONL line: imported (its big output spilled), or refused clearly; never a crash."""
     content = "z" * (10 * 1024 * 1024)
     path = tmp_path / "big.jsonl"
-    path.write_bytes(_jsonl([
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "name": "cat", "arguments": "{}"}]},
-        {"role": "tool", "tool_call_id": "c", "content": content, "name": "cat"},
-    ]))
+    path.write_bytes(
+        _jsonl(
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "name": "cat", "arguments": "{}"}]},
+                {"role": "tool", "tool_call_id": "c", "content": content, "name": "cat"},
+            ]
+        )
+    )
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_bytes(b'{"role": "user", "content": "' + b"\xff" * (10 * 1024 * 1024) + b'"}\n')
     with start_blocking_portal("asyncio") as portal:
@@ -995,7 +1189,9 @@ def test_cli_import_of_a_damaged_file_is_a_short_clean_error(tmp_path: Path) -> 
     for format in ("normalized", "claude-code"):
         done = subprocess.run(
             [sys.executable, "-m", "contextfold", "import", str(path), "--format", format],
-            capture_output=True, env=env, timeout=60,
+            capture_output=True,
+            env=env,
+            timeout=60,
         )
         assert done.returncode != 0
         stderr = done.stderr.decode("utf-8", "replace")

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _agent_events import ClaudeTranscript, run_hook
 from mcp import Client, StdioServerParameters
 
-from _agent_events import ClaudeTranscript, run_hook
 from contextfold.config import load_settings
 from contextfold.service.ingest import PreviewCaps
 from contextfold.tokens.counting import counter_for
@@ -34,7 +34,14 @@ def bash_event(stdout: str, *, session: str = "s1", **response: Any) -> dict[str
         "hook_event_name": "PostToolUse",
         "tool_name": "Bash",
         "tool_input": {"command": "pytest -q", "description": "run the tests"},
-        "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False, **response},
+        "tool_response": {
+            "stdout": stdout,
+            "stderr": "",
+            "interrupted": False,
+            "isImage": False,
+            "noOutputExpected": False,
+            **response,
+        },
         "tool_use_id": "toolu_0001",
         "duration_ms": 38,
     }
@@ -59,7 +66,9 @@ def numbered(n: int, width: int = 40) -> str:
 
 async def read_back(home: Path, output_id: str, **arguments: Any) -> dict[str, Any]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "contextfold", "--home", str(home), "serve"], env=environ)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "contextfold", "--home", str(home), "serve"], env=environ
+    )
     async with Client(params) as client:
         result = await client.call_tool("read_output", {"id": output_id, **arguments})
         assert not result.is_error, result.content
@@ -125,7 +134,9 @@ def test_a_bash_output_within_the_limits_but_saved_to_disk_still_gets_a_real_pre
     whole = numbered(900)
     saved = tmp_path / "saved.txt"
     saved.write_text(whole)
-    run = run_hook(tmp_path / "home", "claude-code", "PostToolUse", bash_event(whole[:PERSIST_CUT], persistedOutputPath=str(saved)))
+    run = run_hook(
+        tmp_path / "home", "claude-code", "PostToolUse", bash_event(whole[:PERSIST_CUT], persistedOutputPath=str(saved))
+    )
     stdout = run.answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
     assert stdout.startswith("row 000001") and "read_output(" in stdout
 
@@ -170,7 +181,13 @@ def test_a_large_read_keeps_the_read_shape_and_its_line_numbers(tmp_path: Path) 
         "tool_input": {"file_path": "/work/project/big.txt"},
         "tool_response": {
             "type": "text",
-            "file": {"filePath": "/work/project/big.txt", "content": content, "numLines": 3_001, "startLine": 1, "totalLines": 3_001},
+            "file": {
+                "filePath": "/work/project/big.txt",
+                "content": content,
+                "numLines": 3_001,
+                "startLine": 1,
+                "totalLines": 3_001,
+            },
         },
     }
     run = run_hook(tmp_path / "home", "claude-code", "PostToolUse", event)
@@ -184,7 +201,9 @@ def test_a_large_read_keeps_the_read_shape_and_its_line_numbers(tmp_path: Path) 
 
 
 def test_the_preview_is_within_the_limits_so_importing_it_again_spills_nothing(tmp_path: Path) -> None:
-    run = run_hook(tmp_path / "home", "claude-code", "PostToolUse", bash_event("".join(f"{i}\n" for i in range(50_000))))
+    run = run_hook(
+        tmp_path / "home", "claude-code", "PostToolUse", bash_event("".join(f"{i}\n" for i in range(50_000)))
+    )
     preview = run.answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
     settings = load_settings({"home": tmp_path / "home"}, environ={})
     caps = PreviewCaps.of(settings, 200_000, counter_for("claude").count)
@@ -218,8 +237,12 @@ def working_session(tmp_path: Path) -> ClaudeTranscript:
     t = ClaudeTranscript(tmp_path / "session.jsonl", cwd=str(tmp_path / "proj"))
     t.user("Add retries to `fetch_page` in src/client.py. Never retry on a 4xx.")
     t.tool("Read", {"file_path": f"{t.cwd}/src/client.py"}, "def fetch_page(url):\n    return http.get(url)\n")
-    t.tool("Edit", {"file_path": f"{t.cwd}/src/client.py", "old_string": "a", "new_string": "b"}, "The file was updated.")
-    t.tool("Bash", {"command": "pytest -q tests/test_client.py"}, "E   TimeoutError: read timed out\n1 failed, 3 passed")
+    t.tool(
+        "Edit", {"file_path": f"{t.cwd}/src/client.py", "old_string": "a", "new_string": "b"}, "The file was updated."
+    )
+    t.tool(
+        "Bash", {"command": "pytest -q tests/test_client.py"}, "E   TimeoutError: read timed out\n1 failed, 3 passed"
+    )
     t.user("Actually, keep the backoff under 2 seconds in total.")
     t.tool("Write", {"file_path": f"{t.cwd}/src/backoff.py", "content": "MAX = 2\n"}, "File created")
     t.assistant("I'll rerun `test_retry_budget` next.")
@@ -236,7 +259,9 @@ def test_precompact_imports_the_transcript_only_what_is_new_each_time(tmp_path: 
     first = run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
     assert (first.code, first.stdout) == (0, ""), first.stderr  # anything printed would become summary instructions
     t.tool("Bash", {"command": "pytest -q"}, "4 passed")
-    second = run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="manual", custom_instructions=None))
+    second = run_hook(
+        home, "claude-code", "PreCompact", t.event("PreCompact", trigger="manual", custom_instructions=None)
+    )
     assert (second.code, second.stdout) == (0, "")
 
     async def stored(where: Path, once: bool) -> tuple[int, list[dict[str, Any]]]:
@@ -256,7 +281,9 @@ def test_sessionstart_compact_hands_over_files_words_error_and_the_searchable_hi
     home = tmp_path / "home"
     t = working_session(tmp_path)
     run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
-    start = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact", model="claude-opus-4-8"))
+    start = run_hook(
+        home, "claude-code", "SessionStart", t.event("SessionStart", source="compact", model="claude-opus-4-8")
+    )
     assert start.code == 0 and start.answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     text = start.context
     assert f"- {t.cwd}/src/client.py" in text and f"- {t.cwd}/src/backoff.py" in text  # exact paths
@@ -279,10 +306,20 @@ def test_the_handover_is_bounded_by_hook_context_tokens(tmp_path: Path) -> None:
     home = tmp_path / "home"
     t = working_session(tmp_path)
     for i in range(40):
-        t.tool("Edit", {"file_path": f"{t.cwd}/src/module_{i:02d}/implementation_file_{i}.py", "old_string": "a", "new_string": "b"}, "ok")
+        t.tool(
+            "Edit",
+            {
+                "file_path": f"{t.cwd}/src/module_{i:02d}/implementation_file_{i}.py",
+                "old_string": "a",
+                "new_string": "b",
+            },
+            "ok",
+        )
     t.user("Please also " + "check everything twice and be careful. " * 200)
     env = {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "500"}
-    run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None), env=env)
+    run_hook(
+        home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None), env=env
+    )
     text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact"), env=env).context
     assert counter_for("claude").count(text) <= 500
     assert "search_history(" in text and "/implementation_file_39.py" in text  # the newest edit stays
@@ -292,12 +329,18 @@ def test_postcompact_keeps_what_the_summary_lacked_for_the_next_prompt_once(tmp_
     home = tmp_path / "home"
     t = working_session(tmp_path)
     for i in range(60):  # enough names that the first handover cannot hold them all
-        t.tool("Bash", {"command": f"grep -rn handler_{i:03d}_name src/"}, f"src/pkg_{i}/mod_{i}.py:{i}: def handler_{i:03d}_name(): pass")
+        t.tool(
+            "Bash",
+            {"command": f"grep -rn handler_{i:03d}_name src/"},
+            f"src/pkg_{i}/mod_{i}.py:{i}: def handler_{i:03d}_name(): pass",
+        )
     run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
     env = {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "600"}
     first = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact"), env=env).context
     summary = f"Working on retries in {t.cwd}/src/client.py; the tests fail with a TimeoutError."
-    post = run_hook(home, "claude-code", "PostCompact", t.event("PostCompact", trigger="auto", compact_summary=summary), env=env)
+    post = run_hook(
+        home, "claude-code", "PostCompact", t.event("PostCompact", trigger="auto", compact_summary=summary), env=env
+    )
     assert (post.code, post.stdout) == (0, "")  # PostCompact takes no context
     later = run_hook(home, "claude-code", "UserPromptSubmit", t.event("UserPromptSubmit", prompt="go on")).context
     assert later and later != first
@@ -319,7 +362,9 @@ def test_spilled_outputs_are_listed_in_the_handover(tmp_path: Path) -> None:
     home = tmp_path / "home"
     t = working_session(tmp_path)
     event = bash_event(numbered(3_000), session=t.session)
-    spilled = output_id_in(run_hook(home, "claude-code", "PostToolUse", event).answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"])
+    spilled = output_id_in(
+        run_hook(home, "claude-code", "PostToolUse", event).answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    )
     run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
     text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context
     line = next(line for line in text.splitlines() if spilled in line)
@@ -344,12 +389,21 @@ def test_a_transcript_that_cannot_be_imported_still_gets_a_handover_from_what_is
 
 def test_the_status_line_shows_tokens_usable_state_and_spills(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    event = {"session_id": "s1", "model": {"id": "claude-opus-4-8", "display_name": "Opus"}, "workspace": {"current_dir": "/w"},
-             "context_window": {"total_input_tokens": 150_000, "context_window_size": 200_000, "used_percentage": 75}}
+    event = {
+        "session_id": "s1",
+        "model": {"id": "claude-opus-4-8", "display_name": "Opus"},
+        "workspace": {"current_dir": "/w"},
+        "context_window": {"total_input_tokens": 150_000, "context_window_size": 200_000, "used_percentage": 75},
+    }
     run = run_hook(home, "claude-code", "StatusLine", event)
     assert run.stdout == "contextfold · 150,000 of 168,000 usable (89%) · soft\n"
     run_hook(home, "claude-code", "PostToolUse", bash_event(numbered(3_000)))
-    after = run_hook(home, "claude-code", "StatusLine", event | {"context_window": {"total_input_tokens": 170_000, "context_window_size": 200_000}})
+    after = run_hook(
+        home,
+        "claude-code",
+        "StatusLine",
+        event | {"context_window": {"total_input_tokens": 170_000, "context_window_size": 200_000}},
+    )
     assert after.stdout == "contextfold · 170,000 of 168,000 usable (101%) · overflow · 1 output spilled\n"
 
 

@@ -20,18 +20,15 @@ runs in the fast set, the rest are marked `slow`.
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from functools import cache
 from pathlib import Path
 
 import pytest
-
-from conftest import CORPUS, corpus_params, corpus_source, needs_corpus
-from contextfold.tokens.counting import counter_for
-
-
 from _handover import Replayed, compacted_transcripts, compaction_start, cut_at_boundary, replay  # noqa: E402
+from conftest import CORPUS, corpus_params, corpus_source, needs_corpus
+
+from contextfold.tokens.counting import counter_for
 
 pytestmark = pytest.mark.corpus
 

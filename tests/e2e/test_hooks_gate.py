@@ -24,7 +24,17 @@ from contextfold.hooks import gate
 from contextfold.service.ingest import PreviewCaps
 from contextfold.tokens.counting import counter_for
 
-HEAVY = {"pydantic", "contextfold.config", "tiktoken", "aiosqlite", "contextfold.store", "contextfold.service.facade", "mcp", "anthropic", "contextfold.compaction"}
+HEAVY = {
+    "pydantic",
+    "contextfold.config",
+    "tiktoken",
+    "aiosqlite",
+    "contextfold.store",
+    "contextfold.service.facade",
+    "mcp",
+    "anthropic",
+    "contextfold.compaction",
+}
 
 PROBE = """
 import sys
@@ -46,7 +56,11 @@ def loaded_by(tmp_path: Path, event: dict[str, object], *argv: str) -> tuple[str
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")}
     done = subprocess.run(
         [sys.executable, "-c", PROBE, "--home", str(tmp_path / "home"), "hook", *argv],
-        input=json.dumps(event), env={**environ, "PROBE_OUT": str(out)}, capture_output=True, text=True, timeout=120,
+        input=json.dumps(event),
+        env={**environ, "PROBE_OUT": str(out)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     modules = set(json.loads(out.read_text()))
@@ -54,8 +68,14 @@ def loaded_by(tmp_path: Path, event: dict[str, object], *argv: str) -> tuple[str
 
 
 def bash(stdout: str) -> dict[str, object]:
-    return {"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "t",
-            "tool_input": {"command": "make"}, "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False}}
+    return {
+        "session_id": "s",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": "t",
+        "tool_input": {"command": "make"},
+        "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False},
+    }
 
 
 @pytest.mark.parametrize("size", [200, 20_000])
@@ -69,7 +89,10 @@ def test_a_prompt_with_nothing_pending_and_a_plain_session_start_load_nothing_he
         (("claude-code", "UserPromptSubmit"), {"session_id": "s", "prompt": "hi"}),
         (("claude-code", "SessionStart"), {"session_id": "s", "source": "startup"}),
         (("codex", "PostToolUse"), {"session_id": "s", "tool_name": "Bash", "tool_response": "x"}),
-        (("claude-code", "StatusLine"), {"session_id": "s", "context_window": {"total_input_tokens": 9, "context_window_size": 200_000}}),
+        (
+            ("claude-code", "StatusLine"),
+            {"session_id": "s", "context_window": {"total_input_tokens": 9, "context_window_size": 200_000}},
+        ),
     ):
         stdout, heavy = loaded_by(tmp_path, event, *argv)
         assert (stdout == "") != (argv[1] == "StatusLine") and not heavy, f"{argv} loaded {sorted(heavy)}"
@@ -79,7 +102,11 @@ def test_the_quick_reading_of_the_limits_is_the_settings(tmp_path: Path) -> None
     defaults = Settings(home=tmp_path)
     assert {name: getattr(defaults, name) for name in gate.LIMIT_DEFAULTS} == gate.LIMIT_DEFAULTS
     (tmp_path / "config.toml").write_text("max_lines = 500\ncontext_share = 0.2\ncontext_window = 64000\n")
-    environ = {"CONTEXTFOLD_MAX_BYTES": "9000", "CONTEXTFOLD_CONTEXT_SHARE": "0.25", "CONTEXTFOLD_CLAUDE_TOKEN_FACTOR": "1.5"}
+    environ = {
+        "CONTEXTFOLD_MAX_BYTES": "9000",
+        "CONTEXTFOLD_CONTEXT_SHARE": "0.25",
+        "CONTEXTFOLD_CLAUDE_TOKEN_FACTOR": "1.5",
+    }
     quick = gate.light_limits(tmp_path, None, environ)
     real = load_settings({"home": tmp_path}, environ=environ)
     assert quick == {name: getattr(real, name) for name in gate.LIMIT_DEFAULTS}
@@ -92,7 +119,9 @@ texts = st.text(alphabet=st.sampled_from(list("ab \n\t{}0é漢😀")), max_size=
 
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(text=texts, window=st.sampled_from([8_192, 32_000, 200_000]), share=st.sampled_from([0.05, 0.3]))
-def test_certainly_within_never_lets_through_what_the_exact_check_would_spill(text: str, window: int, share: float) -> None:
+def test_certainly_within_never_lets_through_what_the_exact_check_would_spill(
+    text: str, window: int, share: float
+) -> None:
     limits = {**gate.LIMIT_DEFAULTS, "context_window": window, "context_share": share}
     real = Settings(context_window=window, context_share=share)
     exact = PreviewCaps.of(real, window, counter_for("claude", real.token_factors).count)

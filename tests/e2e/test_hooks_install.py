@@ -28,7 +28,9 @@ CLAUDE_SETTINGS = {
     "model": "opus",
     "permissions": {"allow": ["Bash(git status)"]},
     "hooks": {
-        "PostToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "prettier --write \"$FILE\""}]}],
+        "PostToolUse": [
+            {"matcher": "Write|Edit", "hooks": [{"type": "command", "command": 'prettier --write "$FILE"'}]}
+        ],
         "PreCompact": [{"hooks": [{"type": "command", "command": "~/bin/save-notes.sh"}]}],
     },
 }
@@ -64,7 +66,9 @@ def _cli(name: str) -> Path:
     pytest.skip(reason)
 
 
-def contextfold(home: Path, *args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def contextfold(
+    home: Path, *args: str, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTFOLD_", "CLAUDE_", "CODEX_"))}
     return subprocess.run(
         [sys.executable, "-m", "contextfold", "--home", str(home), *args],
@@ -127,7 +131,9 @@ def test_claude_code_install_keeps_others_is_idempotent_and_uninstall_restores(t
 
 def test_someone_elses_status_line_is_kept(tmp_path: Path, user_home: Path) -> None:
     env = {"HOME": str(user_home)}
-    (user_home / ".claude" / "settings.json").write_text(json.dumps({"statusLine": {"type": "command", "command": "~/my-line.sh"}}))
+    (user_home / ".claude" / "settings.json").write_text(
+        json.dumps({"statusLine": {"type": "command", "command": "~/my-line.sh"}})
+    )
     done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", env=env)
     assert "your Claude Code statusLine is kept" in done.stdout
     assert json.loads((user_home / ".claude" / "settings.json").read_text())["statusLine"]["command"] == "~/my-line.sh"
@@ -180,7 +186,16 @@ def test_a_settings_file_that_is_not_json_is_refused_untouched(tmp_path: Path, u
 def test_project_scope_writes_the_projects_files(tmp_path: Path, user_home: Path) -> None:
     project = tmp_path / "proj"
     project.mkdir()
-    done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", "--scope", "project", env={"HOME": str(user_home)}, cwd=project)
+    done = contextfold(
+        tmp_path / "data",
+        "hooks",
+        "install",
+        "claude-code",
+        "--scope",
+        "project",
+        env={"HOME": str(user_home)},
+        cwd=project,
+    )
     assert done.returncode == 0, done.stderr
     assert "hook claude-code PreCompact" in (project / ".claude" / "settings.json").read_text()
     assert "contextfold" in json.loads((project / ".mcp.json").read_text())["mcpServers"]
@@ -211,7 +226,9 @@ def test_codex_install_merges_hooks_server_and_trust_and_uninstall_restores(tmp_
     (codex / "config.toml").write_text(CODEX_CONFIG)
     # their hook is trusted under its key, which our hooks must not shift
     their_hash = install.codex_hash("PreCompact", None, {"command": "notify-compaction"})
-    (codex / "config.toml").write_text(CODEX_CONFIG + f'\n[hooks.state."{codex / "hooks.json"}:pre_compact:0:0"]\ntrusted_hash = "{their_hash}"\n')
+    (codex / "config.toml").write_text(
+        CODEX_CONFIG + f'\n[hooks.state."{codex / "hooks.json"}:pre_compact:0:0"]\ntrusted_hash = "{their_hash}"\n'
+    )
     before = {p.name: p.read_bytes() for p in codex.iterdir()}
     done = contextfold(tmp_path / "data", "hooks", "install", "codex", env=codex_env(user_home))
     assert done.returncode == 0, done.stderr
@@ -226,8 +243,12 @@ def test_codex_install_merges_hooks_server_and_trust_and_uninstall_restores(tmp_
     state = config["hooks"]["state"]
     assert state[f"{codex / 'hooks.json'}:pre_compact:0:0"]["trusted_hash"] == their_hash
     ours = hooks["PreCompact"][1]
-    assert state[f"{codex / 'hooks.json'}:pre_compact:1:0"]["trusted_hash"] == install.codex_hash("PreCompact", None, ours["hooks"][0])
-    status = json.loads(contextfold(tmp_path / "data", "hooks", "status", "codex", "--json", env=codex_env(user_home)).stdout)
+    assert state[f"{codex / 'hooks.json'}:pre_compact:1:0"]["trusted_hash"] == install.codex_hash(
+        "PreCompact", None, ours["hooks"][0]
+    )
+    status = json.loads(
+        contextfold(tmp_path / "data", "hooks", "status", "codex", "--json", env=codex_env(user_home)).stdout
+    )
     assert [h["trust"] for h in status["hooks"]] == ["trusted"] * 3 and status["problems"] == []
 
     again = contextfold(tmp_path / "data", "hooks", "install", "codex", env=codex_env(user_home))
@@ -254,7 +275,11 @@ def test_codex_hash_matches_what_codex_0169_computed() -> None:
     assert install.codex_hash("PreToolUse", None, {"command": "/tmp/invest/cx1/dump.sh PreToolUse"}) == (
         "sha256:ca0e3928a6e7ba4c2c8bdec73fb0e89669f47470081acfe26e71e37badcace1c"
     )
-    handler = {"command": "/x/contextfold --home /h hook codex SessionStart", "timeout": 120, "additionalContextLimit": 0}
+    handler = {
+        "command": "/x/contextfold --home /h hook codex SessionStart",
+        "timeout": 120,
+        "additionalContextLimit": 0,
+    }
     assert install.codex_hash("SessionStart", "compact", handler) == (
         "sha256:fb502fde542654d6bfb089e08738ddd4c27fd6389cd4d3614cd24d8833bd3faa"
     )
@@ -262,8 +287,13 @@ def test_codex_hash_matches_what_codex_0169_computed() -> None:
 
 def app_server_hooks(codex: Path, env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
     process = subprocess.Popen(
-        [str(codex), "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env={**os.environ, **env}, text=True, cwd=cwd,
+        [str(codex), "app-server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
+        text=True,
+        cwd=cwd,
     )
     assert process.stdin is not None and process.stdout is not None
 
@@ -306,15 +336,26 @@ def test_claude_mcp_list_shows_contextfold_connected(tmp_path: Path, user_home: 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTFOLD_", "ANTHROPIC_", "CLAUDE_"))}
     done = subprocess.run(
         [str(claude), "mcp", "list"],
-        env={**environ, **env, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
-        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+        env={
+            **environ,
+            **env,
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
     )
-    line = next((l for l in done.stdout.splitlines() if l.startswith("contextfold:")), "")
+    line = next((row for row in done.stdout.splitlines() if row.startswith("contextfold:")), "")
     assert "Connected" in line, done.stdout + done.stderr
 
 
 @pytest.mark.anyio
-async def test_the_installed_server_offers_the_agent_two_tools_and_says_what_they_are_for(tmp_path: Path, user_home: Path) -> None:
+async def test_the_installed_server_offers_the_agent_two_tools_and_says_what_they_are_for(
+    tmp_path: Path, user_home: Path
+) -> None:
     from mcp import Client, StdioServerParameters
 
     from contextfold.mcpserver.tools import AGENT_INSTRUCTIONS, TOOLS
@@ -325,6 +366,12 @@ async def test_the_installed_server_offers_the_agent_two_tools_and_says_what_the
     async with Client(StdioServerParameters(command=entry["command"], args=entry["args"], env=environ)) as client:
         listed = sorted(t.name for t in (await client.list_tools()).tools)
         assert listed == ["read_output", "search_history"]
-    async with Client(StdioServerParameters(command=sys.executable, args=["-m", "contextfold", "--home", str(tmp_path / "data"), "serve"], env=environ)) as client:
-        assert sorted(t.name for t in (await client.list_tools()).tools) == sorted(TOOLS)  # the full server is unchanged
+    async with Client(
+        StdioServerParameters(
+            command=sys.executable, args=["-m", "contextfold", "--home", str(tmp_path / "data"), "serve"], env=environ
+        )
+    ) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == sorted(
+            TOOLS
+        )  # the full server is unchanged
     assert "read_output" in AGENT_INSTRUCTIONS and "append" not in AGENT_INSTRUCTIONS

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp.shared.exceptions import MCPError
 from _servers import client as _client
 from _servers import serve
+from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
 
@@ -25,17 +25,27 @@ async def test_the_full_tool_set_over_http_in_both_eras(tmp_path: Path, mode: st
         async with _client(url, mode=mode) as client:
             assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             await client.call_tool("session_open", {"session_id": "h", "model": "gpt-4o"})
-            appended = await client.call_tool("append", {"session_id": "h", "messages": [
-                # An earlier turn for `compact` to summarize: the newest request and its answer
-                # always stay in view, so a one-turn session has nothing to compact (issue 13).
-                {"role": "user", "content": "Describe the project."},
-                {"role": "assistant", "content": "It is a small command-line tool. " * 100},
-                {"role": "user", "content": "list"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-                ]},
-                {"role": "tool", "tool_call_id": "c1", "content": "x\n" * 3_000},
-            ]})
+            appended = await client.call_tool(
+                "append",
+                {
+                    "session_id": "h",
+                    "messages": [
+                        # An earlier turn for `compact` to summarize: the newest request and its answer
+                        # always stay in view, so a one-turn session has nothing to compact (issue 13).
+                        {"role": "user", "content": "Describe the project."},
+                        {"role": "assistant", "content": "It is a small command-line tool. " * 100},
+                        {"role": "user", "content": "list"},
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+                            ],
+                        },
+                        {"role": "tool", "tool_call_id": "c1", "content": "x\n" * 3_000},
+                    ],
+                },
+            )
             output_id = appended.structured_content["spilled"][0]["output_id"]
             read = await client.call_tool("read_output", {"id": output_id, "offset": 3_000, "limit": 1})
             assert read.structured_content["text"] == "3000\tx"
@@ -47,7 +57,10 @@ async def test_the_full_tool_set_over_http_in_both_eras(tmp_path: Path, mode: st
                 ("count_tokens", {"text": "hi"}),
                 ("session_list", {}),
                 ("compact", {"session_id": "h", "summarizer": "extractive", "dry_run": True}),
-                ("summarize", {"messages": [{"role": "user", "content": "Never use sudo."}], "summarizer": "extractive"}),
+                (
+                    "summarize",
+                    {"messages": [{"role": "user", "content": "Never use sudo."}], "summarizer": "extractive"},
+                ),
                 ("spill", {"session_id": "h", "text": "short"}),
             ]:
                 result = await client.call_tool(name, args)
@@ -82,7 +95,9 @@ async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
     for tenant in ("alice", "bob"):
         out = subprocess.run(
             [sys.executable, "-m", "contextfold", "token", "add", tenant, "--tokens-file", str(tokens_file)],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         tokens[tenant] = out.stdout.strip().splitlines()[-1]
     stored = tokens_file.read_text()
@@ -96,9 +111,10 @@ async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
             assert response.status_code == 401
         async with _client(url, tokens["alice"]) as alice:
             await alice.call_tool("session_open", {"session_id": "secret", "model": "gpt-4o"})
-            appended = await alice.call_tool("append", {"session_id": "secret", "messages": [
-                {"role": "user", "content": "password is hunter2\n" * 9_000}
-            ]})
+            appended = await alice.call_tool(
+                "append",
+                {"session_id": "secret", "messages": [{"role": "user", "content": "password is hunter2\n" * 9_000}]},
+            )
             output_id = appended.structured_content["spilled"][0]["output_id"]
             assert (await alice.call_tool("read_output", {"id": output_id})).structured_content["total_lines"] == 9_000
         async with _client(url, tokens["bob"]) as bob:
@@ -117,9 +133,10 @@ async def test_tenants_only_see_their_own_sessions_and_outputs(tmp_path: Path):
                 assert result.is_error and "no " in result.content[0].text, name
                 # Another tenant's id reads exactly like an id nobody uses.
                 unused = await bob.call_tool(name, _renamed(args, "secret", "unused", output_id, "out_unused"))
-                assert result.content[0].text == _renamed(unused.content[0].text, "out_unused", output_id,
-                                                          "unused", "secret"), name
-            with pytest.raises(Exception):
+                assert result.content[0].text == _renamed(
+                    unused.content[0].text, "out_unused", output_id, "unused", "secret"
+                ), name
+            with pytest.raises(MCPError):
                 await bob.read_resource(f"contextfold://outputs/{output_id}")
             # Session ids are per tenant: bob's "secret" is a new session of his own, and opening
             # it answers as for any unused id (it does not reveal that alice has one).

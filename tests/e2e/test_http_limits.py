@@ -16,10 +16,10 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp import Client
-from mcp.shared.exceptions import MCPError
 from _servers import client as _client
 from _servers import serve
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from contextfold.config import load_settings
 from contextfold.mcpserver.tools import build_server
@@ -188,12 +188,20 @@ async def test_a_million_spaces_do_not_take_the_server_down(tmp_path: Path):
         counted = await client.call_tool("count_tokens", {"text": spaces, "model": "gpt-4o"})
         assert not counted.is_error and counted.structured_content["tokens"] > 8_000
         await client.call_tool("session_open", {"session_id": "s", "model": "gpt-4o"})
-        appended = await client.call_tool("append", {"session_id": "s", "messages": [
-            {"role": "user", "content": "run it"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
-            ]},
-            {"role": "tool", "tool_call_id": "c1", "content": spaces},
-        ]})
+        appended = await client.call_tool(
+            "append",
+            {
+                "session_id": "s",
+                "messages": [
+                    {"role": "user", "content": "run it"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": spaces},
+                ],
+            },
+        )
         assert not appended.is_error, appended.content
         assert not (await client.call_tool("status", {"session_id": "s"})).is_error

@@ -57,9 +57,7 @@ def inspector() -> Path:
             _unavailable(f"{tool} is not installed: the MCP Inspector tests need Node.js and npm, then `{INSTALL}`")
     if not INSPECTOR_BIN.exists():
         _unavailable(f"the MCP Inspector is not installed in {INSPECTOR_DIR}: run `{INSTALL}`")
-    installed = json.loads(
-        (INSPECTOR_DIR / "node_modules" / INSPECTOR_PACKAGE / "package.json").read_text()
-    )["version"]
+    installed = json.loads((INSPECTOR_DIR / "node_modules" / INSPECTOR_PACKAGE / "package.json").read_text())["version"]
     if installed != _pinned_version():
         _unavailable(f"the installed MCP Inspector is {installed}, not the pinned {_pinned_version()}: run `{INSTALL}`")
     return INSPECTOR_BIN

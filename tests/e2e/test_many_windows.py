@@ -65,12 +65,28 @@ def _version_behind(path: Path) -> None:
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
-        _insert(conn, "sessions", id="old", owner="", model="gpt-4o", created_at=1, updated_at=1, next_seq=2,
-                message_count=1)
-        _insert(conn, "messages", id="msg_old", owner="", session_id="old", seq=1, role="user", created_at=1,
-                tokens=7)
-        _insert(conn, "parts", message_id="msg_old", idx=0, owner="", session_id="old", type="text",
-                data='{"type":"text","text":"kept across the upgrade"}')
+        _insert(
+            conn,
+            "sessions",
+            id="old",
+            owner="",
+            model="gpt-4o",
+            created_at=1,
+            updated_at=1,
+            next_seq=2,
+            message_count=1,
+        )
+        _insert(conn, "messages", id="msg_old", owner="", session_id="old", seq=1, role="user", created_at=1, tokens=7)
+        _insert(
+            conn,
+            "parts",
+            message_id="msg_old",
+            idx=0,
+            owner="",
+            session_id="old",
+            type="text",
+            data='{"type":"text","text":"kept across the upgrade"}',
+        )
 
 
 def _insert(conn: sqlite3.Connection, table: str, **values: object) -> None:

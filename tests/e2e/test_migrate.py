@@ -54,11 +54,14 @@ async def _build_home(home: Path) -> dict[str, str]:
         await local.open_session("plain", model="gpt-4o", title="plain")
         await local.append("plain", _turns(30, "p"))
         await local.open_session("big", model="gpt-4o")
-        result = await local.append("big", [
-            {"role": "user", "content": "run the whole suite"},
-            {"role": "assistant", "content": None, "tool_calls": [_call("b1", "pytest -x")]},
-            {"role": "tool", "tool_call_id": "b1", "content": BIG},
-        ])
+        result = await local.append(
+            "big",
+            [
+                {"role": "user", "content": "run the whole suite"},
+                {"role": "assistant", "content": None, "tool_calls": [_call("b1", "pytest -x")]},
+                {"role": "tool", "tool_call_id": "b1", "content": BIG},
+            ],
+        )
         spilled = result.spilled[0].output_id
         await local.open_session("compacted", model="gpt-4o", settings={"preserve_recent_tokens": 2000})
         await local.append("compacted", _turns(40, "c"))

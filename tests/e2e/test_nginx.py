@@ -26,7 +26,7 @@ TOKEN = "alice-token-for-the-nginx-test"
 
 def _readme_config() -> str:
     text = (ROOT / "README.md").read_text("utf-8")
-    section = text[text.index("## Running for a team"):]
+    section = text[text.index("## Running for a team") :]
     match = re.search(r"```nginx\n(.*?)```", section, re.S)
     assert match, "README's Running for a team has no nginx example"
     return match.group(1)
@@ -57,8 +57,11 @@ async def test_the_readme_nginx_example_balances_three_replicas(tmp_path: Path, 
         pytest.skip(message)
     env = {"CONTEXTFOLD_TOKENS": f"alice={TOKEN}"}
     args = ("--host", "0.0.0.0", "--database", pg_url, "--stateless")
-    with serve(tmp_path / "a", *args, env=env) as a, serve(tmp_path / "b", *args, env=env) as b, \
-            serve(tmp_path / "c", *args, env=env) as c:
+    with (
+        serve(tmp_path / "a", *args, env=env) as a,
+        serve(tmp_path / "b", *args, env=env) as b,
+        serve(tmp_path / "c", *args, env=env) as c,
+    ):
         ports = [int(s.url.rsplit(":", 1)[1].split("/")[0]) for s in (a, b, c)]
         listen = free_port()
         conf = tmp_path / "nginx.conf"
@@ -71,12 +74,14 @@ async def test_the_readme_nginx_example_balances_three_replicas(tmp_path: Path, 
                 async with client(url, token=TOKEN, mode=mode) as c1:
                     assert not (await c1.call_tool("session_open", {"session_id": mode, "model": "gpt-4o"})).is_error
                     for i in range(6):
-                        done = await c1.call_tool("append", {"session_id": mode, "messages": [
-                            {"role": "user", "content": f"message {i}"}]})
+                        done = await c1.call_tool(
+                            "append", {"session_id": mode, "messages": [{"role": "user", "content": f"message {i}"}]}
+                        )
                         assert not done.is_error, done.content
                     context = await c1.call_tool("get_context", {"session_id": mode})
                     assert [m["content"] for m in context.structured_content["messages"]] == [
-                        f"message {i}" for i in range(6)]
+                        f"message {i}" for i in range(6)
+                    ]
             b.kill()
             async with client(url, token=TOKEN) as c2:
                 for _ in range(6):  # some would have gone to the dead replica

@@ -24,8 +24,18 @@ import anyio
 import psycopg
 import pytest
 from _servers import Server, start_server
-from test_spill_processes import CLIENTS_PER_SERVER, POOL, QUOTA, SERVERS, WRITES_PER_CLIENT, Seen, _noise, _pool
-from test_spill_processes import _run_client, _text_of
+from test_spill_processes import (
+    CLIENTS_PER_SERVER,
+    POOL,
+    QUOTA,
+    SERVERS,
+    WRITES_PER_CLIENT,
+    Seen,
+    _noise,
+    _pool,
+    _run_client,
+    _text_of,
+)
 
 from contextfold.config import load_settings
 from contextfold.service.facade import ContextService
@@ -39,8 +49,10 @@ def _stored(url: str) -> tuple[list[tuple[str, str, int]], set[str], dict[str, b
         rows = db.execute("SELECT id, digest, bytes FROM outputs").fetchall()
         evicted = {r[0] for r in db.execute("SELECT id FROM output_tombstones WHERE reason = 'evicted'")}
         blobs = {
-            digest: b"".join(bytes(c[0]) for c in db.execute(
-                "SELECT data FROM blob_chunks WHERE blob_id = %s ORDER BY n", (blob_id,)))
+            digest: b"".join(
+                bytes(c[0])
+                for c in db.execute("SELECT data FROM blob_chunks WHERE blob_id = %s ORDER BY n", (blob_id,))
+            )
             for digest, blob_id in db.execute("SELECT digest, blob_id FROM blobs").fetchall()
         }
     return rows, evicted, blobs
@@ -56,7 +68,8 @@ async def test_replicas_sharing_spills_in_postgresql_never_lose_an_acknowledged_
 
     async def start(i: int) -> None:
         server = await anyio.to_thread.run_sync(
-            lambda: start_server(tmp_path / f"replica{i}", "--database", pg_url, env=env))
+            lambda: start_server(tmp_path / f"replica{i}", "--database", pg_url, env=env)
+        )
         servers.append(server)
 
     try:
@@ -138,9 +151,10 @@ async def test_a_writer_stores_its_blob_again_when_a_gc_took_it_first(tmp_path: 
 
 async def test_the_quota_counts_what_every_replica_stored(tmp_path: Path, pg_url: str) -> None:
     quota = 100_000
-    async with await _service(tmp_path, pg_url, "a", spill_quota_bytes=quota) as a, await _service(
-        tmp_path, pg_url, "b", spill_quota_bytes=quota
-    ) as b:
+    async with (
+        await _service(tmp_path, pg_url, "a", spill_quota_bytes=quota) as a,
+        await _service(tmp_path, pg_url, "b", spill_quota_bytes=quota) as b,
+    ):
         await a.open_session("a", model="gpt-4o")
         await b.open_session("b", model="gpt-4o")
         await a.spill("a", _noise(10_000, 10))
@@ -153,8 +167,9 @@ async def test_the_quota_counts_what_every_replica_stored(tmp_path: Path, pg_url
         assert (await b.output_text(last.output_id)) == _noise(30_000, 20)
         # Deleting a session gives its content's bytes back, for every replica at once.
         await a.delete_session("a")
-        await b.outputs.delete_unreferenced({r.digest for r in await b.backend.outputs()} | set(
-            info.digest for info in b.outputs.files.list()))
+        await b.outputs.delete_unreferenced(
+            {r.digest for r in await b.backend.outputs()} | set(info.digest for info in b.outputs.files.list())
+        )
         assert await a.outputs.used_bytes() == await b.outputs.used_bytes() == _blob_bytes(pg_url)
 
 
@@ -171,7 +186,8 @@ async def test_a_dropped_connection_costs_no_request(tmp_path: Path, pg_url: str
             )
             for _ in range(100):  # the backends exit a moment after they are told to
                 left = admin.execute(
-                    "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'contextfold'").fetchone()[0]
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'contextfold'"
+                ).fetchone()[0]
                 if not left:
                     break
                 time.sleep(0.05)
@@ -185,8 +201,15 @@ async def test_a_dropped_connection_costs_no_request(tmp_path: Path, pg_url: str
 
 def test_serve_refuses_to_start_on_an_unreachable_database_in_one_line(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "contextfold", "serve", "--http", "--database",
-         "postgresql://team:hunter2@127.0.0.1:1/contextfold"],
+        [
+            sys.executable,
+            "-m",
+            "contextfold",
+            "serve",
+            "--http",
+            "--database",
+            "postgresql://team:hunter2@127.0.0.1:1/contextfold",
+        ],
         env={**os.environ, "CONTEXTFOLD_HOME": str(tmp_path)},
         capture_output=True,
         text=True,

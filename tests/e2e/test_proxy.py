@@ -17,13 +17,12 @@ from typing import Any
 
 import anyio
 import pytest
+from _proxy import RawClient, direct, env, output_id, proxied, proxy_command, python_upstream, read_whole
 from mcp import Client, MCPError
 from mcp.types import CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
+from proxy_upstream import lines_text
 
 from contextfold.tokens.counting import counter_for
-
-from _proxy import RawClient, direct, env, output_id, proxied, proxy_command, python_upstream, read_whole
-from proxy_upstream import lines_text
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +87,7 @@ async def test_upstream_tools_named_like_the_added_ones_keep_their_names(tmp_pat
         assert mine.content[0].text == "upstream read x"
         # A preview's hint names the added tool by the name it has here.
         cut = (await client.call_tool("big", {"lines": 3_000})).content[0].text
-        assert 'contextfold_read_output(id="out_' in cut and ' read_output(id=' not in cut
+        assert 'contextfold_read_output(id="out_' in cut and " read_output(id=" not in cut
         assert await read_whole(client, output_id(cut), "contextfold_read_output") == lines_text(3_000)
 
 
@@ -111,7 +110,10 @@ SMALL_CALLS = [
     ("resources/read", {"uri": "item://7"}),
     ("prompts/list", {}),
     ("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}}),
-    ("completion/complete", {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": "al"}}),
+    (
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": "al"}},
+    ),
     ("ping", None),
     ("no/such/method", {}),
 ]
@@ -213,7 +215,9 @@ async def test_structured_content_over_the_limit_stays_valid_for_its_output_sche
         shortened = result.structured_content
         assert shortened["title"] == "report" and 0 < len(shortened["rows"]) < 600
         assert counter_for("gpt-4o").count(json.dumps(shortened)) <= 2_400
-        assert shortened["rows"] == [{"id": i, "name": f"row {i}", "notes": "n" * 200} for i in range(len(shortened["rows"]))]
+        assert shortened["rows"] == [
+            {"id": i, "name": f"row {i}", "notes": "n" * 200} for i in range(len(shortened["rows"]))
+        ]
         # Rows were dropped without a trace in them: a note says so, and where the whole result is
         # (clients such as Claude Code show the model the structured content).
         assert "lists cut to their first items" in shortened["contextfold_note"]
@@ -376,7 +380,11 @@ async def test_each_proxy_has_a_session_made_only_when_used(tmp_path):
     async with Client(proxied(tmp_path, *python_upstream()), mode="legacy") as client:
         await client.call_tool("big", {"lines": 3_000})
     sessions = _sessions(tmp_path)
-    assert len(sessions) == 1 and sessions[0]["title"].startswith("proxy: ") and "proxy_upstream.py" in sessions[0]["title"]
+    assert (
+        len(sessions) == 1
+        and sessions[0]["title"].startswith("proxy: ")
+        and "proxy_upstream.py" in sessions[0]["title"]
+    )
 
 
 async def test_several_proxies_on_one_home_keep_every_output(tmp_path):

@@ -12,12 +12,11 @@ without them these skip locally and fail under CI=true.
 
 from __future__ import annotations
 
-import pytest
-
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from _proxy import npm_server
 from agents_harness import ClaudeCode
 from fake_models import ModelRequest, Turn, call, say

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from _proxy import FAULTY, RawClient, env, proxy_command
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +35,9 @@ async def start(home: Path, *upstream: str, options: tuple[str, ...] = ()) -> Ra
     return client
 
 
-async def call(client: RawClient, name: str, arguments: dict[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
+async def call(
+    client: RawClient, name: str, arguments: dict[str, Any] | None = None, timeout: float = 60
+) -> dict[str, Any]:
     line = await client.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout=timeout)
     return json.loads(line)
 
@@ -55,7 +56,10 @@ def assert_home_whole(home: Path) -> None:
     with sqlite3.connect(database) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     done = subprocess.run(
-        [sys.executable, "-m", "contextfold", "gc", "--dry-run", "--json"], env=env(home), capture_output=True, text=True
+        [sys.executable, "-m", "contextfold", "gc", "--dry-run", "--json"],
+        env=env(home),
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["files_removed"] == 0, done.stdout
@@ -87,9 +91,12 @@ async def test_an_upstream_that_hangs_times_out_and_the_next_call_works(tmp_path
     try:
         message = error_of(await call(client, "hang"))
         assert "did not answer tools/call hang within 1 s (proxy_timeout_seconds)" in message
-        assert json.loads(await client.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}}))[
-            "result"
-        ]["content"][0]["text"] == "ok"
+        assert (
+            json.loads(await client.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}}))["result"][
+                "content"
+            ][0]["text"]
+            == "ok"
+        )
     finally:
         assert await client.close() == 0
 
@@ -99,7 +106,8 @@ async def test_an_upstream_that_never_answers_the_handshake_times_out(tmp_path):
     try:
         answer = json.loads(
             await client.request(
-                "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
             )
         )
         assert "did not answer initialize within 1 s" in error_of(answer)
@@ -145,7 +153,8 @@ async def test_an_upstream_that_cannot_start_is_named_in_the_first_answer(tmp_pa
     try:
         answer = json.loads(
             await client.request(
-                "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
             )
         )
         message = error_of(answer)

@@ -12,11 +12,9 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
-
-from _proxy import UPSTREAM, listening, output_id, proxied, python_upstream, read_whole
+from _proxy import UPSTREAM, listening, output_id, python_upstream, read_whole
 from _servers import free_port
+from mcp import Client, MCPError
 from proxy_upstream import lines_text
 from test_proxy import ERAS, consent, dumped, fake_llm
 
@@ -25,9 +23,8 @@ pytestmark = pytest.mark.anyio
 
 def url_proxy(home: Any, port: int, *options: str) -> Any:
     command = [sys.executable, "-m", "contextfold", "proxy", "--url", f"http://127.0.0.1:{port}/mcp", *options]
-    from mcp import StdioServerParameters
-
     from _proxy import env
+    from mcp import StdioServerParameters
 
     return StdioServerParameters(command=command[0], args=command[1:], env=env(home))
 
@@ -75,12 +72,17 @@ async def test_clients_over_http_each_get_their_own_upstream_and_session(tmp_pat
     argv = [sys.executable, "-m", "contextfold", "proxy", "--http", "--port", str(port), "--", *python_upstream()]
     with listening(argv, tmp_path, port):
         url = f"http://127.0.0.1:{port}/mcp"
-        async with Client(url, mode="legacy", sampling_callback=fake_llm) as first, Client(url, mode="legacy") as second:
+        async with (
+            Client(url, mode="legacy", sampling_callback=fake_llm) as first,
+            Client(url, mode="legacy") as second,
+        ):
             assert first.protocol_version == second.protocol_version == "2025-11-25"
             names = [t.name for t in (await first.list_tools()).tools]
             assert names[-2:] == ["read_output", "search_history"] and "echo" in names
             assert (await first.call_tool("ask_push", {"question": "hi"})).content[0].text == "LLM<hi>"
-            cuts = [(await c.call_tool("big", {"lines": 3_000 + n})).content[0].text for n, c in enumerate((first, second))]
+            cuts = [
+                (await c.call_tool("big", {"lines": 3_000 + n})).content[0].text for n, c in enumerate((first, second))
+            ]
             for n, (c, cut) in enumerate(zip((first, second), cuts)):
                 assert await read_whole(c, output_id(cut)) == lines_text(3_000 + n)
             # Each client session is its own proxy: its own history.
@@ -102,7 +104,9 @@ async def test_sessionless_clients_over_http_share_one_upstream_connection(tmp_p
             names = [t.name for t in (await first.list_tools()).tools]
             assert names[-2:] == ["read_output", "search_history"] and "echo" in names
             # Both clients number their requests alike; each answer still reaches its own request.
-            echoes = await asyncio.gather(*(c.call_tool("echo", {"text": f"from {n}"}) for n, c in enumerate((first, second))))
+            echoes = await asyncio.gather(
+                *(c.call_tool("echo", {"text": f"from {n}"}) for n, c in enumerate((first, second)))
+            )
             assert [e.content[0].text for e in echoes] == ["from 0", "from 1"]
             progress: list[Any] = []
 

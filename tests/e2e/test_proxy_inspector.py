@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from _proxy import UPSTREAM, output_id
 from proxy_upstream import lines_text
 from test_inspector import CALL_TIMEOUT, SERVER_INFO_META, TOOL_ERROR_EXIT, inspector  # noqa: F401
@@ -49,7 +48,9 @@ class ProxyInspector:
         return json.loads(done.stdout)["result"]
 
     def call(self, tool: str, arguments: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return self.run("--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(arguments), **kwargs)
+        return self.run(
+            "--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(arguments), **kwargs
+        )
 
 
 @pytest.fixture

@@ -17,10 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
+from _proxy import RawClient, direct, env, npm_server, output_id, proxied, proxy_command, read_whole
 from mcp import Client
 from mcp.types import CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
-
-from _proxy import RawClient, direct, env, npm_server, output_id, proxied, proxy_command, read_whole
 
 pytestmark = [pytest.mark.anyio, pytest.mark.npm]
 
@@ -77,7 +76,9 @@ async def test_everything_lists_the_same_tools_prompts_and_resources_plus_two_to
     assert through[1] == plain[1] and through[3:] == plain[3:]
     assert through[2][: len(plain[2])] == plain[2]
     assert [t["name"] for t in through[2][len(plain[2]) :]] == ["read_output", "search_history"]
-    assert {"trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"} <= {t["name"] for t in plain[2]}
+    assert {"trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"} <= {
+        t["name"] for t in plain[2]
+    }
 
 
 DETERMINISTIC = [
@@ -95,7 +96,10 @@ DETERMINISTIC = [
     ("prompts/list", {}),
     ("prompts/get", {"name": "simple-prompt"}),
     ("prompts/get", {"name": "args-prompt", "arguments": {"city": "Oslo", "state": "Norway"}}),
-    ("completion/complete", {"ref": {"type": "ref/prompt", "name": "completable-prompt"}, "argument": {"name": "department", "value": "E"}}),
+    (
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "completable-prompt"}, "argument": {"name": "department", "value": "E"}},
+    ),
     ("logging/setLevel", {"level": "warning"}),
     ("resources/subscribe", {"uri": "demo://resource/dynamic/text/1"}),
     ("ping", None),
@@ -138,7 +142,11 @@ async def test_everything_back_channel_progress_logging_subscriptions_and_tasks_
                 await anyio.sleep(0.05)
 
     async with Client(
-        proxied(tmp_path, *everything()), mode="legacy", logging_callback=on_log, message_handler=on_message, **CALLBACKS
+        proxied(tmp_path, *everything()),
+        mode="legacy",
+        logging_callback=on_log,
+        message_handler=on_message,
+        **CALLBACKS,
     ) as client:
         sampled = await client.call_tool("trigger-sampling-request", {"prompt": "Say hi", "maxTokens": 20})
         assert "LLM<Resource trigger-sampling-request context: Say hi>" in sampled.content[0].text
@@ -172,14 +180,19 @@ async def test_everything_back_channel_progress_logging_subscriptions_and_tasks_
         # A tool that registers a resource: the list-changed notification comes through.
         data = "data:text/plain;base64,aGVsbG8gcHJveHk="
         await client.call_tool("gzip-file-as-resource", {"name": "hello.txt.gz", "data": data})
-        await until(lambda: any(type(m).__name__ == "ResourceListChangedNotification" for m in messages), "list changed")
+        await until(
+            lambda: any(type(m).__name__ == "ResourceListChangedNotification" for m in messages), "list changed"
+        )
 
     # Tasks (SEP-1686): a task-augmented call, polled, and its result fetched, in raw JSON-RPC.
     raw = await RawClient.start(proxy_command(*everything()), env(tmp_path))
     try:
         await raw.handshake()
         started = json.loads(
-            await raw.request("tools/call", {"name": "simulate-research-query", "arguments": {"topic": "proxies"}, "task": {"ttl": 60_000}})
+            await raw.request(
+                "tools/call",
+                {"name": "simulate-research-query", "arguments": {"topic": "proxies"}, "task": {"ttl": 60_000}},
+            )
         )
         task_id = started["result"]["task"]["taskId"]
         with anyio.fail_after(30):
@@ -192,7 +205,9 @@ async def test_everything_back_channel_progress_logging_subscriptions_and_tasks_
 
 
 def big_file(root: Path) -> tuple[Path, str]:
-    text = "".join(f"{i:06d} the quick brown fox jumps over the lazy dog {i * 7919 % 1000:03d}\n" for i in range(62_000))
+    text = "".join(
+        f"{i:06d} the quick brown fox jumps over the lazy dog {i * 7919 % 1000:03d}\n" for i in range(62_000)
+    )
     path = root / "big.log"
     path.write_text(text)
     return path, text

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, MCPError, StdioServerParameters
-
 from _proxy import UPSTREAM, env, output_id, read_whole
+from mcp import Client, MCPError, StdioServerParameters
 from proxy_upstream import lines_text
 from test_proxy import consent, fake_llm
 
@@ -40,7 +39,9 @@ def hub(tmp_path: Path, path: Path) -> StdioServerParameters:
 
 
 async def test_several_upstreams_behind_one_proxy(tmp_path):
-    async with Client(hub(tmp_path, servers_file(tmp_path)), mode="auto", sampling_callback=fake_llm, elicitation_callback=consent) as client:
+    async with Client(
+        hub(tmp_path, servers_file(tmp_path)), mode="auto", sampling_callback=fake_llm, elicitation_callback=consent
+    ) as client:
         assert client.protocol_version == "2025-11-25" and client.server_info.name == "contextfold-proxy"
         names = [t.name for t in (await client.list_tools()).tools]
         assert "alpha__echo" in names and "beta__echo" in names and "beta__read_output" in names

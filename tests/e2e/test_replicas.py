@@ -91,15 +91,19 @@ def batch(k: int, i: int, rng: random.Random) -> list[dict[str, Any]]:
     for j in range(0, BATCH, 2):
         n = i * BATCH + j
         module = f"pkg/module_{k:02d}_{rng.randrange(40):02d}.py"
-        messages.append({
-            "role": "user",
-            "content": f"{tag(k, n)} Please update {module} for step {n}. We must keep the public API stable.",
-        })
-        messages.append({
-            "role": "assistant",
-            "content": f"{tag(k, n + 1)} Updated {module}: decided to validate inputs before step {n}. "
-                       "The tests for it pass now.",
-        })
+        messages.append(
+            {
+                "role": "user",
+                "content": f"{tag(k, n)} Please update {module} for step {n}. We must keep the public API stable.",
+            }
+        )
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"{tag(k, n + 1)} Updated {module}: decided to validate inputs before step {n}. "
+                "The tests for it pass now.",
+            }
+        )
     return messages
 
 
@@ -214,7 +218,11 @@ async def _run_client(k: int, storm: Storm, outcome: Outcome) -> None:
 
 
 async def _step(
-    c: Client, k: int, step: tuple[str, str, int], batches: dict[int, list[dict[str, Any]]], storm: Storm,
+    c: Client,
+    k: int,
+    step: tuple[str, str, int],
+    batches: dict[int, list[dict[str, Any]]],
+    storm: Storm,
     outcome: Outcome,
 ) -> None:
     tool, session, i = step
@@ -267,8 +275,11 @@ async def test_three_replicas_share_one_postgresql_database(tmp_path: Path, pg_u
     args = ("--database", pg_url, "--stateless")
     outcomes = [Outcome() for _ in range(CLIENTS)]
     started = time.monotonic()
-    with serve(tmp_path / "r0", *args, env=env) as r0, serve(tmp_path / "r1", *args, env=env) as r1, \
-            serve(tmp_path / "r2", *args, env=env) as r2:
+    with (
+        serve(tmp_path / "r0", *args, env=env) as r0,
+        serve(tmp_path / "r1", *args, env=env) as r1,
+        serve(tmp_path / "r2", *args, env=env) as r2,
+    ):
         storm = Storm([r0, r1, r2])
         try:
             async with anyio.create_task_group() as tg:
@@ -301,10 +312,14 @@ async def test_three_replicas_share_one_postgresql_database(tmp_path: Path, pg_u
         spilled = await _one_call(r0.url, "alice", "spill", {"session_id": own(0), "text": log_lines, "tool": "pytest"})
         assert not spilled.is_error, spilled.content
         output_id = spilled.structured_content["output_id"]
-        page = await _one_call(r1.url, "alice", "read_output", {"id": output_id, "offset": 45_001, "limit": 3},
-                               mode="legacy")
+        page = await _one_call(
+            r1.url, "alice", "read_output", {"id": output_id, "offset": 45_001, "limit": 3}, mode="legacy"
+        )
         assert page.structured_content["text"].splitlines() == [
-            "45001\tline 45000: ok", "45002\tline 45001: ok", "45003\tline 45002: ok"]
+            "45001\tline 45000: ok",
+            "45002\tline 45001: ok",
+            "45003\tline 45002: ok",
+        ]
         found = await _one_call(r1.url, "alice", "read_output", {"id": output_id, "pattern": "FAILED"})
         assert found.structured_content["text"] == "31338:line 31337: FAILED test_widget"
         refused = await _one_call(r0.url, "bob", "read_output", {"id": output_id})
@@ -367,5 +382,5 @@ async def test_three_replicas_share_one_postgresql_database(tmp_path: Path, pg_u
         f"{REPLICAS} replicas, {CLIENTS} clients × {MESSAGES_PER_CLIENT} messages in {storm_seconds:.1f} s; "
         f"replica {KILLED} SIGKILLed after {KILL_AFTER} acknowledged batches, {failures} calls failed with it; "
         f"{total_compactions} compactions, {sum(len(o.refusals) for o in outcomes)} refused as racing; "
-        f"requests per replica {dict(sorted(((p, sum(o.sent.get(p, 0) for o in outcomes)) for p in storm.ports)))}"
+        f"requests per replica {dict(sorted((p, sum(o.sent.get(p, 0) for o in outcomes)) for p in storm.ports))}"
     )

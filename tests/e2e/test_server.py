@@ -16,8 +16,17 @@ from contextfold.mcpserver.tools import build_server
 pytestmark = pytest.mark.anyio
 
 TOOLS = {
-    "count_tokens", "session_open", "session_list", "session_delete", "append", "get_context", "status",
-    "spill", "read_output", "prune", "select_tail",
+    "count_tokens",
+    "session_open",
+    "session_list",
+    "session_delete",
+    "append",
+    "get_context",
+    "status",
+    "spill",
+    "read_output",
+    "prune",
+    "select_tail",
 }
 READ_ONLY = {"count_tokens", "session_list", "get_context", "status", "read_output", "select_tail"}
 
@@ -113,7 +122,11 @@ async def test_a_turn_through_mcp(client):
 
     count = await client.call_tool("count_tokens", {"text": "hello world", "model": "gpt-4o"})
     assert count.structured_content == {
-        "tokens": 2, "model": "gpt-4o", "method": "exact", "encoding": "o200k_base", "factor": 1.0
+        "tokens": 2,
+        "model": "gpt-4o",
+        "method": "exact",
+        "encoding": "o200k_base",
+        "factor": 1.0,
     }
 
     listing = await client.call_tool("session_list", {})
@@ -154,9 +167,11 @@ async def test_spill_read_output_and_the_resource(client):
             "session_id": "big",
             "messages": [
                 {"role": "user", "content": "dump it"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-                ]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+                },
                 {"role": "tool", "tool_call_id": "c1", "content": text},
             ],
         },
@@ -187,9 +202,13 @@ async def test_prune_and_select_tail_tools(client):
     await client.call_tool("session_open", {"session_id": "p", "model": "gpt-4o"})
     messages = [{"role": "user", "content": "start"}]
     for i in range(30):
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
-        ]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"chunk {i} " + "data " * 3_000})
     await client.call_tool("append", {"session_id": "p", "messages": messages})
     # Two more user turns, so the tool-heavy turn is outside the protected last two.

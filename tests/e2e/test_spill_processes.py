@@ -91,10 +91,17 @@ async def _run_client(k: int, server: Server, pool: list[str], seen: Seen) -> No
             t = rng.randrange(POOL)
             if n % 3 == 2:
                 call = {"id": f"c{n}", "type": "function", "function": {"name": "cat", "arguments": "{}"}}
-                result = await _call(c, "append", {"session_id": session, "messages": [
-                    {"role": "assistant", "content": None, "tool_calls": [call]},
-                    {"role": "tool", "tool_call_id": f"c{n}", "content": pool[t]},
-                ]})
+                result = await _call(
+                    c,
+                    "append",
+                    {
+                        "session_id": session,
+                        "messages": [
+                            {"role": "assistant", "content": None, "tool_calls": [call]},
+                            {"role": "tool", "tool_call_id": f"c{n}", "content": pool[t]},
+                        ],
+                    },
+                )
                 if result.is_error:
                     seen.errors.append(f"client {k} append {n}: {result.content[0].text}")
                     continue
@@ -171,8 +178,10 @@ async def test_servers_sharing_a_spill_store_never_lose_an_acknowledged_output(t
     assert sum({digest: size for _id, digest, size in rows}.values()) <= QUOTA
     whole, late = sum(s.whole for s in seen), sum(s.evicted for s in seen)
     assert len(evicted) > POOL, "the store hardly evicted: the race was not exercised"
-    print(f"{len(acked)} outputs acknowledged; {whole} read back whole at once, {late} evicted before the read; "
-          f"{len(evicted)} evicted in all, {len(rows)} still stored")
+    print(
+        f"{len(acked)} outputs acknowledged; {whole} read back whole at once, {late} evicted before the read; "
+        f"{len(evicted)} evicted in all, {len(rows)} still stored"
+    )
 
 
 # -- two stores on one home, one process -----------------------------------------------------------
@@ -248,9 +257,10 @@ async def test_a_spill_that_fits_is_not_refused_on_a_stale_count(tmp_path: Path)
 
 async def test_the_quota_counts_what_every_process_stored(tmp_path: Path) -> None:
     quota = 100_000
-    async with await _store(tmp_path, spill_quota_bytes=quota) as a, await _store(
-        tmp_path, spill_quota_bytes=quota
-    ) as b:
+    async with (
+        await _store(tmp_path, spill_quota_bytes=quota) as a,
+        await _store(tmp_path, spill_quota_bytes=quota) as b,
+    ):
         await a.open_session("a", model="gpt-4o")
         await b.open_session("b", model="gpt-4o")
         await a.spill("a", _noise(10_000, 10))

@@ -103,7 +103,9 @@ async def test_an_agent_session_is_advised_to_compact_until_a_prune_would_work(s
 
     # Two more user turns put the first one outside the protected last two: now a prune works.
     for text in ("and the tests?", "thanks"):
-        appended = await service.append("a", [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}])
+        appended = await service.append(
+            "a", [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+        )
     brief = await service.open_session("a", settings=_soft(appended.status.tokens_in_view, **rule))
     assert brief.recommended_action.startswith("prune:")
     assert await _advice_then_prune(service, "a") == ("prune", True)
@@ -167,18 +169,34 @@ class _ClientModel:
 
     async def __call__(self, context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
         self.asked += 1
-        return CreateMessageResult(role="assistant", model="client-model", content=TextContent(type="text", text=VALID_SUMMARY))
+        return CreateMessageResult(
+            role="assistant", model="client-model", content=TextContent(type="text", text=VALID_SUMMARY)
+        )
 
 
 async def _seed(client: Client, session_id: str, settings: dict[str, object]) -> None:
-    await client.call_tool("session_open", {"session_id": session_id, "model": "gpt-4o", "settings": {
-        "preserve_recent_tokens": 800, **settings,
-    }})
+    await client.call_tool(
+        "session_open",
+        {
+            "session_id": session_id,
+            "model": "gpt-4o",
+            "settings": {
+                "preserve_recent_tokens": 800,
+                **settings,
+            },
+        },
+    )
     for i in range(8):
-        await client.call_tool("append", {"session_id": session_id, "messages": [
-            {"role": "user", "content": f"Step {i}: update src/module_{i}.py"},
-            {"role": "assistant", "content": "done " * 200},
-        ]})
+        await client.call_tool(
+            "append",
+            {
+                "session_id": session_id,
+                "messages": [
+                    {"role": "user", "content": f"Step {i}: update src/module_{i}.py"},
+                    {"role": "assistant", "content": "done " * 200},
+                ],
+            },
+        )
 
 
 async def test_a_session_that_chose_sampling_asks_the_client_even_with_an_anthropic_key(tmp_path: Path):

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from contextfold.blobs.base import StoredBlob
+from contextfold.blobs.files import FileBlobs
 from contextfold.config import load_settings
 from contextfold.errors import InvalidInput
-from contextfold.blobs.files import FileBlobs
 from contextfold.service.facade import ContextService
 from contextfold.store import SQLiteStore
 
@@ -72,9 +72,11 @@ def _log(lines: int, tag: str = "ok") -> str:
 
 
 def _call(call_id: str) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-    ]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+    }
 
 
 def _result(call_id: str, text: str) -> dict:

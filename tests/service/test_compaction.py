@@ -17,10 +17,9 @@ from validators import assert_anthropic_valid, assert_openai_valid
 from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import user_instruction
 from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS, names_path
-from contextfold.compaction.userwords import QUOTE_CHARS
 from contextfold.compaction.template import FILES, GOAL, NEXT_STEPS, SECTIONS, missing_sections, parse_summary
-from contextfold.config import Settings
-from contextfold.config import load_settings
+from contextfold.compaction.userwords import QUOTE_CHARS
+from contextfold.config import Settings, load_settings
 from contextfold.domain import CompactionRecord
 from contextfold.mcpserver.tools import build_server
 from contextfold.service.facade import CompactionFailed, ContextService
@@ -104,30 +103,48 @@ async def test_extractive_compaction_of_long_corpus_sessions(service, path: Path
     assert view[1]["content"] == summary
     assert_openai_valid({"messages": context.messages})
     anthropic = await service.get_context(session_id, format="anthropic")
-    assert_anthropic_valid({"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})})
+    assert_anthropic_valid(
+        {"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})}
+    )
 
     history = await service.store.compactions(session_id)
     assert len(history) == 1 and history[0].summarizer == "extractive"
 
 
 async def _agent_turns(service: ContextService, session_id: str) -> None:
-    await service.append(session_id, [
-        {"role": "user", "content": "Fix the parser in src/parser.py. Never touch tests/fixtures/."},
-        {"role": "assistant", "content": "I'll plan it first.", "tool_calls": [
-            _call("t1", "TodoWrite", {"todos": [
-                {"content": "Fix the tokenizer bug", "status": "in_progress"},
-                {"content": "Add a regression test", "status": "pending"},
-            ]}),
-            _call("e1", "Edit", {"file_path": "src/parser.py", "old_string": "a", "new_string": "b"}),
-        ]},
-        {"role": "tool", "tool_call_id": "t1", "content": "Todos updated"},
-        {"role": "tool", "tool_call_id": "e1", "content": "The file src/parser.py has been updated."},
-    ])
+    await service.append(
+        session_id,
+        [
+            {"role": "user", "content": "Fix the parser in src/parser.py. Never touch tests/fixtures/."},
+            {
+                "role": "assistant",
+                "content": "I'll plan it first.",
+                "tool_calls": [
+                    _call(
+                        "t1",
+                        "TodoWrite",
+                        {
+                            "todos": [
+                                {"content": "Fix the tokenizer bug", "status": "in_progress"},
+                                {"content": "Add a regression test", "status": "pending"},
+                            ]
+                        },
+                    ),
+                    _call("e1", "Edit", {"file_path": "src/parser.py", "old_string": "a", "new_string": "b"}),
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": "Todos updated"},
+            {"role": "tool", "tool_call_id": "e1", "content": "The file src/parser.py has been updated."},
+        ],
+    )
     for i in range(6):
-        await service.append(session_id, [
-            {"role": "user", "content": f"Keep going, step {i}."},
-            {"role": "assistant", "content": f"Working on step {i}. " + "detail " * 300},
-        ])
+        await service.append(
+            session_id,
+            [
+                {"role": "user", "content": f"Keep going, step {i}."},
+                {"role": "assistant", "content": f"Working on step {i}. " + "detail " * 300},
+            ],
+        )
 
 
 async def test_a_second_compaction_updates_the_first(tmp_path: Path):
@@ -142,21 +159,37 @@ async def test_a_second_compaction_updates_the_first(tmp_path: Path):
         assert any("Fix the tokenizer bug" in b for b in summary1["In Progress"])
 
         # The todo gets done; more turns; compact again.
-        await service.append("s", [
-            {"role": "user", "content": "Now finish up."},
-            {"role": "assistant", "content": "Marking it done.", "tool_calls": [
-                _call("t2", "TodoWrite", {"todos": [
-                    {"content": "Fix the tokenizer bug", "status": "completed"},
-                    {"content": "Add a regression test", "status": "in_progress"},
-                ]}),
-            ]},
-            {"role": "tool", "tool_call_id": "t2", "content": "Todos updated"},
-        ])
+        await service.append(
+            "s",
+            [
+                {"role": "user", "content": "Now finish up."},
+                {
+                    "role": "assistant",
+                    "content": "Marking it done.",
+                    "tool_calls": [
+                        _call(
+                            "t2",
+                            "TodoWrite",
+                            {
+                                "todos": [
+                                    {"content": "Fix the tokenizer bug", "status": "completed"},
+                                    {"content": "Add a regression test", "status": "in_progress"},
+                                ]
+                            },
+                        ),
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "t2", "content": "Todos updated"},
+            ],
+        )
         for i in range(4):
-            await service.append("s", [
-                {"role": "user", "content": f"More, round {i}."},
-                {"role": "assistant", "content": "ok " * 300},
-            ])
+            await service.append(
+                "s",
+                [
+                    {"role": "user", "content": f"More, round {i}."},
+                    {"role": "assistant", "content": "ok " * 300},
+                ],
+            )
         prepared = await service.compactor.prepare("s")
         assert prepared.plan.previous is not None and "## Goal" in prepared.plan.previous
         assert not any(m.summary or m.compaction for m in prepared.plan.head)  # the anchor is not history
@@ -186,14 +219,22 @@ async def test_a_user_stating_many_rules_does_not_grow_the_summary_without_bound
         sizes = []
         quoted = []
         for round_ in range(12):
-            await service.append("s", [
-                message
-                for i in range(5)
-                for message in (
-                    {"role": "user", "content": f"Step {round_}.{i}: " + "context " * 30 + f"You must keep module_{round_}_{i} backwards compatible."},
-                    {"role": "assistant", "content": f"Understood, step {round_}.{i}. " + "notes " * 200},
-                )
-            ])
+            await service.append(
+                "s",
+                [
+                    message
+                    for i in range(5)
+                    for message in (
+                        {
+                            "role": "user",
+                            "content": f"Step {round_}.{i}: "
+                            + "context " * 30
+                            + f"You must keep module_{round_}_{i} backwards compatible.",
+                        },
+                        {"role": "assistant", "content": f"Understood, step {round_}.{i}. " + "notes " * 200},
+                    )
+                ],
+            )
             result = await service.compact("s", summarizer="extractive")
             assert result.compacted
             constraints = parse_summary(await service.summary_text("s"))["Constraints & Preferences"]
@@ -254,7 +295,9 @@ async def test_anthropic_failures_fall_back_to_extractive_with_the_reason(tmp_pa
 
 async def _fake_llm(context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
     assert "## Relevant Files" in (params.system_prompt or "")
-    return CreateMessageResult(role="assistant", model="client-model", content=TextContent(type="text", text=VALID_SUMMARY))
+    return CreateMessageResult(
+        role="assistant", model="client-model", content=TextContent(type="text", text=VALID_SUMMARY)
+    )
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -293,16 +336,26 @@ async def test_a_client_without_sampling_falls_back(tmp_path: Path):
             "summarize", {"messages": [{"role": "user", "content": "Refactor src/app.py. Never break the CLI."}]}
         )
         assert not summarized.is_error, summarized.content
-        assert all(f"## {s}" in summarized.structured_content["summary"] or f"### {s}" in summarized.structured_content["summary"] for s in SECTIONS)
+        assert all(
+            f"## {s}" in summarized.structured_content["summary"]
+            or f"### {s}" in summarized.structured_content["summary"]
+            for s in SECTIONS
+        )
 
 
 async def _seed_over_mcp(client: Client) -> None:
     await client.call_tool("session_open", {"session_id": "m", "model": "gpt-4o"})
     for i in range(8):
-        await client.call_tool("append", {"session_id": "m", "messages": [
-            {"role": "user", "content": f"Step {i}: update src/module_{i}.py"},
-            {"role": "assistant", "content": "done " * 200},
-        ]})
+        await client.call_tool(
+            "append",
+            {
+                "session_id": "m",
+                "messages": [
+                    {"role": "user", "content": f"Step {i}: update src/module_{i}.py"},
+                    {"role": "assistant", "content": "done " * 200},
+                ],
+            },
+        )
 
 
 def _overflowing(tmp_path: Path, **extra):
@@ -323,21 +376,27 @@ async def test_overflow_recovered_by_compaction(tmp_path: Path):
     async with await ContextService.open(_overflowing(tmp_path)) as service:
         await service.open_session("o", model="gpt-4o")
         for i in range(30):
-            await service.append("o", [
-                {"role": "user", "content": f"Step {i}"},
-                {"role": "assistant", "content": "words " * 600},
-            ])
+            await service.append(
+                "o",
+                [
+                    {"role": "user", "content": f"Step {i}"},
+                    {"role": "assistant", "content": "words " * 600},
+                ],
+            )
         assert (await service.status("o")).state == "overflow"
         result = await service.compact("o")
         assert result.compacted and result.attempts == 1 and result.status.state != "overflow"
 
 
 async def _huge_output_turn(service: ContextService, session_id: str, chars: int) -> None:
-    await service.append(session_id, [
-        {"role": "user", "content": "dump"},
-        {"role": "assistant", "content": None, "tool_calls": [_call("h", "bash", {"cmd": "cat big.log"})]},
-        {"role": "tool", "tool_call_id": "h", "content": "log line\n" * (chars // 9)},
-    ])
+    await service.append(
+        session_id,
+        [
+            {"role": "user", "content": "dump"},
+            {"role": "assistant", "content": None, "tool_calls": [_call("h", "bash", {"cmd": "cat big.log"})]},
+            {"role": "tool", "tool_call_id": "h", "content": "log line\n" * (chars // 9)},
+        ],
+    )
 
 
 async def test_nothing_to_summarize_but_an_oversized_output_is_cut_once(tmp_path: Path):
@@ -386,10 +445,13 @@ async def test_a_summarizer_that_barely_helps_stops_with_a_clear_error(tmp_path:
     async with await ContextService.open(_overflowing(tmp_path, preserve_recent_tokens=8_000)) as service:
         await service.open_session("l", model="gpt-4o")
         for i in range(40):
-            await service.append("l", [
-                {"role": "user", "content": f"Step {i}"},
-                {"role": "assistant", "content": "words " * 600},
-            ])
+            await service.append(
+                "l",
+                [
+                    {"role": "user", "content": f"Step {i}"},
+                    {"role": "assistant", "content": "words " * 600},
+                ],
+            )
         monkeypatch.setattr(service, "_summarizers", lambda *a, **k: [_StubbornSummarizer()])
         with pytest.raises(CompactionFailed, match=r"tokens in view.*usable"):
             await service.compact("l")
@@ -407,8 +469,12 @@ async def test_a_forced_loop_stops_at_the_attempt_bound(tmp_path: Path, monkeypa
         async def no_real_progress(*args, **kwargs):
             calls.append(kwargs)
             record = CompactionRecord(
-                summarizer="stub", tokens_before=30_000, tokens_after=29_000,
-                head_messages=1, head_tokens=1_000, summary_tokens=10,
+                summarizer="stub",
+                tokens_before=30_000,
+                tokens_after=29_000,
+                head_messages=1,
+                head_tokens=1_000,
+                summary_tokens=10,
             )
             return record, "## Goal\n- x\n"
 
@@ -455,14 +521,30 @@ async def test_overflow_from_media_in_the_newest_message_is_replayed_with_placeh
     async with await ContextService.open(settings) as service:
         await service.open_session("img", model="claude-sonnet-4-5")
         for i in range(6):
-            await service.append("img", [
-                {"role": "user", "content": f"Question {i} about the design of src/app_{i}.py"},
-                {"role": "assistant", "content": "answer " * 150},
-            ])
-        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png_b64(2_000, 2_000)}}
-        await service.append("img", [{"role": "user", "content": [
-            {"type": "text", "text": "What is wrong in these screenshots?"}, image, image,
-        ]}])
+            await service.append(
+                "img",
+                [
+                    {"role": "user", "content": f"Question {i} about the design of src/app_{i}.py"},
+                    {"role": "assistant", "content": "answer " * 150},
+                ],
+            )
+        image = {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": _png_b64(2_000, 2_000)},
+        }
+        await service.append(
+            "img",
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is wrong in these screenshots?"},
+                        image,
+                        image,
+                    ],
+                }
+            ],
+        )
         assert (await service.status("img")).state == "overflow"
 
         result = await service.compact("img")
@@ -474,7 +556,7 @@ async def test_overflow_from_media_in_the_newest_message_is_replayed_with_placeh
         assert "What is wrong in these screenshots?" in texts
         assert sum("too large for the context window" in t for t in texts) == 2
         assert not any(b["type"] == "image" for b in newest)
-        stored = (await service.store.load_messages("img"))
+        stored = await service.store.load_messages("img")
         kept = [p for m in stored for p in m.parts if getattr(p, "type", "") == "file"]
         assert len(kept) == 2 and all(p.data for p in kept)  # originals kept
 

@@ -20,7 +20,6 @@ import pytest
 from contextfold.compaction.extractive import SECTION_CAPS, build_summary
 from contextfold.compaction.facts import MAX_EDITED_FILES
 from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS
-from contextfold.compaction.workingset import listed
 from contextfold.compaction.template import (
     CONSTRAINTS,
     DONE,
@@ -31,6 +30,7 @@ from contextfold.compaction.template import (
     missing_sections,
     parse_summary,
 )
+from contextfold.compaction.workingset import listed
 from contextfold.config import load_settings
 from contextfold.domain import Message, TextPart
 from contextfold.service.facade import ContextService
@@ -65,8 +65,14 @@ def work(stretch: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"{request(stretch)} {rule(stretch)}"}]
     for index in range(EDITS):
         calls = [
-            (_call(f"e{stretch}_{index}", "Edit", {"file_path": edited(stretch, index), "old_string": "a", "new_string": "b"}),
-             f"The file {edited(stretch, index)} has been updated.\n{filler}"),
+            (
+                _call(
+                    f"e{stretch}_{index}",
+                    "Edit",
+                    {"file_path": edited(stretch, index), "old_string": "a", "new_string": "b"},
+                ),
+                f"The file {edited(stretch, index)} has been updated.\n{filler}",
+            ),
             (_call(f"b{stretch}_{index}", "Bash", {"command": f"make check-{stretch}-{index}"}), f"ok\n{filler}"),
         ]
         if index % 2 == 0:
@@ -75,7 +81,9 @@ def work(stretch: int) -> list[dict[str, Any]]:
         text = f"I'll use the streaming codec for part {index} of module {stretch}." if index % 3 == 0 else ""
         messages.append({"role": "assistant", "content": text, "tool_calls": [c for c, _ in calls]})
         messages += [{"role": "tool", "tool_call_id": c["id"], "content": out} for c, out in calls]
-    messages.append({"role": "assistant", "content": f"Module {stretch} is ported.\n\nNext steps:\n- Review module {stretch}"})
+    messages.append(
+        {"role": "assistant", "content": f"Module {stretch} is ported.\n\nNext steps:\n- Review module {stretch}"}
+    )
     return messages
 
 

@@ -15,28 +15,25 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _histories import assistant, call, stored, user
+from _recall import measure, seen_text  # noqa: E402
 from conftest import CORPUS, needs_corpus
 from fake_anthropic import VALID_SUMMARY
 
 from contextfold.compaction.base import SummaryRequest
+from contextfold.compaction.chain import Sampled
 from contextfold.compaction.extractive import ExtractiveSummarizer
 from contextfold.compaction.template import CONSTRAINTS, CRITICAL, DONE, FILES, parse_summary
 from contextfold.compaction.userwords import MIN_OPENING_CHARS
 from contextfold.compaction.workingset import MAX_SHARE, SHARE, working_set
-from _histories import assistant, call, stored, user
 from contextfold.config import load_settings
 from contextfold.domain import Message
-from contextfold.compaction.chain import Sampled
 from contextfold.service.facade import ContextService
 from contextfold.tokens.counting import counter_for
-
-
-from _recall import measure, seen_text  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 COUNTER = counter_for("gpt-4o")
@@ -73,9 +70,14 @@ PARAPHRASE = (
 
 
 def _cc(kind: str, content: Any, **extra: Any) -> dict[str, Any]:
-    return {"type": kind, "uuid": f"u{next(_ids)}", "sessionId": "s1", "isSidechain": False,
-            "message": {"role": kind, "content": content, **({"id": f"m{next(_ids)}"} if kind == "assistant" else {})},
-            **extra}
+    return {
+        "type": kind,
+        "uuid": f"u{next(_ids)}",
+        "sessionId": "s1",
+        "isSidechain": False,
+        "message": {"role": kind, "content": content, **({"id": f"m{next(_ids)}"} if kind == "assistant" else {})},
+        **extra,
+    }
 
 
 def _tool_round(name: str, input: dict[str, Any], output: str, text: str = "") -> list[dict[str, Any]]:
@@ -93,22 +95,37 @@ def claude_code_session(tmp_path: Path) -> Path:
     """A Claude Code transcript: work, the user's correction, Claude Code's own compaction (a
     paraphrase naming neither the user's words nor the file), then more work."""
     records: list[dict[str, Any]] = [_cc("user", FIRST)]
-    records += _tool_round("Read", {"file_path": "/repo/src/export/csv_writer.py"}, "def write(rows):\n" + "    pass\n" * 400)
-    records += _tool_round("Edit", {"file_path": "/repo/src/export/csv_writer.py", "old_string": "a", "new_string": "b"},
-                           "The file /repo/src/export/csv_writer.py has been updated.")
+    records += _tool_round(
+        "Read", {"file_path": "/repo/src/export/csv_writer.py"}, "def write(rows):\n" + "    pass\n" * 400
+    )
+    records += _tool_round(
+        "Edit",
+        {"file_path": "/repo/src/export/csv_writer.py", "old_string": "a", "new_string": "b"},
+        "The file /repo/src/export/csv_writer.py has been updated.",
+    )
     records += [_cc("assistant", [{"type": "text", "text": "The exporter streams now."}]), _cc("user", CORRECTION)]
-    records += _tool_round("Edit", {"file_path": "/repo/src/export/header.py", "old_string": "a", "new_string": "b"},
-                           "The file /repo/src/export/header.py has been updated.")
+    records += _tool_round(
+        "Edit",
+        {"file_path": "/repo/src/export/header.py", "old_string": "a", "new_string": "b"},
+        "The file /repo/src/export/header.py has been updated.",
+    )
     records += [
-        {"type": "system", "subtype": "compact_boundary", "uuid": f"b{next(_ids)}",
-         "compactMetadata": {"trigger": "manual", "preTokens": 90_000}},
+        {
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": f"b{next(_ids)}",
+            "compactMetadata": {"trigger": "manual", "preTokens": 90_000},
+        },
         {**_cc("user", PARAPHRASE), "isCompactSummary": True},
         _cc("user", LATER),
     ]
     for i in range(8):
-        records += _tool_round("Bash", {"command": f"pytest tests/test_export.py -k case{i}"},
-                               f"Exit code 0\n{'.' * 60}\n{i + 1} passed in 0.2s\n" + "log line\n" * 300,
-                               text=f"Running check {i}.")
+        records += _tool_round(
+            "Bash",
+            {"command": f"pytest tests/test_export.py -k case{i}"},
+            f"Exit code 0\n{'.' * 60}\n{i + 1} passed in 0.2s\n" + "log line\n" * 300,
+            text=f"Running check {i}.",
+        )
     records += [_cc("assistant", [{"type": "text", "text": "The flag is in."}])]
     path = tmp_path / "session.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -192,7 +209,9 @@ async def test_after_claude_codes_real_compaction_every_instruction_and_edited_f
 
     def conversation(path: Path) -> list[dict[str, Any]]:
         loaded = load_transcript(path)
-        summaries = {c.summary_index for c in loaded.compactions} | set(loaded.metadata.get("compact_summary_indexes", []))
+        summaries = {c.summary_index for c in loaded.compactions} | set(
+            loaded.metadata.get("compact_summary_indexes", [])
+        )
         return [m for i, m in enumerate(loaded.messages) if i not in summaries]
 
     whole, before = conversation(RAW / name), conversation(cut)
@@ -214,7 +233,10 @@ def test_a_hundred_user_messages_each_keep_their_opening() -> None:
     head: list[Message] = []
     for i in range(100):
         text = f"Request {i:03d}: " + " ".join(words[(i + j) % len(words)] for j in range(30))
-        head += [user(text), assistant(f"Done with {i}.", call("Bash", {"command": f"make step{i}"}, "Exit code 0\nok"))]
+        head += [
+            user(text),
+            assistant(f"Done with {i}.", call("Bash", {"command": f"make step{i}"}, "Exit code 0\nok")),
+        ]
     text = summarize(stored(head), budget=4_500)
     assert COUNTER.count(text) <= 4_500
     quotes = [b for b in parse_summary(text)[CONSTRAINTS] if b.startswith("User [")]
@@ -235,36 +257,62 @@ def test_absolute_paths_an_output_lists_are_names_however_deep() -> None:
     deep = ROOT + "lib/exporter_web/live/components/streaming/csv_export_progress_live.ex"
     assert len(deep) > 80
     listing = "\n".join([ROOT + "config/dev.exs", ROOT + "config/runtime.exs", deep])
-    head = stored([
-        user("Where is the export progress shown?"),
-        assistant("", call("Bash", {"command": f"find {ROOT} -name '*.ex*'"}, listing)),
-    ])
+    head = stored(
+        [
+            user("Where is the export progress shown?"),
+            assistant("", call("Bash", {"command": f"find {ROOT} -name '*.ex*'"}, listing)),
+        ]
+    )
     ranked = [name for name, _ in working_set(head, set()).ranked]
     for path in (ROOT + "config/dev.exs", ROOT + "config/runtime.exs", deep):
         assert path in ranked, (path, ranked)
 
 
 def test_closing_tags_and_bare_routes_are_not_files_but_dunders_are_names() -> None:
-    head = stored([
-        user("Fix the template."),
-        assistant("", call("Read", {"file_path": "/repo/lib/page.html"},
-                           "<div><span>hi</span></div>\n<a href=\"/sessions\">x</a>\nif __name__ == '__main__': run(__MODULE__)")),
-    ])
+    head = stored(
+        [
+            user("Fix the template."),
+            assistant(
+                "",
+                call(
+                    "Read",
+                    {"file_path": "/repo/lib/page.html"},
+                    "<div><span>hi</span></div>\n<a href=\"/sessions\">x</a>\nif __name__ == '__main__': run(__MODULE__)",
+                ),
+            ),
+        ]
+    )
     ranked = dict(working_set(head, set()).ranked)
     assert not {"/div", "/span", "/sessions", "/a"} & set(ranked)
     assert ranked.get("__name__") == "name" and ranked.get("__MODULE__") == "name"
 
 
 def test_the_working_set_writes_paths_under_the_project_root_relative_to_it() -> None:
-    head = stored([
-        user("Tidy the exporter."),
-        assistant("", call("Edit", {"file_path": ROOT + "lib/exporter.ex", "old_string": "a", "new_string": "b"},
-                           f"The file {ROOT}lib/exporter.ex has been updated.")),
-        assistant("", call("Edit", {"file_path": ROOT + "lib/header.ex", "old_string": "a", "new_string": "b"},
-                           f"The file {ROOT}lib/header.ex has been updated.")),
-        assistant("", call("Read", {"file_path": ROOT + "lib/exporter/format.ex"}, "defmodule Exporter.Format do\nend")),
-        assistant("", call("Read", {"file_path": "/usr/lib/erlang/lib/stdlib/src/lists.erl"}, "-module(lists).")),
-    ])
+    head = stored(
+        [
+            user("Tidy the exporter."),
+            assistant(
+                "",
+                call(
+                    "Edit",
+                    {"file_path": ROOT + "lib/exporter.ex", "old_string": "a", "new_string": "b"},
+                    f"The file {ROOT}lib/exporter.ex has been updated.",
+                ),
+            ),
+            assistant(
+                "",
+                call(
+                    "Edit",
+                    {"file_path": ROOT + "lib/header.ex", "old_string": "a", "new_string": "b"},
+                    f"The file {ROOT}lib/header.ex has been updated.",
+                ),
+            ),
+            assistant(
+                "", call("Read", {"file_path": ROOT + "lib/exporter/format.ex"}, "defmodule Exporter.Format do\nend")
+            ),
+            assistant("", call("Read", {"file_path": "/usr/lib/erlang/lib/stdlib/src/lists.erl"}, "-module(lists).")),
+        ]
+    )
     summary = parse_summary(summarize(head))
     assert f"Project root: `{ROOT}lib/` (Done and the working set name files relative to it)" in summary[CRITICAL]
     listed = " ".join(b for b in summary[FILES] if b.startswith("Files read: "))
@@ -275,10 +323,12 @@ def test_the_working_set_writes_paths_under_the_project_root_relative_to_it() ->
 
 def test_the_working_set_grows_into_room_the_other_sections_leave_but_not_past_the_budget() -> None:
     names = [f"module_{i:03d}_handler" for i in range(600)]
-    head = stored([
-        user("Map the handlers."),
-        *[assistant(f"`{names[i]}` and `{names[i + 1]}` look related.") for i in range(0, 600, 2)],
-    ])
+    head = stored(
+        [
+            user("Map the handlers."),
+            *[assistant(f"`{names[i]}` and `{names[i + 1]}` look related.") for i in range(0, 600, 2)],
+        ]
+    )
     budget = 3_000
     text = summarize(head, budget=budget)
     listed = [b for b in parse_summary(text)[FILES] if b.startswith("Identifiers: ")]
@@ -291,25 +341,42 @@ def test_the_working_set_grows_into_room_the_other_sections_leave_but_not_past_t
 
 
 def test_a_commit_is_named_by_its_hash() -> None:
-    head = stored([
-        user("Commit it."),
-        assistant("", call("Edit", {"file_path": "/repo/src/a.py", "old_string": "a", "new_string": "b"}, "updated")),
-        assistant("", call("Bash", {"command": 'git commit -am "feat: stream the export"'},
-                           "[feature/export b9288c2] feat: stream the export\n 1 file changed, 2 insertions(+)")),
-    ])
+    head = stored(
+        [
+            user("Commit it."),
+            assistant(
+                "", call("Edit", {"file_path": "/repo/src/a.py", "old_string": "a", "new_string": "b"}, "updated")
+            ),
+            assistant(
+                "",
+                call(
+                    "Bash",
+                    {"command": 'git commit -am "feat: stream the export"'},
+                    "[feature/export b9288c2] feat: stream the export\n 1 file changed, 2 insertions(+)",
+                ),
+            ),
+        ]
+    )
     done = parse_summary(summarize(head))[DONE]
     assert any('committed b9288c2 "feat: stream the export"' in b for b in done), done
 
 
 def test_one_file_named_several_ways_is_listed_once_under_its_longest_path() -> None:
     path = ROOT + "lib/exporter_web/live/progress_live.ex"
-    head = stored([
-        user("Where is the progress shown?"),
-        assistant("`progress_live.ex` renders it; see `live/progress_live.ex`.",
-                  call("Read", {"file_path": path}, "defmodule ProgressLive do\nend"),
-                  call("Bash", {"command": "ls /repo/assets/ && ls /repo/assets"}, "app.js\nindex.js\nvendor/index.js")),
-        assistant("", call("Grep", {"pattern": "index.js"}, "lib/a/index.js:1: x\nlib/b/index.js:2: y\nhooks.erl:-spec f()")),
-    ])
+    head = stored(
+        [
+            user("Where is the progress shown?"),
+            assistant(
+                "`progress_live.ex` renders it; see `live/progress_live.ex`.",
+                call("Read", {"file_path": path}, "defmodule ProgressLive do\nend"),
+                call("Bash", {"command": "ls /repo/assets/ && ls /repo/assets"}, "app.js\nindex.js\nvendor/index.js"),
+            ),
+            assistant(
+                "",
+                call("Grep", {"pattern": "index.js"}, "lib/a/index.js:1: x\nlib/b/index.js:2: y\nhooks.erl:-spec f()"),
+            ),
+        ]
+    )
     ranked = dict(working_set(head, set(), [path]).ranked)
     assert ranked.get(path) == "read"
     assert "progress_live.ex" not in ranked and "live/progress_live.ex" not in ranked

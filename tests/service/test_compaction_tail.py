@@ -24,9 +24,9 @@ from mcp.client.context import ClientRequestContext
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 from validators import assert_anthropic_valid, assert_openai_valid
 
+from contextfold.compaction.chain import Sampled
 from contextfold.compaction.engine import CONTINUE_TEXT, summary_budget
 from contextfold.compaction.pins import pin_facts
-from contextfold.compaction.chain import Sampled
 from contextfold.config import load_settings
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.formats import render
@@ -103,10 +103,13 @@ async def test_a_one_turn_session_is_refused_and_keeps_its_request_and_answer(se
     # Before: the client's 148-token summary replaced both messages, [marker, summary] was all
     # the model had left, and the request and the answer were gone from its view.
     await service.open_session("one", model="gpt-4o")
-    await service.append("one", [
-        {"role": "user", "content": REQUEST + " Keep the old name as an alias. " * 30},
-        {"role": "assistant", "content": ANSWER + " I also checked the docs, which mention foo twice. " * 30},
-    ])
+    await service.append(
+        "one",
+        [
+            {"role": "user", "content": REQUEST + " Keep the old name as an alias. " * 30},
+            {"role": "assistant", "content": ANSWER + " I also checked the docs, which mention foo twice. " * 30},
+        ],
+    )
     before = await _conversation(service, "one")
     with pytest.raises(CompactionFailed, match=r"nothing to compact: .* all 2 messages \([\d,]+ tokens"):
         await service.compact("one", summarizer="sampling", sampled=Sampled(VALID_SUMMARY, "client-model"))
@@ -117,12 +120,19 @@ async def test_a_one_turn_session_is_refused_and_keeps_its_request_and_answer(se
 async def test_a_one_turn_agent_session_keeps_the_request_and_the_final_answer_verbatim(service):
     output = "\n".join(f"tests/test_utils.py::test_case_{i} PASSED" for i in range(400))
     await service.open_session("agent", model="gpt-4o")
-    await service.append("agent", [
-        {"role": "user", "content": REQUEST},
-        {"role": "assistant", "content": "Renaming, then running the tests.", "tool_calls": [_call("c1", "pytest -v")]},
-        {"role": "tool", "tool_call_id": "c1", "content": output},
-        {"role": "assistant", "content": ANSWER},
-    ])
+    await service.append(
+        "agent",
+        [
+            {"role": "user", "content": REQUEST},
+            {
+                "role": "assistant",
+                "content": "Renaming, then running the tests.",
+                "tool_calls": [_call("c1", "pytest -v")],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": output},
+            {"role": "assistant", "content": ANSWER},
+        ],
+    )
     result = await service.compact("agent", summarizer="extractive")
     assert result.compacted and result.head_messages == 2 and result.tokens_after < result.tokens_before / 5
     summary = await service.summary_text("agent")
@@ -139,13 +149,19 @@ async def test_a_last_turn_holding_one_huge_result_keeps_the_turn_and_cuts_the_r
     # 8,000-token tail budget. Before, nothing was kept verbatim: [marker, summary].
     output = _dense(30 * 1024)
     await service.open_session("big", model="gpt-4o")
-    await service.append("big", [
-        {"role": "user", "content": "List the files and say what each one does."},
-        {"role": "assistant", "content": "The package has 40 modules. " + "One of them does something useful. " * 200},
-        {"role": "user", "content": "Show me blob.b64."},
-        {"role": "assistant", "content": None, "tool_calls": [_call("c2", "cat blob.b64")]},
-        {"role": "tool", "tool_call_id": "c2", "content": output},
-    ])
+    await service.append(
+        "big",
+        [
+            {"role": "user", "content": "List the files and say what each one does."},
+            {
+                "role": "assistant",
+                "content": "The package has 40 modules. " + "One of them does something useful. " * 200,
+            },
+            {"role": "user", "content": "Show me blob.b64."},
+            {"role": "assistant", "content": None, "tool_calls": [_call("c2", "cat blob.b64")]},
+            {"role": "tool", "tool_call_id": "c2", "content": output},
+        ],
+    )
     result = await service.compact("big", summarizer="extractive")
     assert result.outputs_cut == 1 and result.status.tokens_in_view < 2_000, result
     seen = await _conversation(service, "big")
@@ -161,11 +177,14 @@ async def test_a_last_turn_holding_one_huge_result_keeps_the_turn_and_cuts_the_r
 
 async def test_a_one_turn_session_with_one_huge_result_is_cut_instead(service):
     await service.open_session("cut", model="gpt-4o")
-    await service.append("cut", [
-        {"role": "user", "content": "Show me blob.b64."},
-        {"role": "assistant", "content": None, "tool_calls": [_call("c3", "cat blob.b64")]},
-        {"role": "tool", "tool_call_id": "c3", "content": _dense(30 * 1024)},
-    ])
+    await service.append(
+        "cut",
+        [
+            {"role": "user", "content": "Show me blob.b64."},
+            {"role": "assistant", "content": None, "tool_calls": [_call("c3", "cat blob.b64")]},
+            {"role": "tool", "tool_call_id": "c3", "content": _dense(30 * 1024)},
+        ],
+    )
     dry = await service.compact("cut", dry_run=True)
     assert dry.dry_run and not dry.compacted and dry.outputs_cut == 1
     assert (await service.status("cut")).tokens_in_view == dry.tokens_before
@@ -194,7 +213,9 @@ async def test_a_compaction_that_frees_nothing_by_our_count_is_refused_and_not_a
     budget = summary_budget((await service.status("g")).usable, replaced)  # sizes the pinned quotes (issue 16)
     summary = _summary_of(replaced - 8, head, budget)  # passes the summarizer check, frees nothing with its marker
     before = await _conversation(service, "g")
-    with pytest.raises(CompactionFailed, match=r"would not free anything: ([\d,]+) tokens in view before, [\d,]+ after"):
+    with pytest.raises(
+        CompactionFailed, match=r"would not free anything: ([\d,]+) tokens in view before, [\d,]+ after"
+    ):
         await service.compact("g", summarizer="sampling", sampled=Sampled(summary, "client-model"))
     assert await service.store.compactions("g") == []
     assert await _conversation(service, "g") == before
@@ -240,10 +261,13 @@ def test_both_formats_carry_the_same_conversation_after_a_summary():
 async def _turns(service: ContextService, session_id: str, *, end_with_user: bool) -> None:
     await service.open_session(session_id, model="gpt-4o", settings={"preserve_recent_tokens": 800})
     for i in range(6):
-        await service.append(session_id, [
-            {"role": "user", "content": f"Step {i}: update src/module_{i}.py."},
-            {"role": "assistant", "content": f"Updated src/module_{i}.py. " + "detail " * 300},
-        ])
+        await service.append(
+            session_id,
+            [
+                {"role": "user", "content": f"Step {i}: update src/module_{i}.py."},
+                {"role": "assistant", "content": f"Updated src/module_{i}.py. " + "detail " * 300},
+            ],
+        )
     if end_with_user:
         await service.append(session_id, [{"role": "user", "content": "Now add a regression test."}])
 
@@ -268,7 +292,9 @@ def _long_summary() -> str:
 
 
 async def _oversized_sampling(context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
-    return CreateMessageResult(role="assistant", model="client-model", content=TextContent(type="text", text=_long_summary()))
+    return CreateMessageResult(
+        role="assistant", model="client-model", content=TextContent(type="text", text=_long_summary())
+    )
 
 
 async def test_a_named_summarizer_that_was_not_used_says_why(tmp_path: Path):
@@ -277,17 +303,25 @@ async def test_a_named_summarizer_that_was_not_used_says_why(tmp_path: Path):
         for session_id, choice in (("named", "sampling"), ("chain", "auto")):
             await client.call_tool("session_open", {"session_id": session_id, "model": "gpt-4o"})
             for i in range(8):
-                await client.call_tool("append", {"session_id": session_id, "messages": [
-                    {"role": "user", "content": f"Step {i}: update src/module_{i}.py"},
-                    {"role": "assistant", "content": "done " * 200},
-                ]})
+                await client.call_tool(
+                    "append",
+                    {
+                        "session_id": session_id,
+                        "messages": [
+                            {"role": "user", "content": f"Step {i}: update src/module_{i}.py"},
+                            {"role": "assistant", "content": "done " * 200},
+                        ],
+                    },
+                )
             result = await client.call_tool("compact", {"session_id": session_id, "summarizer": choice})
             assert not result.is_error, result.content
             body = result.structured_content
             assert body["compacted"] and body["summarizer"] == "extractive"
             assert any(f.startswith("sampling: the summary (") for f in body["fallbacks"]), body["fallbacks"]
             if choice == "sampling":
-                assert body["reason"].startswith("the sampling summarizer was asked for but not used: the summary ("), body
+                assert body["reason"].startswith("the sampling summarizer was asked for but not used: the summary ("), (
+                    body
+                )
                 assert "is not smaller than what it replaces" in body["reason"]
                 assert body["reason"].endswith("the extractive summary was kept instead")
             else:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from contextfold.service import history
-from contextfold.config import load_settings
-from contextfold.service.facade import ContextService, InvalidInput
-from contextfold.errors import NotFoundError
 from test_view_cache import _call, _result, _turns
+
+from contextfold.config import load_settings
+from contextfold.errors import NotFoundError
+from contextfold.service import history
+from contextfold.service.facade import ContextService, InvalidInput
 
 pytestmark = pytest.mark.anyio
 
@@ -29,9 +29,17 @@ async def _compacted(service: ContextService) -> None:
     await service.open_session("s", model="gpt-4o", settings={"context_window": 24_000})
     await service.append("s", [{"role": "user", "content": "Never touch the vendored `yaml` package."}])
     await service.append("s", [_call("first", "pytest -x"), _result("first", 3)])
-    await service.append("s", [_call("boom", "pytest tests/test_io.py"),
-                               {"role": "tool", "tool_call_id": "boom",
-                                "content": "E   KeyError: 'checksum_v2'\nFAILED tests/test_io.py::test_roundtrip"}])
+    await service.append(
+        "s",
+        [
+            _call("boom", "pytest tests/test_io.py"),
+            {
+                "role": "tool",
+                "tool_call_id": "boom",
+                "content": "E   KeyError: 'checksum_v2'\nFAILED tests/test_io.py::test_roundtrip",
+            },
+        ],
+    )
     await service.append("s", _turns(1, 10))
     assert (await service.compact("s", summarizer="extractive")).compacted
 
@@ -57,7 +65,11 @@ async def test_answers_are_bounded_and_continue_where_they_stopped(service):
     await service.open_session("s", model="gpt-4o")
     await service.append("s", _turns(0, 40))
     first = await service.search_history("s", pattern="line 1\\b")
-    blocks = [line for line in first.text.splitlines() if line.startswith("m") and " " in line and line.split()[1] in ("user", "assistant")]
+    blocks = [
+        line
+        for line in first.text.splitlines()
+        if line.startswith("m") and " " in line and line.split()[1] in ("user", "assistant")
+    ]
     assert len(blocks) == history.MAX_HITS_DEFAULT and first.next_at is not None
     assert len(first.text) <= history.MAX_CHARS
     then = await service.search_history("s", pattern="line 1\\b", at=first.next_at)

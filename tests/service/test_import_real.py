@@ -21,9 +21,8 @@ from test_importers import _assert_same_lines, _expected_lines, _lines_from_open
 
 from contextfold.config import load_settings
 from contextfold.domain import Usage
-from contextfold.errors import InvalidInput
+from contextfold.errors import InvalidInput, TranscriptError
 from contextfold.importers import load_transcript
-from contextfold.errors import TranscriptError
 from contextfold.service.facade import ContextService
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +77,13 @@ def _text(text: str) -> dict[str, Any]:
 
 
 def _call(call_id: str, command: str) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command}, "caller": {"type": "direct"}}
+    return {
+        "type": "tool_use",
+        "id": call_id,
+        "name": "Bash",
+        "input": {"command": command},
+        "caller": {"type": "direct"},
+    }
 
 
 def _result(call_id: str, text: str, **fields: Any) -> dict[str, Any]:
@@ -119,7 +124,12 @@ SUMMARY = (
     "This session is being continued from a previous conversation that ran out of context. The summary "
     "below covers the earlier portion of the conversation.\n\nSummary:\n1. Primary Request: fix the login bug."
 )
-LAST_USAGE = {"input_tokens": 1, "cache_creation_input_tokens": 7330, "cache_read_input_tokens": 98729, "output_tokens": 1}
+LAST_USAGE = {
+    "input_tokens": 1,
+    "cache_creation_input_tokens": 7330,
+    "cache_read_input_tokens": 98729,
+    "output_tokens": 1,
+}
 
 
 def _compacted_session(path: Path) -> Path:
@@ -250,21 +260,25 @@ async def test_a_session_continued_from_a_plan_keeps_the_rejected_result_as_text
 
 
 def test_the_command_line_says_what_it_left_out_and_why(tmp_path: Path):
-    subagent = [
-        {**_user(f"x{i}", f"x{i - 1}" if i else "m0-b", f"search {i}"), "isSidechain": True} for i in range(7)
-    ]
+    subagent = [{**_user(f"x{i}", f"x{i - 1}" if i else "m0-b", f"search {i}"), "isSidechain": True} for i in range(7)]
     records = _exchanges(1, None) + subagent + _exchanges(1, "m0-b", prefix="n")  # type: ignore[arg-type]
     path = _write(tmp_path / "s.jsonl", records)
     env = {**os.environ, "CONTEXTFOLD_HOME": str(tmp_path / "home")}
     out = subprocess.run(
         [sys.executable, "-m", "contextfold", "import", str(path), "--session", "s"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert "left out 7 conversation records: 7 sidechain" in out.stdout
     out = subprocess.run(
         [sys.executable, "-m", "contextfold", "import", str(path), "--session", "s", "--json"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     result = json.loads(out.stdout)
     assert result["messages"] == 0 and result["already_imported_lines"] == len(records)
@@ -293,7 +307,7 @@ async def test_importing_a_grown_file_again_adds_only_what_is_new(service, tmp_p
     grown = await service.import_transcript(path, session_id="s")
     assert (grown.messages, grown.tool_results, grown.already_imported_lines) == (1, 1, len(records))
 
-    whole = await service.import_transcript(path, session_id="whole")
+    await service.import_transcript(path, session_id="whole")
     assert (await service.get_context("s")).messages == (await service.get_context("whole")).messages
     assert (await service.status("s")).tokens_stored == (await service.status("whole")).tokens_stored
 
@@ -344,7 +358,9 @@ def test_agent_trajectories_import_with_their_tool_calls(path: Path):
 
 
 @needs_corpus
-@pytest.mark.parametrize("pattern", ["raw/mini-swe-agent/**/*.traj.json", "raw/swe-agent/**/*.traj", "raw/openhands/**/*.json"])
+@pytest.mark.parametrize(
+    "pattern", ["raw/mini-swe-agent/**/*.traj.json", "raw/swe-agent/**/*.traj", "raw/openhands/**/*.json"]
+)
 async def test_each_agent_format_imports_into_a_session_with_tool_results(service, pattern: str):
     path = corpus_files(pattern)[0]
     result = await service.import_transcript(path, session_id="t")

@@ -14,13 +14,12 @@ import string
 from pathlib import Path
 
 import pytest
+from test_service import call, dump
 
 from contextfold.config import load_settings
-from contextfold.service.outputs import EVICT_TO
-from contextfold.service.facade import ContextService, LimitExceeded
 from contextfold.errors import NotFoundError
-
-from test_service import call, dump
+from contextfold.service.facade import ContextService, LimitExceeded
+from contextfold.service.outputs import EVICT_TO
 
 pytestmark = pytest.mark.anyio
 
@@ -39,10 +38,13 @@ async def _open(tmp_path: Path, **overrides) -> ContextService:
 
 
 async def _tool_result(svc: ContextService, session: str, n: int, text: str):
-    return await svc.append(session, [
-        {"role": "assistant", "content": None, "tool_calls": [call(f"c{n}")]},
-        {"role": "tool", "tool_call_id": f"c{n}", "content": text},
-    ])
+    return await svc.append(
+        session,
+        [
+            {"role": "assistant", "content": None, "tool_calls": [call(f"c{n}")]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": text},
+        ],
+    )
 
 
 def _spill_bytes(tmp_path: Path) -> int:
@@ -64,7 +66,9 @@ async def test_the_spill_store_evicts_its_oldest_outputs_instead_of_refusing(tmp
         newest = ids[-int(EVICT_TO * quota // 150_000) :]
         for output_id in newest:
             assert (await svc.read_output(output_id, offset=1, limit=1)).total_lines > 0
-        with pytest.raises(NotFoundError, match=r"was evicted at .* UTC to keep the spill store under spill_quota_bytes"):
+        with pytest.raises(
+            NotFoundError, match=r"was evicted at .* UTC to keep the spill store under spill_quota_bytes"
+        ):
             await svc.read_output(ids[0], offset=1, limit=1)
 
 
@@ -108,7 +112,10 @@ async def test_the_database_quota_refuses_appends_until_sessions_are_deleted(tmp
         await svc.open_session("old", model="gpt-4o")
         await svc.open_session("new", model="gpt-4o")
         text = _noise(900, 7)
-        with pytest.raises(LimitExceeded, match=r"database: the database holds [\d,]+ bytes.*delete sessions you no longer need or raise"):
+        with pytest.raises(
+            LimitExceeded,
+            match=r"database: the database holds [\d,]+ bytes.*delete sessions you no longer need or raise",
+        ):
             for n in range(1_000):
                 await svc.append("old", [{"role": "user", "content": f"{n} {text}"}])
         acknowledged = n  # messages 0 … n-1 went in; n was refused

@@ -12,9 +12,9 @@ from conftest import corpus_files, corpus_params, corpus_sample, longest_tool_ou
 from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.config import load_settings
+from contextfold.errors import NotFoundError
 from contextfold.formats import INTERRUPTED_RESULT
 from contextfold.service.facade import ContextService, InvalidInput
-from contextfold.errors import NotFoundError
 
 pytestmark = pytest.mark.anyio
 
@@ -162,9 +162,13 @@ async def test_oversized_user_input_is_spilled_too(service):
 def _pending_conversation() -> list[dict]:
     return [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"sleep 100\"}"}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "sleep 100"}'}}
+            ],
+        },
     ]
 
 
@@ -234,7 +238,9 @@ async def test_prune_on_long_corpus_sessions(service, path: Path):
     placeholders = [m for m in openai.messages if m["role"] == "tool" and m["content"] == PLACEHOLDER]
     assert len(placeholders) == len(marked)
     anthropic = await service.get_context(session_id, format="anthropic")
-    assert_anthropic_valid({"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})})
+    assert_anthropic_valid(
+        {"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})}
+    )
 
     # Idempotent: a second prune finds nothing new.
     again = await service.prune(session_id)
@@ -263,13 +269,20 @@ async def test_status_recommends_pruning_then_compaction(service):
     await service.open_session("w", model="gpt-4o", settings=small)
     states = set()
     for i in range(100):
-        r = await service.append("w", [
-            {"role": "user", "content": f"turn {i} " + "word " * 200},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
-            ]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content": "line " * 200},
-        ])
+        r = await service.append(
+            "w",
+            [
+                {"role": "user", "content": f"turn {i} " + "word " * 200},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"c{i}", "content": "line " * 200},
+            ],
+        )
         states.add((r.status.state, r.status.recommended_action.split(":")[0]))
         if r.status.state == "overflow":
             break
@@ -284,9 +297,11 @@ async def test_a_window_smaller_than_the_protection_is_pruned(service):
     batch: list[dict] = [{"role": "user", "content": "find the bug"}]
     for i in range(6):
         batch += [
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
-            ]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}],
+            },
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"chunk {i}" + " data" * 2_000},
         ]
     await service.append("s", batch)

@@ -22,7 +22,7 @@ from conftest import CORPUS, needs_corpus
 from contextfold.config import load_settings
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.formats import RenderOptions
-from contextfold.policy.prune import PrunePlan, PruneOptions, plan_prune
+from contextfold.policy.prune import PruneOptions, PrunePlan, plan_prune
 from contextfold.service.facade import ContextService
 from contextfold.tokens.counting import count_message, counter_for
 
@@ -38,7 +38,12 @@ def _agent_session(*tools: tuple[str, int], compacted: frozenset[int] = frozense
     messages = [Message(id="u", seq=0, role="user", parts=[TextPart(text="fix the build")], tokens=5)]
     for i, (name, tokens) in enumerate(tools):
         part = ToolPart(
-            call_id=f"c{i}", name=name, input={"i": i}, state="completed", output="x", tokens=tokens,
+            call_id=f"c{i}",
+            name=name,
+            input={"i": i},
+            state="completed",
+            output="x",
+            tokens=tokens,
             compacted_at=1.0 if i in compacted else None,
         )
         messages.append(Message(id=f"a{i}", seq=i + 1, role="assistant", parts=[part], tokens=tokens + 5))
@@ -94,7 +99,8 @@ def test_results_cleared_earlier_are_passed_over_not_a_wall() -> None:
     assert _cleared(plan) == ["c0", "c1"]
     done = [
         m.model_copy(update={"parts": [p.model_copy(update={"compacted_at": 2.0}) for p in m.parts]})
-        if m.id in {"a0", "a1"} else m
+        if m.id in {"a0", "a1"}
+        else m
         for m in messages
     ]
     again = plan_prune(done, PruneOptions(keep_tool_uses=2), **NOTHING_STAYS)
@@ -103,8 +109,12 @@ def test_results_cleared_earlier_are_passed_over_not_a_wall() -> None:
 
 def test_an_output_smaller_than_the_placeholder_is_left_alone() -> None:
     messages = _agent_session(("bash", 3), ("bash", 30 * K), ("bash", 1 * K))
-    plan = plan_prune(messages, PruneOptions(keep_tool_uses=1, clear_at_least=0), placeholder_tokens=10,
-                      remaining_tokens=lambda part: 0)
+    plan = plan_prune(
+        messages,
+        PruneOptions(keep_tool_uses=1, clear_at_least=0),
+        placeholder_tokens=10,
+        remaining_tokens=lambda part: 0,
+    )
     assert _cleared(plan) == ["c1"]
 
 
@@ -119,9 +129,17 @@ async def service(tmp_path: Path):
 
 def _turn(i: int, text: str) -> list[dict]:
     return [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"t{i}", "type": "function", "function": {"name": "read", "arguments": json.dumps({"path": f"f{i}.py"})}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"t{i}",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": json.dumps({"path": f"f{i}.py"})},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": f"t{i}", "content": text},
     ]
 
@@ -139,8 +157,12 @@ async def test_clear_inputs_clears_the_calls_of_the_cleared_results_only(service
     assert result.status.tokens_in_view == before - result.tokens_freed
     wire = (await service.get_context("k", format="anthropic")).messages
     uses = {b["id"]: b["input"] for m in wire for b in m["content"] if isinstance(b, dict) and b["type"] == "tool_use"}
-    results = {b["tool_use_id"]: b["content"] for m in wire for b in m["content"]
-               if isinstance(b, dict) and b["type"] == "tool_result"}
+    results = {
+        b["tool_use_id"]: b["content"]
+        for m in wire
+        for b in m["content"]
+        if isinstance(b, dict) and b["type"] == "tool_result"
+    }
     cleared = {cid for cid, content in results.items() if content == PLACEHOLDER}
     assert cleared == {f"t{i}" for i in range(5)}
     assert all(uses[c] == {} for c in cleared)

@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import corpus_files, needs_corpus
 
-from contextfold.config import Settings
-from contextfold.config import load_settings
+from contextfold.config import Settings, load_settings
 from contextfold.domain import ToolPart
 from contextfold.policy import truncate as truncation
 from contextfold.policy.truncate import TOKEN_ROUNDS, prefix_within_tokens, truncate

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from contextfold.config import load_settings
-from contextfold.errors import SettingsError
+from contextfold.errors import NotFoundError, SettingsError
 from contextfold.service.facade import ContextService, InvalidInput, LimitExceeded
-from contextfold.errors import ConflictError, NotFoundError
 from contextfold.tokens.counting import MESSAGE_OVERHEAD, counter_for
 
 pytestmark = pytest.mark.anyio
@@ -77,7 +76,11 @@ async def test_append_attaches_results_and_keeps_totals_exact(service):
         "s",
         [
             {"role": "user", "content": "list the files"},
-            {"role": "assistant", "content": "Listing.", "tool_calls": [call("c1"), call("c2", "read", '{"path": "a.py"}')]},
+            {
+                "role": "assistant",
+                "content": "Listing.",
+                "tool_calls": [call("c1"), call("c2", "read", '{"path": "a.py"}')],
+            },
             {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
         ],
     )
@@ -103,13 +106,21 @@ async def test_anthropic_batches_and_error_results(service):
         "a",
         [
             {"role": "user", "content": [{"type": "text", "text": "run the tests"}]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "pytest"}}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "pytest"}}],
+            },
         ],
         system="You are a coding agent.",
     )
     await service.append(
         "a",
-        [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1 failed", "is_error": True}]}],
+        [
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1 failed", "is_error": True}],
+            }
+        ],
     )
     ctx = await service.get_context("a", format="anthropic")
     assert ctx.system == [{"type": "text", "text": "You are a coding agent."}]

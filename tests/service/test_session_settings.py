@@ -69,8 +69,13 @@ async def test_the_cooldown_is_the_sessions(service):
     await service.open_session("w", model="gpt-4o", settings={"preserve_recent_tokens": 200})
 
     async def turn(i: int) -> None:
-        await service.append("w", [{"role": "user", "content": f"turn {i} " + "words " * 300},
-                                   {"role": "assistant", "content": "noted " * 300}])
+        await service.append(
+            "w",
+            [
+                {"role": "user", "content": f"turn {i} " + "words " * 300},
+                {"role": "assistant", "content": "noted " * 300},
+            ],
+        )
 
     for i in range(6):
         await turn(i)
@@ -97,8 +102,13 @@ async def test_regions_protect_the_sessions_recent_window(service):
 async def test_removal_keeps_the_sessions_preserved_messages(service):
     await service.open_session("m", model="gpt-4o", settings={"context_window": 30_000})
     for i in range(30):
-        await service.append("m", [{"role": "user", "content": f"question {i} " + "w " * 400},
-                                   {"role": "assistant", "content": f"answer {i} " + "x " * 400}])
+        await service.append(
+            "m",
+            [
+                {"role": "user", "content": f"question {i} " + "w " * 400},
+                {"role": "assistant", "content": f"answer {i} " + "x " * 400},
+            ],
+        )
     default = await service.compact("m", strategy="oldest", dry_run=True)
     await service.open_session("m", settings={"removal_preserve_start": 20})
     preserved = await service.compact("m", strategy="oldest", dry_run=True)
@@ -112,8 +122,15 @@ async def test_recovery_attempts_is_the_sessions(tmp_path: Path, monkeypatch):
     from contextfold.domain import CompactionRecord
 
     settings = load_settings(
-        {"home": tmp_path, "context_window": 20_000, "max_output": 2_000, "max_bytes": 10**9, "max_lines": 10**9,
-         "context_share": 1.0, "max_share_chars": 10**9},
+        {
+            "home": tmp_path,
+            "context_window": 20_000,
+            "max_output": 2_000,
+            "max_bytes": 10**9,
+            "max_lines": 10**9,
+            "context_share": 1.0,
+            "max_share_chars": 10**9,
+        },
         environ={},
     )
     async with await ContextService.open(settings) as service:
@@ -125,8 +142,12 @@ async def test_recovery_attempts_is_the_sessions(tmp_path: Path, monkeypatch):
         async def no_real_progress(*args, **kwargs):
             calls.append(kwargs)
             record = CompactionRecord(
-                summarizer="stub", tokens_before=30_000, tokens_after=29_000,
-                head_messages=1, head_tokens=1_000, summary_tokens=10,
+                summarizer="stub",
+                tokens_before=30_000,
+                tokens_after=29_000,
+                head_messages=1,
+                head_tokens=1_000,
+                summary_tokens=10,
             )
             return record, "## Goal\n- x\n"
 
@@ -168,8 +189,14 @@ async def test_a_session_cannot_raise_a_request_limit_past_the_servers(tmp_path:
 
 @pytest.mark.parametrize(
     "name, value",
-    [("max_database_bytes", 1), ("spill_quota_bytes", 1), ("spill_retention_days", 1), ("max_request_bytes", 1),
-     ("http_sessions_per_tenant", 1), ("max_count_bytes", 1)],
+    [
+        ("max_database_bytes", 1),
+        ("spill_quota_bytes", 1),
+        ("spill_retention_days", 1),
+        ("max_request_bytes", 1),
+        ("http_sessions_per_tenant", 1),
+        ("max_count_bytes", 1),
+    ],
 )
 async def test_server_wide_settings_are_refused_per_session_with_the_reason(service, name: str, value: int):
     from contextfold.errors import SettingsError
@@ -188,8 +215,13 @@ async def test_session_state_is_typed_and_keeps_keys_it_does_not_know(service, t
 
     await service.open_session("t", model="gpt-4o", settings={"preserve_recent_tokens": 200})
     for i in range(6):
-        await service.append("t", [{"role": "user", "content": f"turn {i} " + "words " * 300},
-                                   {"role": "assistant", "content": "noted " * 300}])
+        await service.append(
+            "t",
+            [
+                {"role": "user", "content": f"turn {i} " + "words " * 300},
+                {"role": "assistant", "content": "noted " * 300},
+            ],
+        )
     await service.compact("t", summarizer="extractive")
     session = await service.store.get_session("t")
     assert isinstance(session.metadata.last_compaction, LastCompaction)

@@ -24,7 +24,10 @@ from contextfold.tokens.counting import TOOL_OVERHEAD, count_in_view, count_part
 
 COUNTERS = [counter_for("gpt-4o"), counter_for("claude-sonnet-4-5")]
 PNG = base64.b64encode(
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (800).to_bytes(4, "big") + (600).to_bytes(4, "big") + b"\x08\x02\x00\x00\x00"
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+    + (800).to_bytes(4, "big")
+    + (600).to_bytes(4, "big")
+    + b"\x08\x02\x00\x00\x00"
 ).decode()
 LOG = "\n".join(f"test_case_{i} PASSED in {i}.01s" for i in range(300))
 
@@ -34,8 +37,16 @@ def _assistant(*parts: ToolPart | TextPart) -> Message:
 
 
 def _tool(**fields: Any) -> ToolPart:
-    return ToolPart(**{"call_id": "c1", "name": "bash", "input": {"command": "pytest -q"}, "state": "completed",
-                       "output": LOG, **fields})
+    return ToolPart(
+        **{
+            "call_id": "c1",
+            "name": "bash",
+            "input": {"command": "pytest -q"},
+            "state": "completed",
+            "output": LOG,
+            **fields,
+        }
+    )
 
 
 def _transcript_result(part: ToolPart) -> str:
@@ -93,8 +104,17 @@ _arguments = st.dictionaries(st.sampled_from(["command", "path", "n"]), _words |
 
 @st.composite
 def _attachments(draw: st.DrawFn) -> list[FilePart]:
-    files = draw(st.lists(st.builds(FilePart, mime=st.just("image/png"), data=st.sampled_from([PNG, "AAAA"]),
-                                    filename=st.none() | st.just("s.png")), max_size=2))
+    files = draw(
+        st.lists(
+            st.builds(
+                FilePart,
+                mime=st.just("image/png"),
+                data=st.sampled_from([PNG, "AAAA"]),
+                filename=st.none() | st.just("s.png"),
+            ),
+            max_size=2,
+        )
+    )
     # No code path leaves a tool's own attachment out of the view today; if one ever does, it
     # must show (and count) as its note.
     return [f.model_copy(update={"omitted": draw(st.integers(0, 4)) == 0}) for f in files]
@@ -178,14 +198,23 @@ def test_count_renderers_and_transcript_agree_on_what_a_tool_part_shows(part: To
 
 
 def _call(call_id: str, command: str) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+    }
 
 
 @pytest.mark.anyio
 async def test_the_summarizer_reads_region_digests_not_the_outputs_they_replaced(tmp_path: Path, monkeypatch) -> None:
     settings_ = load_settings(
-        {"home": tmp_path, "context_window": 24_000, "max_output": 2_000, "preserve_recent_tokens": 800,
-         "regions_keep_recent_tokens": 1_500},
+        {
+            "home": tmp_path,
+            "context_window": 24_000,
+            "max_output": 2_000,
+            "preserve_recent_tokens": 800,
+            "regions_keep_recent_tokens": 1_500,
+        },
         environ={},
     )
     with serve_fake_anthropic() as fake:
@@ -196,11 +225,21 @@ async def test_the_summarizer_reads_region_digests_not_the_outputs_they_replaced
             await service.open_session("s", model="gpt-4o")
             await service.append("s", [{"role": "user", "content": "Find the flaky test."}])
             for i in range(8):
-                await service.append("s", [
-                    {"role": "assistant", "content": f"Running step {i}.", "tool_calls": [_call(f"c{i}", f"pytest -k case{i}")]},
-                    {"role": "tool", "tool_call_id": f"c{i}",
-                     "content": "\n".join(f"step-{i} log line {j} of the run" for j in range(200))},
-                ])
+                await service.append(
+                    "s",
+                    [
+                        {
+                            "role": "assistant",
+                            "content": f"Running step {i}.",
+                            "tool_calls": [_call(f"c{i}", f"pytest -k case{i}")],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": f"c{i}",
+                            "content": "\n".join(f"step-{i} log line {j} of the run" for j in range(200)),
+                        },
+                    ],
+                )
             await service.compact("s", strategy="regions")
             context = await service.get_context("s", format="openai")
             shown = {m["tool_call_id"]: m["content"] for m in context.messages if m["role"] == "tool"}
@@ -237,8 +276,10 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
         package = list(path.relative_to(root.parent).parts[:-1])
         for name in _imported_names(path, package):
             for depth, part in enumerate(name):
-                is_private_module = part.startswith("_") and not part.startswith("__") and (
-                    root.joinpath(*name[1 : depth + 1]).with_suffix(".py").exists()
+                is_private_module = (
+                    part.startswith("_")
+                    and not part.startswith("__")
+                    and (root.joinpath(*name[1 : depth + 1]).with_suffix(".py").exists())
                 )
                 if is_private_module and package[:depth] != name[:depth]:
                     offenders.append(f"{path.relative_to(root)} imports {'.'.join(name[: depth + 1])}")

@@ -11,7 +11,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from unittest import mock
 
@@ -21,13 +21,12 @@ from conftest import longest_tool_output, needs_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold.blobs import lineindex, search as linesearch, spill
-from contextfold.config import load_settings
-from contextfold.errors import OutputDamaged
-from contextfold.service.facade import ContextService
+from contextfold.blobs import lineindex, spill
+from contextfold.blobs import search as linesearch
 from contextfold.blobs.spill import Line, SpillFiles
-from contextfold.errors import NotFoundError
-
+from contextfold.config import load_settings
+from contextfold.errors import NotFoundError, OutputDamaged
+from contextfold.service.facade import ContextService
 
 
 def expected_lines(text: str) -> list[str]:
@@ -42,9 +41,7 @@ def reassemble(lines: list[str], text: str) -> str:
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def read_all(
-    store: SpillFiles, digest: str, *, limit: int = 200, max_chars: int = 20_000
-) -> list[Line]:
+def read_all(store: SpillFiles, digest: str, *, limit: int = 200, max_chars: int = 20_000) -> list[Line]:
     """Every line, following next_offset page by page, checking the paging contract on the way."""
     lines: list[Line] = []
     offset: int | None = 1
@@ -329,9 +326,7 @@ def test_dedup_and_listing(store: SpillFiles) -> None:
 
     other = store.write("other")
     listed = sorted(store.files(), key=lambda f: f.digest)
-    assert [(f.digest, f.bytes) for f in listed] == sorted(
-        [(first.digest, first.bytes), (other.digest, other.bytes)]
-    )
+    assert [(f.digest, f.bytes) for f in listed] == sorted([(first.digest, first.bytes), (other.digest, other.bytes)])
     assert store.total_bytes() == first.bytes + other.bytes
     assert all(isinstance(f.mtime, float) for f in listed)
 
@@ -508,9 +503,7 @@ def test_index_stride_doubles_when_entries_run_out(store: SpillFiles) -> None:
 def test_grep_context_shows_each_line_once(store: SpillFiles) -> None:
     digest = store.write("m1\nx2\nm3\nx4\nx5\nx6\nm7\nx8\nx9\n").digest
     found = store.grep(digest, "^m", context=1)
-    shape = [
-        ([b.number for b in m.before], m.line.number, [a.number for a in m.after]) for m in found.matches
-    ]
+    shape = [([b.number for b in m.before], m.line.number, [a.number for a in m.after]) for m in found.matches]
     assert shape == [([], 1, [2]), ([], 3, [4]), ([6], 7, [8])]
     wide = store.grep(digest, "^m", context=5)
     shape = [([b.number for b in m.before], m.line.number, [a.number for a in m.after]) for m in wide.matches]
@@ -761,8 +754,26 @@ def test_pages_reproduce_the_text(
 # Patterns for the block skim: anchors, classes that cross newlines, empty matches, case, Unicode,
 # and the ones the skim must leave to the line-by-line search (lookarounds, \A, \Z, (?r)).
 SKIM_PATTERNS = [
-    "b", "^a", "a$", "^$", r"a\s+b", r"[^x]{3}", "x*", r"\bab\b", r"\Bb", "(?i)AB", "é+", r"b\r$",
-    r"\Aa", r"b\Z", "a(?=b)", "(?<!a)b", "(?r)ab", r"(?s)a.b", r"\d+", "ba|ab",
+    "b",
+    "^a",
+    "a$",
+    "^$",
+    r"a\s+b",
+    r"[^x]{3}",
+    "x*",
+    r"\bab\b",
+    r"\Bb",
+    "(?i)AB",
+    "é+",
+    r"b\r$",
+    r"\Aa",
+    r"b\Z",
+    "a(?=b)",
+    "(?<!a)b",
+    "(?r)ab",
+    r"(?s)a.b",
+    r"\d+",
+    "ba|ab",
 ]
 
 
@@ -775,8 +786,13 @@ SKIM_PATTERNS = [
     invalid=st.booleans(),
 )
 def test_the_block_skim_finds_exactly_the_lines_a_line_by_line_search_finds(
-    store: SpillFiles, monkeypatch: pytest.MonkeyPatch, lines: list[str], pattern: str, skim_bytes: int,
-    trailing_newline: bool, invalid: bool,
+    store: SpillFiles,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: list[str],
+    pattern: str,
+    skim_bytes: int,
+    trailing_newline: bool,
+    invalid: bool,
 ) -> None:
     data = "\n".join(lines).encode() + (b"\n" if trailing_newline else b"")
     if invalid:
@@ -848,8 +864,10 @@ def test_a_touched_file_is_rehashed_once_then_trusted(store: SpillFiles) -> None
     path, idx = store.root / digest, store.root / f"{digest}.idx"
     assert _stamp(store, digest) == path.stat().st_mtime_ns
     _later(path)
-    assert [line.text for line in store.read_lines(digest, 2_001, 2).lines] == ["line 2001 " + "x" * (2001 % 37),
-                                                                                 "line 2002 " + "x" * (2002 % 37)]
+    assert [line.text for line in store.read_lines(digest, 2_001, 2).lines] == [
+        "line 2001 " + "x" * (2001 % 37),
+        "line 2002 " + "x" * (2002 % 37),
+    ]
     assert _stamp(store, digest) == path.stat().st_mtime_ns  # rehashed, found equal, restamped
     restamped = idx.stat().st_ino
     assert store.grep(digest, "line 2999 ").matches
@@ -898,9 +916,12 @@ async def test_read_output_says_an_output_is_damaged(tmp_path: Path) -> None:
         path.write_bytes(text.replace("line 299 ", "line 298 ").encode())
         _later(path)
         for read in reads:
-            with pytest.raises(OutputDamaged, match=rf"^output {out} is damaged: its spilled file was changed "
-                               r"outside contextfold \(its bytes no longer match the sha256 they were stored "
-                               r"under\); rerun the tool to see it again$"):
+            with pytest.raises(
+                OutputDamaged,
+                match=rf"^output {out} is damaged: its spilled file was changed "
+                r"outside contextfold \(its bytes no longer match the sha256 they were stored "
+                r"under\); rerun the tool to see it again$",
+            ):
                 await read()
         # Spilling the same content again stores it anew: both outputs read whole.
         again = (await svc.spill("s", text)).output_id
@@ -912,7 +933,7 @@ async def test_read_output_says_an_output_is_damaged(tmp_path: Path) -> None:
 def _minute(message: str, word: str) -> float:
     found = re.search(rf"{word} at (\d{{4}}-\d\d-\d\d \d\d:\d\d) UTC", message)
     assert found, message
-    return datetime.strptime(found[1], "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(found[1], "%Y-%m-%d %H:%M").replace(tzinfo=UTC).timestamp()
 
 
 @pytest.mark.anyio

@@ -72,8 +72,15 @@ async def session_with_history(
         await tx.hide_messages([r.id for r in rows])
         for _ in range(compactions):
             await tx.add_compaction(
-                CompactionRecord(strategy="oldest", summarizer="none", tokens_before=900, tokens_after=500,
-                                 head_messages=10, head_tokens=400, summary_tokens=0)
+                CompactionRecord(
+                    strategy="oldest",
+                    summarizer="none",
+                    tokens_before=900,
+                    tokens_after=500,
+                    head_messages=10,
+                    head_tokens=400,
+                    summary_tokens=0,
+                )
             )
         freed = sum(r.tokens for r in rows)
         await tx.save_session(tx.session.model_copy(update={"tokens_in_view": tx.session.tokens_in_view - freed}))
@@ -100,25 +107,39 @@ async def test_status_and_append_read_the_same_with_twenty_times_the_history(ser
     long = await vm_steps(service, one("long"))
     assert long <= short * 1.05, f"append: {long:,} steps with 20x the history, {short:,} without"
     # The view is what both show, and what both count.
-    assert [m.text for m in (await service.session_view("long"))[1]][-3:] == ["Step 1009: run the tests.",
-                                                                                 "Ran 1009.", "carry on"]
+    assert [m.text for m in (await service.session_view("long"))[1]][-3:] == [
+        "Step 1009: run the tests.",
+        "Ran 1009.",
+        "carry on",
+    ]
 
 
 async def test_status_reports_what_compaction_and_prune_did(service):
     await service.open_session("s", model="gpt-4o", settings={"context_window": 6_000, "max_output": 1_000})
     for i in range(12):
-        await service.append("s", [
-            {"role": "user", "content": f"question {i}?"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"file{i}.py\n" * 150},
-            {"role": "assistant", "content": "answer " * 40},
-        ], usage=USAGE)
+        await service.append(
+            "s",
+            [
+                {"role": "user", "content": f"question {i}?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"c{i}", "content": f"file{i}.py\n" * 150},
+                {"role": "assistant", "content": "answer " * 40},
+            ],
+            usage=USAGE,
+        )
     pruned = await service.prune("s", clear_at_least=0)
     assert pruned.tokens_freed > 0
     await service.compact("s", summarizer="extractive")
     for i in range(8):
-        await service.append("s", [{"role": "user", "content": f"more {i}"}, {"role": "assistant", "content": "ok " * 300}])
+        await service.append(
+            "s", [{"role": "user", "content": f"more {i}"}, {"role": "assistant", "content": "ok " * 300}]
+        )
     await service.compact("s", strategy="oldest")
     records = await service.store.compactions("s")
     session = await service.store.get_session("s")
@@ -152,8 +173,16 @@ async def test_an_older_database_gets_its_compaction_totals_from_its_history(tmp
             [("", "s"), ("", "quiet"), ("bob", "s")],
         )
         for n, (owner, before, after) in enumerate([("", 1_000, 300), ("", 800, 500), ("bob", 50, 20)]):
-            record = CompactionRecord(id=f"c{n}", session_id="s", summarizer="x", tokens_before=before,
-                                      tokens_after=after, head_messages=1, head_tokens=1, summary_tokens=1)
+            record = CompactionRecord(
+                id=f"c{n}",
+                session_id="s",
+                summarizer="x",
+                tokens_before=before,
+                tokens_after=after,
+                head_messages=1,
+                head_tokens=1,
+                summary_tokens=1,
+            )
             conn.execute(
                 "INSERT INTO compactions (id, owner, session_id, created_at, data) VALUES (?, ?, 's', ?, ?)",
                 (record.id, owner, float(n), record.model_dump_json()),
@@ -166,8 +195,16 @@ async def test_an_older_database_gets_its_compaction_totals_from_its_history(tmp
         assert (await alice.get_session("quiet")).compaction_count == 0
         assert (await bob.get_session("s")).compaction_tokens_freed == 30
         async with stores[2].tenant("").write("s") as tx:
-            await tx.add_compaction(CompactionRecord(summarizer="x", tokens_before=500, tokens_after=100,
-                                                     head_messages=1, head_tokens=1, summary_tokens=1))
+            await tx.add_compaction(
+                CompactionRecord(
+                    summarizer="x",
+                    tokens_before=500,
+                    tokens_after=100,
+                    head_messages=1,
+                    head_tokens=1,
+                    summary_tokens=1,
+                )
+            )
         assert await alice.compaction_totals("s") == (3, 1_400)
     finally:
         for store in stores:

@@ -48,7 +48,9 @@ async def test_removal_strategies_on_long_corpus_sessions(service, path: Path, s
     openai = await service.get_context(sid, format="openai")
     assert_openai_valid({"messages": openai.messages})
     anthropic = await service.get_context(sid, format="anthropic")
-    assert_anthropic_valid({"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})})
+    assert_anthropic_valid(
+        {"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})}
+    )
     history = await service.store.compactions(sid)
     assert history[0].strategy.startswith(strategy) and history[0].notes
     if strategy == "hybrid":
@@ -58,12 +60,15 @@ async def test_removal_strategies_on_long_corpus_sessions(service, path: Path, s
 async def test_dry_run_and_unknown_strategy(service):
     await service.open_session("s", model="gpt-4o", settings={"context_window": 6_000, "max_output": 1_000})
     for i in range(20):
-        await service.append("s", [
-            {"role": "user", "content": f"question {i}?"},
-            {"role": "assistant", "content": "ok"},
-            {"role": "user", "content": "thanks"},
-            {"role": "assistant", "content": "answer " * 300},
-        ])
+        await service.append(
+            "s",
+            [
+                {"role": "user", "content": f"question {i}?"},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "thanks"},
+                {"role": "assistant", "content": "answer " * 300},
+            ],
+        )
     before = await service.status("s")
     dry = await service.compact("s", strategy="hybrid", dry_run=True)
     assert not dry.compacted and dry.tokens_after < dry.tokens_before
@@ -108,8 +113,12 @@ async def test_status_warns_when_the_cache_keeps_missing(service):
         await service.append(
             "c",
             [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}],
-            usage={"input_tokens": 5_000, "output_tokens": 50, "cache_read_input_tokens": 0,
-                   "cache_creation_input_tokens": 4_000},
+            usage={
+                "input_tokens": 5_000,
+                "output_tokens": 50,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 4_000,
+            },
         )
     status = await service.status("c")
     assert status.cache_warning and status.cache_hit_rate == 0.0
@@ -144,7 +153,9 @@ async def test_regions_strategy_on_long_corpus_sessions(service, path: Path):
     openai = await service.get_context(sid, format="openai")
     assert_openai_valid({"messages": openai.messages})
     anthropic = await service.get_context(sid, format="anthropic")
-    assert_anthropic_valid({"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})})
+    assert_anthropic_valid(
+        {"messages": anthropic.messages, **({"system": anthropic.system} if anthropic.system else {})}
+    )
     # A summary is never compacted again.
     try:
         again = await service.compact(sid, strategy="regions")
@@ -163,7 +174,9 @@ async def test_pages_of_the_context_add_up_to_the_whole(service, strategy: str):
 
     OpenAI format, because each page is rendered on its own, and the Anthropic renderer may add a
     filler turn at a page boundary to keep roles alternating."""
-    result = await service.import_transcript(max(corpus_sample(LONG_FILES), key=lambda p: p.stat().st_size), format="normalized", model="claude-sonnet-4-5")
+    result = await service.import_transcript(
+        max(corpus_sample(LONG_FILES), key=lambda p: p.stat().st_size), format="normalized", model="claude-sonnet-4-5"
+    )
     sid = result.session_id
     await service.compact(sid, strategy=strategy, summarizer="extractive")
     whole = await service.get_context(sid, format="openai")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _histories import assistant, call, stored, user
 from fake_anthropic import VALID_SUMMARY, message_reply, serve_fake_anthropic
 
 from contextfold.compaction.base import SummaryRequest
@@ -33,7 +34,6 @@ from contextfold.compaction.template import (
     parse_summary,
 )
 from contextfold.compaction.workingset import IDENTIFIERS, READ, SHARE
-from _histories import assistant, call, stored, user
 from contextfold.config import load_settings
 from contextfold.domain import Message, ToolPart
 from contextfold.service.facade import ContextService
@@ -62,14 +62,16 @@ CORRECTION = "Actually, store the cache on disk under .cache/parser, not in memo
 
 
 def corrected_history() -> list[Message]:
-    return stored([
-        user("Add caching to the parser in src/parser.py."),
-        assistant("I'll add an in-memory cache.", edit("/repo/src/parser.py")),
-        user(CORRECTION),
-        assistant("Understood, moving it to disk.", edit("/repo/src/parser.py")),
-        user("Good. Now run the benchmarks."),
-        assistant("", bash("python bench.py", "Exit code 0\nparse: 1.2 ms")),
-    ])
+    return stored(
+        [
+            user("Add caching to the parser in src/parser.py."),
+            assistant("I'll add an in-memory cache.", edit("/repo/src/parser.py")),
+            user(CORRECTION),
+            assistant("Understood, moving it to disk.", edit("/repo/src/parser.py")),
+            user("Good. Now run the benchmarks."),
+            assistant("", bash("python bench.py", "Exit code 0\nparse: 1.2 ms")),
+        ]
+    )
 
 
 # -- the user's own words --------------------------------------------------------------------------
@@ -88,13 +90,15 @@ def test_a_correction_after_the_first_instruction_is_kept_word_for_word() -> Non
 
 
 def test_harness_text_in_the_users_turn_is_not_quoted() -> None:
-    head = stored([
-        user("<system-reminder>Remember the todo list.</system-reminder>"),
-        user("<local-command-stdout>Compacted</local-command-stdout>"),
-        user("[Request interrupted by user]"),
-        user("<environment_context>\n<cwd>/repo</cwd>\n</environment_context>"),
-        user("Rename the flag to --dry-run."),
-    ])
+    head = stored(
+        [
+            user("<system-reminder>Remember the todo list.</system-reminder>"),
+            user("<local-command-stdout>Compacted</local-command-stdout>"),
+            user("[Request interrupted by user]"),
+            user("<environment_context>\n<cwd>/repo</cwd>\n</environment_context>"),
+            user("Rename the flag to --dry-run."),
+        ]
+    )
     quotes = [b for b in parse_summary(summarize(head))[CONSTRAINTS] if b.startswith("User")]
     assert quotes == ["User [m5]: Rename the flag to --dry-run."]
 
@@ -121,14 +125,17 @@ async def test_the_users_words_survive_an_anthropic_summary_that_left_them_out(t
         settings = load_settings({"home": tmp_path, "preserve_recent_tokens": 300}, environ={})
         async with await ContextService.open(settings) as service:
             await service.open_session("s", model="claude-sonnet-4-5")
-            await service.append("s", [
-                {"role": "user", "content": "Add caching to the parser."},
-                {"role": "assistant", "content": "In memory, then. " + "detail " * 300},
-                {"role": "user", "content": CORRECTION},
-                {"role": "assistant", "content": "Moving it to disk. " + "detail " * 300},
-                {"role": "user", "content": "Now run the benchmarks."},
-                {"role": "assistant", "content": "Running them. " + "detail " * 300},
-            ])
+            await service.append(
+                "s",
+                [
+                    {"role": "user", "content": "Add caching to the parser."},
+                    {"role": "assistant", "content": "In memory, then. " + "detail " * 300},
+                    {"role": "user", "content": CORRECTION},
+                    {"role": "assistant", "content": "Moving it to disk. " + "detail " * 300},
+                    {"role": "user", "content": "Now run the benchmarks."},
+                    {"role": "assistant", "content": "Running them. " + "detail " * 300},
+                ],
+            )
             result = await service.compact("s", summarizer="anthropic")
             summary = await service.summary_text("s")
             history = {m.seq: m for m in await service.session_history("s")}
@@ -144,17 +151,28 @@ async def test_the_users_words_survive_an_anthropic_summary_that_left_them_out(t
 
 
 def test_a_todo_list_drives_in_progress_and_next_steps() -> None:
-    head = stored([
-        user("Port the exporter."),
-        assistant("", call("TodoWrite", {"todos": [
-            {"content": "Read the old exporter", "status": "completed"},
-            {"content": "Write the new exporter", "status": "in_progress"},
-            {"content": "Add a regression test", "status": "pending"},
-            {"content": "Update the changelog", "status": "pending"},
-        ]}, "Todos updated")),
-        assistant("", edit("/repo/src/export.py")),
-        assistant("Excellent point! Let me add the retry."),
-    ])
+    head = stored(
+        [
+            user("Port the exporter."),
+            assistant(
+                "",
+                call(
+                    "TodoWrite",
+                    {
+                        "todos": [
+                            {"content": "Read the old exporter", "status": "completed"},
+                            {"content": "Write the new exporter", "status": "in_progress"},
+                            {"content": "Add a regression test", "status": "pending"},
+                            {"content": "Update the changelog", "status": "pending"},
+                        ]
+                    },
+                    "Todos updated",
+                ),
+            ),
+            assistant("", edit("/repo/src/export.py")),
+            assistant("Excellent point! Let me add the retry."),
+        ]
+    )
     summary = parse_summary(summarize(head))
     assert summary[IN_PROGRESS] == ["Write the new exporter [m2]"]
     assert summary[NEXT_STEPS] == ["Add a regression test [m2]", "Update the changelog [m2]"]
@@ -163,30 +181,47 @@ def test_a_todo_list_drives_in_progress_and_next_steps() -> None:
 
 
 def test_codex_update_plan_and_a_checklist_in_text_are_plans_too() -> None:
-    codex = stored([
-        user("Fix the flaky test."),
-        assistant("", call("update_plan", {"plan": [
-            {"step": "Reproduce the flake", "status": "completed"},
-            {"step": "Pin the clock", "status": "in_progress"},
-        ]}, "Plan updated")),
-    ])
+    codex = stored(
+        [
+            user("Fix the flaky test."),
+            assistant(
+                "",
+                call(
+                    "update_plan",
+                    {
+                        "plan": [
+                            {"step": "Reproduce the flake", "status": "completed"},
+                            {"step": "Pin the clock", "status": "in_progress"},
+                        ]
+                    },
+                    "Plan updated",
+                ),
+            ),
+        ]
+    )
     assert parse_summary(summarize(codex))[IN_PROGRESS] == ["Pin the clock [m2]"]
-    written = stored([
-        user("Fix the flaky test."),
-        assistant("Plan:\n- [x] Reproduce the flake\n- [ ] Pin the clock\n- [ ] Rerun the suite 20 times"),
-    ])
+    written = stored(
+        [
+            user("Fix the flaky test."),
+            assistant("Plan:\n- [x] Reproduce the flake\n- [ ] Pin the clock\n- [ ] Rerun the suite 20 times"),
+        ]
+    )
     summary = parse_summary(summarize(written))
     assert summary[NEXT_STEPS] == ["Pin the clock [m2]", "Rerun the suite 20 times [m2]"]
     assert "Reproduce the flake [m2]" in summary[DONE]
 
 
 def test_without_a_plan_in_progress_is_the_work_under_way_not_a_sentence() -> None:
-    head = stored([
-        user("Make the importer stream."),
-        assistant("Great! Let me update the reader.", edit("/repo/src/reader.py")),
-        assistant("", bash("pytest tests/test_reader.py", "Exit code 1\nE   ValueError: chunk too large\n1 failed")),
-        assistant("Excellent point! Let me add the limit.", edit("/repo/src/limits.py")),
-    ])
+    head = stored(
+        [
+            user("Make the importer stream."),
+            assistant("Great! Let me update the reader.", edit("/repo/src/reader.py")),
+            assistant(
+                "", bash("pytest tests/test_reader.py", "Exit code 1\nE   ValueError: chunk too large\n1 failed")
+            ),
+            assistant("Excellent point! Let me add the limit.", edit("/repo/src/limits.py")),
+        ]
+    )
     summary = parse_summary(summarize(head))
     assert summary[IN_PROGRESS] == [
         "Fixing the failure of Bash `pytest tests/test_reader.py` [m3]",
@@ -200,19 +235,28 @@ def test_without_a_plan_in_progress_is_the_work_under_way_not_a_sentence() -> No
 
 
 def test_done_is_outcomes_without_shell_plumbing() -> None:
-    head = stored([
-        user("Add the cache."),
-        assistant("", bash("cd /repo && mkdir -p .cache && export CACHE=1", "Exit code 0"), edit("/repo/src/cache.py")),
-        assistant("", edit("/repo/src/cache.py"), edit("/repo/src/cache.py")),
-        assistant("", bash("cd /repo && pytest tests/test_cache.py", "Exit code 1\nE   KeyError: 'k'\n1 failed in 0.1s")),
-        assistant("", edit("/repo/src/cache.py")),
-        assistant("", bash("cd /repo && pytest tests/test_cache.py", "Exit code 0\n3 passed in 0.1s")),
-        assistant("", bash("cd /repo && pytest tests/test_cache.py", "Exit code 0\n3 passed in 0.1s")),
-        assistant("", bash(
-            "git add -A && git commit -m \"$(cat <<'EOF'\nfeat: add the parse cache\n\nDetails.\nEOF\n)\"",
-            "Exit code 0\n[main 1a2b3c] feat: add the parse cache",
-        )),
-    ])
+    head = stored(
+        [
+            user("Add the cache."),
+            assistant(
+                "", bash("cd /repo && mkdir -p .cache && export CACHE=1", "Exit code 0"), edit("/repo/src/cache.py")
+            ),
+            assistant("", edit("/repo/src/cache.py"), edit("/repo/src/cache.py")),
+            assistant(
+                "", bash("cd /repo && pytest tests/test_cache.py", "Exit code 1\nE   KeyError: 'k'\n1 failed in 0.1s")
+            ),
+            assistant("", edit("/repo/src/cache.py")),
+            assistant("", bash("cd /repo && pytest tests/test_cache.py", "Exit code 0\n3 passed in 0.1s")),
+            assistant("", bash("cd /repo && pytest tests/test_cache.py", "Exit code 0\n3 passed in 0.1s")),
+            assistant(
+                "",
+                bash(
+                    "git add -A && git commit -m \"$(cat <<'EOF'\nfeat: add the parse cache\n\nDetails.\nEOF\n)\"",
+                    "Exit code 0\n[main 1a2b3c] feat: add the parse cache",
+                ),
+            ),
+        ]
+    )
     done = parse_summary(summarize(head))[DONE]
     text = "\n".join(done)
     for plumbing in ("mkdir", "export", "cd /repo", "git add", "$(cat", "<<'EOF'"):
@@ -220,19 +264,29 @@ def test_done_is_outcomes_without_shell_plumbing() -> None:
     # One outcome: the file (edits folded), the check that passed (reruns folded), the commit.
     assert done[0] == (
         "Edited `cache.py` ×4 in `/repo/src/`; `pytest tests/test_cache.py` passed (3 passed in 0.1s) "
-        "after 1 failing run; committed \"feat: add the parse cache\" [m2–m8]"
+        'after 1 failing run; committed "feat: add the parse cache" [m2–m8]'
     )
 
 
 def test_an_error_fixed_later_is_not_blocked() -> None:
     # A commit refused by its lint hook, then made after the fix: the same thing, succeeded.
-    head = stored([
-        user("Commit the change."),
-        assistant("", bash('git add -A && git commit -m "feat: parser cache"',
-                           "Exit code 1\nruff....Failed\nsrc/cache.py:3:1: F401 `os` imported but unused")),
-        assistant("", edit("/repo/src/cache.py")),
-        assistant("", bash('git commit -am "feat: parser cache (lint)"', "Exit code 0\n[main 9f] feat: parser cache (lint)")),
-    ])
+    head = stored(
+        [
+            user("Commit the change."),
+            assistant(
+                "",
+                bash(
+                    'git add -A && git commit -m "feat: parser cache"',
+                    "Exit code 1\nruff....Failed\nsrc/cache.py:3:1: F401 `os` imported but unused",
+                ),
+            ),
+            assistant("", edit("/repo/src/cache.py")),
+            assistant(
+                "",
+                bash('git commit -am "feat: parser cache (lint)"', "Exit code 0\n[main 9f] feat: parser cache (lint)"),
+            ),
+        ]
+    )
     summary = parse_summary(summarize(head))
     assert summary[BLOCKED] == []
     assert any(b.startswith("Fixed: src/cache.py:3:1: F401") for b in summary[DONE])
@@ -240,24 +294,28 @@ def test_an_error_fixed_later_is_not_blocked() -> None:
 
 def test_an_unfixed_error_is_blocked_with_its_exact_message() -> None:
     message = "E   sqlite3.OperationalError: database is locked"
-    head = stored([
-        user("Run the migration tests."),
-        assistant("", bash("pytest tests/test_migrate.py", f"Exit code 1\n{message}\n1 failed in 0.3s")),
-        assistant("", edit("/repo/src/db.py")),
-        assistant("", bash("pytest tests/test_other.py", "Exit code 0\n2 passed")),
-    ])
+    head = stored(
+        [
+            user("Run the migration tests."),
+            assistant("", bash("pytest tests/test_migrate.py", f"Exit code 1\n{message}\n1 failed in 0.3s")),
+            assistant("", edit("/repo/src/db.py")),
+            assistant("", bash("pytest tests/test_other.py", "Exit code 0\n2 passed")),
+        ]
+    )
     summary = parse_summary(summarize(head))
     assert summary[BLOCKED] == [f"{' '.join(message.split())} — Bash `pytest tests/test_migrate.py` [m2]"]
 
 
 def test_the_users_answer_to_a_question_is_a_key_decision() -> None:
-    head = stored([
-        user("Speed up the importer."),
-        assistant("", edit("/repo/src/importer.py")),
-        assistant("Two ways: batch the inserts, or stream them. Which do you prefer?"),
-        user("Stream them."),
-        assistant("I'll use a generator for the rows.", edit("/repo/src/importer.py")),
-    ])
+    head = stored(
+        [
+            user("Speed up the importer."),
+            assistant("", edit("/repo/src/importer.py")),
+            assistant("Two ways: batch the inserts, or stream them. Which do you prefer?"),
+            user("Stream them."),
+            assistant("I'll use a generator for the rows.", edit("/repo/src/importer.py")),
+        ]
+    )
     decisions = parse_summary(summarize(head))["Key Decisions"]
     assert decisions == [
         'User chose "Stream them." (asked: Which do you prefer?) [m3–m4]',
@@ -269,12 +327,27 @@ def test_the_users_answer_to_a_question_is_a_key_decision() -> None:
 
 
 def test_the_working_set_names_what_the_agent_worked_with_within_its_share() -> None:
-    head = stored([
-        user("Why does `load_config` ignore `CONTEXT_HOME`?"),
-        assistant("", call("Grep", {"pattern": "def load_config", "path": "/repo/src"}, "/repo/src/settings.py:40:def load_config(env):")),
-        assistant("`load_config` reads `env.get('HOME')` first; `resolve_home` is never called.",
-                  call("Read", {"file_path": "/repo/src/settings.py"}, "40 def load_config(env):\n41     return resolve_home(env)")),
-    ])
+    head = stored(
+        [
+            user("Why does `load_config` ignore `CONTEXT_HOME`?"),
+            assistant(
+                "",
+                call(
+                    "Grep",
+                    {"pattern": "def load_config", "path": "/repo/src"},
+                    "/repo/src/settings.py:40:def load_config(env):",
+                ),
+            ),
+            assistant(
+                "`load_config` reads `env.get('HOME')` first; `resolve_home` is never called.",
+                call(
+                    "Read",
+                    {"file_path": "/repo/src/settings.py"},
+                    "40 def load_config(env):\n41     return resolve_home(env)",
+                ),
+            ),
+        ]
+    )
     text = summarize(head, budget=600)
     for name in ("load_config", "CONTEXT_HOME", "resolve_home", "/repo/src/settings.py"):
         assert name in text, (name, text)
@@ -315,24 +388,39 @@ async def test_citations_resolve_to_the_stored_messages_they_came_from(tmp_path:
     settings = load_settings({"home": tmp_path, "preserve_recent_tokens": 200}, environ={})
     async with await ContextService.open(settings) as service:
         await service.open_session("s", model="gpt-4o")
-        await service.append("s", [
-            {"role": "user", "content": "Make the loader stream."},
-            {"role": "assistant", "content": "", "tool_calls": [
-                _tool("e1", "Edit", {"file_path": "/repo/src/loader.py", "old_string": "a", "new_string": "b"})]},
-            {"role": "tool", "tool_call_id": "e1", "content": "The file /repo/src/loader.py has been updated."},
-            {"role": "user", "content": "No threads, please: keep it a generator."},
-            {"role": "assistant", "content": "", "tool_calls": [
-                _tool("b1", "Bash", {"command": "pytest tests/test_loader.py", "description": "test"})]},
-            {"role": "tool", "tool_call_id": "b1", "content": "Exit code 1\nE   MemoryError: chunk\n1 failed"},
-            {"role": "assistant", "content": "The chunk size is the problem. " + "detail " * 400},
-            {"role": "user", "content": "Keep going."},
-            {"role": "assistant", "content": "Working. " + "detail " * 400},
-        ])
+        await service.append(
+            "s",
+            [
+                {"role": "user", "content": "Make the loader stream."},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        _tool("e1", "Edit", {"file_path": "/repo/src/loader.py", "old_string": "a", "new_string": "b"})
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "e1", "content": "The file /repo/src/loader.py has been updated."},
+                {"role": "user", "content": "No threads, please: keep it a generator."},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        _tool("b1", "Bash", {"command": "pytest tests/test_loader.py", "description": "test"})
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "b1", "content": "Exit code 1\nE   MemoryError: chunk\n1 failed"},
+                {"role": "assistant", "content": "The chunk size is the problem. " + "detail " * 400},
+                {"role": "user", "content": "Keep going."},
+                {"role": "assistant", "content": "Working. " + "detail " * 400},
+            ],
+        )
         result = await service.compact("s", summarizer="extractive")
         summary = parse_summary(await service.summary_text("s"))
         history = {m.seq: m for m in await service.session_history("s")}
     assert result.compacted
-    cited = [(bullet, seqs) for bullets in summary.sections.values() for bullet in bullets if (seqs := cited_seqs(bullet))]
+    cited = [
+        (bullet, seqs) for bullets in summary.sections.values() for bullet in bullets if (seqs := cited_seqs(bullet))
+    ]
     assert cited, summary.sections
     for bullet, seqs in cited:
         assert all(seq in history for seq in seqs), (bullet, seqs)

@@ -31,7 +31,7 @@ def test_view_is_marker_summary_tail_then_newer():
     assert load_from(no_tail) == 7
     assert in_view(rows, None) == rows
     # Loading from load_from() gives the same view as loading everything.
-    assert in_view(rows[load_from(anchor):], anchor) == in_view(rows, anchor)
+    assert in_view(rows[load_from(anchor) :], anchor) == in_view(rows, anchor)
 
 
 def test_an_earlier_marker_and_summary_inside_the_tail_stay_hidden():

@@ -24,9 +24,13 @@ pytestmark = pytest.mark.anyio
 
 
 def _call(call_id: str, command: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": command})}}
-    ]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": command})}}
+        ],
+    }
 
 
 def _result(call_id: str, lines: int) -> dict[str, Any]:
@@ -36,8 +40,12 @@ def _result(call_id: str, lines: int) -> dict[str, Any]:
 def _turns(start: int, count: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for i in range(start, start + count):
-        messages += [{"role": "user", "content": f"Step {i}: check module m{i}."}, _call(f"c{i}", f"cat m{i}.py"),
-                     _result(f"c{i}", 150), {"role": "assistant", "content": f"Module m{i} is fine."}]
+        messages += [
+            {"role": "user", "content": f"Step {i}: check module m{i}."},
+            _call(f"c{i}", f"cat m{i}.py"),
+            _result(f"c{i}", 150),
+            {"role": "assistant", "content": f"Module m{i} is fine."},
+        ]
     return messages
 
 
@@ -120,7 +128,9 @@ async def test_a_store_stamps_what_each_transaction_changed(services):
 
 def _cli(home: Path, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTFOLD_")} | {"CONTEXTFOLD_HOME": str(home)}
-    done = subprocess.run([sys.executable, "-m", "contextfold", *args], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "contextfold", *args], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -153,7 +163,7 @@ async def test_since_a_version_only_what_follows_it_is_sent(services):
     await writer.append("s", _turns(6, 2))
     whole = await fresh.get_context("s")
     later = await reader.get_context("s", since=held.version)
-    assert later.version == whole.version and later.messages == whole.messages[len(held.messages):]
+    assert later.version == whole.version and later.messages == whole.messages[len(held.messages) :]
     assert later.messages and later.tokens == whole.tokens
     # Unchanged since: nothing to send.
     assert (await reader.get_context("s", since=whole.version)).messages == []

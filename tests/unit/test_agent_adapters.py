@@ -91,7 +91,10 @@ def opencode_calls() -> list[ToolPart]:
         call("grep", {"pattern": "TODO", "path": "/repo/src", "include": "*.ts"}, "Found 1 match"),
         call("glob", {"pattern": "**/*.ts", "path": "/repo"}, "/repo/src/index.ts"),
         call("apply_patch", {"patchText": patch}, "Success. Updated the following files:\nM src/app.ts"),
-        call("todowrite", {"todos": [{"id": "1", "content": "Wire the route", "status": "in_progress", "priority": "high"}]}),
+        call(
+            "todowrite",
+            {"todos": [{"id": "1", "content": "Wire the route", "status": "in_progress", "priority": "high"}]},
+        ),
     ]
 
 
@@ -110,11 +113,20 @@ def test_opencode_calls_are_recognized_by_opencode_only_and_read() -> None:
 def test_a_shared_tool_reads_the_same_whichever_adapter_reads_it() -> None:
     messages = [
         assistant(call("str_replace_editor", {"command": "view", "path": "/repo/a.py"}, "1\timport os")),
-        assistant(call("str_replace_editor", {"command": "create", "path": "/repo/b.py", "file_text": "x = 1\n"},
-                       "File created successfully at: /repo/b.py")),
-        assistant(call("str_replace_editor",
-                       {"command": "str_replace", "path": "/repo/a.py", "old_str": "os", "new_str": "sys"},
-                       "ERROR: No replacement was performed, old_str `os` did not appear verbatim in /repo/a.py.")),
+        assistant(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "/repo/b.py", "file_text": "x = 1\n"},
+                "File created successfully at: /repo/b.py",
+            )
+        ),
+        assistant(
+            call(
+                "str_replace_editor",
+                {"command": "str_replace", "path": "/repo/a.py", "old_str": "os", "new_str": "sys"},
+                "ERROR: No replacement was performed, old_str `os` did not appear verbatim in /repo/a.py.",
+            )
+        ),
     ]
     by_swe = extract_facts(messages, adapters=[adapter("SWE-agent")])
     by_openhands = extract_facts(messages, adapters=[adapter("OpenHands")])
@@ -181,10 +193,17 @@ def test_plan_tools_report_their_items() -> None:
     assert plans
     items = pick(plans[-1], adapters()).plan(plans[-1])
     assert items and {i.status for i in items} <= {"completed", "in_progress", "pending"}
-    todo = ToolCall.of(call("TodoWrite", {"todos": [
-        {"content": "Write the test", "status": "completed", "activeForm": "Writing the test"},
-        {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
-    ]}))
+    todo = ToolCall.of(
+        call(
+            "TodoWrite",
+            {
+                "todos": [
+                    {"content": "Write the test", "status": "completed", "activeForm": "Writing the test"},
+                    {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+                ]
+            },
+        )
+    )
     expected = [PlanItem("Write the test", "completed"), PlanItem("Fix the bug", "in_progress")]
     assert adapter("Claude Code").plan(todo) == expected
     # A call that writes no plan says so.
@@ -220,10 +239,15 @@ def zed_session() -> list[Message]:
         Message(role="user", parts=[TextPart(text="Rename the config loader")]),
         assistant(
             call("zap_file", {"target": "src/config.rs", "diff": "-load\n+read"}, "zapped"),
-            call("zap_file", {"target": "src/main.rs", "diff": "-load\n+read"},
-                 "[zap failed] error: src/main.rs is read-only"),
-            call("zap_tasks", {"tasks": [{"name": "Rename the loader", "done": True},
-                                         {"name": "Update callers", "done": False}]}),
+            call(
+                "zap_file",
+                {"target": "src/main.rs", "diff": "-load\n+read"},
+                "[zap failed] error: src/main.rs is read-only",
+            ),
+            call(
+                "zap_tasks",
+                {"tasks": [{"name": "Rename the loader", "done": True}, {"name": "Update callers", "done": False}]},
+            ),
         ),
     ]
 

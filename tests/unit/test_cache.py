@@ -410,8 +410,13 @@ WIRE_SESSION: list[dict[str, Any]] = [
         ],
     },
     {"role": "assistant", "content": "The test fails because of an off-by-one."},
-    {"role": "user", "content": [{"type": "text", "text": "Fix it."}, {"type": "image", "source": {
-        "type": "base64", "media_type": "image/png", "data": PNG}}]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Fix it."},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        ],
+    },
 ]
 SYSTEM = [SystemPrompt(text="You are a careful engineer. " * 300)]
 
@@ -582,13 +587,16 @@ def test_random_rendered_bodies_stay_valid(
 
 # -- the corpus -----------------------------------------------------------------------------------
 
+
 # The Claude Code main sessions: a bare session id, no `__agent-…` suffix (subagents are short).
 def _main_session(path: Path) -> bool:
     parts = path.stem.split("__")
     return len(parts) == 2 and len(parts[1]) == 36
 
 
-BIG_SESSIONS = corpus_params("normalized/claude-code-*__*.jsonl", where=_main_session, id=lambda p: p.stem.split("__")[1][:8])
+BIG_SESSIONS = corpus_params(
+    "normalized/claude-code-*__*.jsonl", where=_main_session, id=lambda p: p.stem.split("__")[1][:8]
+)
 
 
 @cache
@@ -620,5 +628,7 @@ def test_corpus_sessions_get_valid_stable_anchors(path: Path, with_system: bool)
     # it ends with the assistant's reply (the next request appends the user's message), else the
     # body up to the user message it ends with (left unmarked: a retry replaces it).
     body = marked["messages"]
-    newest_user = len(body) if body[-1]["role"] == "assistant" else max(i for i, m in enumerate(body) if m["role"] == "user")
+    newest_user = (
+        len(body) if body[-1]["role"] == "assistant" else max(i for i, m in enumerate(body) if m["role"] == "user")
+    )
     assert anchors[-1].index == newest_user - 1

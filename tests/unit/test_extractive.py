@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _corpus_edits import calls, edited
+from _recall import OPENING_CHARS, own_words  # noqa: E402
+from _recall import normalize as recall_normalize  # noqa: E402
 from conftest import corpus_files, corpus_params, corpus_session, needs_corpus
 
 from contextfold.compaction.base import SummaryRequest
@@ -32,7 +33,6 @@ from contextfold.compaction.facts import (
     suite_invocation,
 )
 from contextfold.compaction.pins import PinReport, names_path, pin_facts
-from contextfold.compaction.userwords import MIN_OPENING_CHARS, parse_quote, quote_budget
 from contextfold.compaction.template import (
     BLOCKED,
     CONSTRAINTS,
@@ -48,11 +48,9 @@ from contextfold.compaction.template import (
     missing_sections,
     parse_summary,
 )
+from contextfold.compaction.userwords import MIN_OPENING_CHARS, parse_quote, quote_budget
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
-
-from _recall import OPENING_CHARS, own_words  # noqa: E402
-from _recall import normalize as recall_normalize  # noqa: E402
 
 COUNTER = counter_for("gpt-4o")
 
@@ -77,7 +75,9 @@ def assistant(text: str = "", *tools: ToolPart) -> Message:
     return Message(role="assistant", parts=[*parts, *tools])
 
 
-def request(head: list[Message], budget: int = 4_000, previous: str | None = None, focus: str | None = None) -> SummaryRequest:
+def request(
+    head: list[Message], budget: int = 4_000, previous: str | None = None, focus: str | None = None
+) -> SummaryRequest:
     return SummaryRequest(head=head, previous=previous, counter=COUNTER, budget_tokens=budget, instructions=focus)
 
 
@@ -105,20 +105,32 @@ def claude_code_session() -> list[Message]:
         ),
         assistant(
             "Now update the retry loop in client.py to honour the deadline.",
-            call("Edit", {"file_path": "/repo/src/client.py", "old_string": "a", "new_string": "b"},
-                 "The file /repo/src/client.py has been updated successfully."),
+            call(
+                "Edit",
+                {"file_path": "/repo/src/client.py", "old_string": "a", "new_string": "b"},
+                "The file /repo/src/client.py has been updated successfully.",
+            ),
         ),
         assistant(
             "",
-            call("Edit", {"file_path": "/repo/src/missing.py", "old_string": "x", "new_string": "y"},
-                 "<tool_use_error>String to replace not found in file.</tool_use_error>"),
-            call("Write", {"file_path": "/repo/tests/test_client.py", "content": "def test(): pass\n"},
-                 "File created successfully at: /repo/tests/test_client.py"),
+            call(
+                "Edit",
+                {"file_path": "/repo/src/missing.py", "old_string": "x", "new_string": "y"},
+                "<tool_use_error>String to replace not found in file.</tool_use_error>",
+            ),
+            call(
+                "Write",
+                {"file_path": "/repo/tests/test_client.py", "content": "def test(): pass\n"},
+                "File created successfully at: /repo/tests/test_client.py",
+            ),
         ),
         assistant(
             "",
-            call("Bash", {"command": "pytest tests/test_client.py -q", "description": "Run the tests"},
-                 "Exit code 1\n.F\n=== short test summary info ===\nFAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3\n1 failed, 1 passed in 0.10s"),
+            call(
+                "Bash",
+                {"command": "pytest tests/test_client.py -q", "description": "Run the tests"},
+                "Exit code 1\n.F\n=== short test summary info ===\nFAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3\n1 failed, 1 passed in 0.10s",
+            ),
         ),
     ]
 
@@ -160,14 +172,18 @@ def test_a_passing_rerun_resolves_the_error() -> None:
 
 
 def test_todowrite_latest_list_wins_and_completed_items_stay() -> None:
-    first = {"todos": [
-        {"content": "Reproduce the bug", "status": "in_progress", "activeForm": "Reproducing"},
-        {"content": "Fix the parser", "status": "pending", "activeForm": "Fixing"},
-    ]}
-    second = {"todos": [
-        {"content": "Fix the parser", "status": "in_progress", "activeForm": "Fixing"},
-        {"content": "Write a regression test", "status": "pending", "activeForm": "Writing"},
-    ]}
+    first = {
+        "todos": [
+            {"content": "Reproduce the bug", "status": "in_progress", "activeForm": "Reproducing"},
+            {"content": "Fix the parser", "status": "pending", "activeForm": "Fixing"},
+        ]
+    }
+    second = {
+        "todos": [
+            {"content": "Fix the parser", "status": "in_progress", "activeForm": "Fixing"},
+            {"content": "Write a regression test", "status": "pending", "activeForm": "Writing"},
+        ]
+    }
     third = {"todos": [{"content": "Reproduce the bug", "status": "completed"}, *second["todos"]]}
     head = [user("go"), assistant("", call("TodoWrite", first, "ok")), assistant("", call("TodoWrite", second, "ok"))]
     assert extract_facts(head).todos == [("in_progress", "Fix the parser"), ("pending", "Write a regression test")]
@@ -196,19 +212,56 @@ PATCH = """*** Begin Patch
 def test_codex_apply_patch_exec_sessions_and_update_plan() -> None:
     head = [
         user("let's set the default threshold to 90"),
-        assistant("", call("update_plan", {"plan": [
-            {"step": "Add a failing test", "status": "in_progress"},
-            {"step": "Change the default", "status": "pending"},
-        ]}, "Plan updated")),
-        assistant("", call("apply_patch", PATCH, '{"output":"Success. Updated the following files:\\nM src/agents/config.ts\\n","metadata":{"exit_code":0,"duration_seconds":0.3}}')),
-        assistant("", call("exec_command", {"cmd": "npm test -- --run src/agents/config.test.ts", "workdir": "/w"},
-                           "Chunk ID: a1\nWall time: 1.0 seconds\nProcess running with session ID 4242\nOriginal token count: 0\nOutput:\n")),
-        assistant("", call("write_stdin", {"session_id": 4242, "chars": ""},
-                           "Chunk ID: a2\nWall time: 0.0 seconds\nProcess exited with code 1\nOriginal token count: 10\nOutput:\n × sets the default threshold 12ms\n Tests  1 failed (1)\n")),
-        assistant("", call("update_plan", {"plan": [
-            {"step": "Add a failing test", "status": "completed"},
-            {"step": "Change the default", "status": "in_progress"},
-        ]}, "Plan updated")),
+        assistant(
+            "",
+            call(
+                "update_plan",
+                {
+                    "plan": [
+                        {"step": "Add a failing test", "status": "in_progress"},
+                        {"step": "Change the default", "status": "pending"},
+                    ]
+                },
+                "Plan updated",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "apply_patch",
+                PATCH,
+                '{"output":"Success. Updated the following files:\\nM src/agents/config.ts\\n","metadata":{"exit_code":0,"duration_seconds":0.3}}',
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "exec_command",
+                {"cmd": "npm test -- --run src/agents/config.test.ts", "workdir": "/w"},
+                "Chunk ID: a1\nWall time: 1.0 seconds\nProcess running with session ID 4242\nOriginal token count: 0\nOutput:\n",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "write_stdin",
+                {"session_id": 4242, "chars": ""},
+                "Chunk ID: a2\nWall time: 0.0 seconds\nProcess exited with code 1\nOriginal token count: 10\nOutput:\n × sets the default threshold 12ms\n Tests  1 failed (1)\n",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "update_plan",
+                {
+                    "plan": [
+                        {"step": "Add a failing test", "status": "completed"},
+                        {"step": "Change the default", "status": "in_progress"},
+                    ]
+                },
+                "Plan updated",
+            ),
+        ),
     ]
     facts = extract_facts(head)
     assert [f.path for f in facts.edited_files] == ["src/agents/config.ts", "src/agents/new_helper.ts"]
@@ -218,8 +271,14 @@ def test_codex_apply_patch_exec_sessions_and_update_plan() -> None:
     assert facts.todos == [("completed", "Add a failing test"), ("in_progress", "Change the default")]
     # The exit code arrives through write_stdin: a later passing run on another session resolves it.
     head += [
-        assistant("", call("exec_command", {"cmd": "npm test -- --run src/agents/config.test.ts"},
-                           "Chunk ID: b1\nWall time: 0.2 seconds\nProcess exited with code 0\nOriginal token count: 5\nOutput:\n Tests  1 passed (1)\n")),
+        assistant(
+            "",
+            call(
+                "exec_command",
+                {"cmd": "npm test -- --run src/agents/config.test.ts"},
+                "Chunk ID: b1\nWall time: 0.2 seconds\nProcess exited with code 0\nOriginal token count: 5\nOutput:\n Tests  1 passed (1)\n",
+            ),
+        ),
     ]
     facts = extract_facts(head)
     assert facts.unresolved_error is None
@@ -233,19 +292,46 @@ def test_swe_agent_function_calls_edit_the_open_file() -> None:
     head = [
         user("We're currently solving the following issue within our repository. ISSUE: rounding bug"),
         assistant("", call("create", {"filename": "reproduce.py"}, "[File: reproduce.py (1 lines total)]")),
-        assistant("", call("edit", {"replacement_text": "print(1)", "start_line": 1, "end_line": 1},
-                           "File updated. Please review the changes.\n[File: /testbed/reproduce.py (1 lines total)]")),
-        assistant("", call("open", {"path": "src/marshmallow/fields.py", "line_number": 1474}, "[File: src/marshmallow/fields.py (1997 lines total)]")),
-        assistant("", call("edit", {"replacement_text": "return int(round(x))", "start_line": 1475, "end_line": 1475},
-                           "Your proposed edit has introduced new syntax error(s).\n\nERRORS:\n- E999 IndentationError: unexpected indent\n")),
+        assistant(
+            "",
+            call(
+                "edit",
+                {"replacement_text": "print(1)", "start_line": 1, "end_line": 1},
+                "File updated. Please review the changes.\n[File: /testbed/reproduce.py (1 lines total)]",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "open",
+                {"path": "src/marshmallow/fields.py", "line_number": 1474},
+                "[File: src/marshmallow/fields.py (1997 lines total)]",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "edit",
+                {"replacement_text": "return int(round(x))", "start_line": 1475, "end_line": 1475},
+                "Your proposed edit has introduced new syntax error(s).\n\nERRORS:\n- E999 IndentationError: unexpected indent\n",
+            ),
+        ),
     ]
     facts = extract_facts(head)
     assert [f.path for f in facts.edited_files] == ["reproduce.py"]
     assert facts.unresolved_error is not None
     assert facts.unresolved_error.text == "- E999 IndentationError: unexpected indent"
     assert "src/marshmallow/fields.py" in facts.unresolved_error.source
-    head.append(assistant("", call("edit", {"replacement_text": "        return int(round(x))", "start_line": 1475, "end_line": 1475},
-                                   "File updated.\n[File: /testbed/src/marshmallow/fields.py (1997 lines total)]")))
+    head.append(
+        assistant(
+            "",
+            call(
+                "edit",
+                {"replacement_text": "        return int(round(x))", "start_line": 1475, "end_line": 1475},
+                "File updated.\n[File: /testbed/src/marshmallow/fields.py (1997 lines total)]",
+            ),
+        )
+    )
     facts = extract_facts(head)
     assert [f.path for f in facts.edited_files] == ["reproduce.py", "src/marshmallow/fields.py"]
     assert facts.unresolved_error is None
@@ -254,17 +340,48 @@ def test_swe_agent_function_calls_edit_the_open_file() -> None:
 def test_swe_agent_text_actions_in_a_bash_block() -> None:
     head = [
         user("We're currently solving the following issue within our repository."),
-        assistant("", call("bash", {"command": "create reproduce_bug.py"}, "[File: reproduce_bug.py (1 lines total)]\n(Open file: /r/reproduce_bug.py)\n(Current directory: /r)\nbash-$")),
-        assistant("", call("bash", {"command": "python reproduce_bug.py"},
-                           'Traceback (most recent call last):\n  File "reproduce_bug.py", line 3\nAttributeError: missing PixelRepresentation\n(Open file: /r/reproduce_bug.py)\n(Current directory: /r)\nbash-$')),
-        assistant("", call("bash", {"command": "open pydicom/pixel_data_handlers/numpy_handler.py 293"}, "[File: ...]")),
-        assistant("", call("bash", {"command": "edit 287:295\n    required = []\nend_of_edit"}, "File updated. Please review the changes.")),
+        assistant(
+            "",
+            call(
+                "bash",
+                {"command": "create reproduce_bug.py"},
+                "[File: reproduce_bug.py (1 lines total)]\n(Open file: /r/reproduce_bug.py)\n(Current directory: /r)\nbash-$",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "bash",
+                {"command": "python reproduce_bug.py"},
+                'Traceback (most recent call last):\n  File "reproduce_bug.py", line 3\nAttributeError: missing PixelRepresentation\n(Open file: /r/reproduce_bug.py)\n(Current directory: /r)\nbash-$',
+            ),
+        ),
+        assistant(
+            "", call("bash", {"command": "open pydicom/pixel_data_handlers/numpy_handler.py 293"}, "[File: ...]")
+        ),
+        assistant(
+            "",
+            call(
+                "bash",
+                {"command": "edit 287:295\n    required = []\nend_of_edit"},
+                "File updated. Please review the changes.",
+            ),
+        ),
     ]
     facts = extract_facts(head)
     assert [f.path for f in facts.edited_files] == ["reproduce_bug.py", "pydicom/pixel_data_handlers/numpy_handler.py"]
     assert facts.unresolved_error is not None
     assert facts.unresolved_error.text == "AttributeError: missing PixelRepresentation"
-    head.append(assistant("", call("bash", {"command": "python reproduce_bug.py"}, "Script completed successfully, no errors.\n(Open file: x)\n(Current directory: /r)\nbash-$")))
+    head.append(
+        assistant(
+            "",
+            call(
+                "bash",
+                {"command": "python reproduce_bug.py"},
+                "Script completed successfully, no errors.\n(Open file: x)\n(Current directory: /r)\nbash-$",
+            ),
+        )
+    )
     assert extract_facts(head).unresolved_error is None
 
 
@@ -272,10 +389,30 @@ def test_openhands_editor_and_exit_codes() -> None:
     head = [
         user("Please rename game_2048.py to 2048.py"),
         assistant("", call("str_replace_editor", {"command": "view", "path": "/workspace"}, "Here's the files ...")),
-        assistant("", call("execute_bash", {"command": "mv /workspace/game_2048.py /workspace/2048.py"},
-                           "Command `mv /workspace/game_2048.py /workspace/2048.py` executed with exit code 0.")),
-        assistant("", call("str_replace_editor", {"command": "create", "path": "/workspace/notes.md", "file_text": "x"}, "--- /workspace/notes.md\n+++ /workspace/notes.md")),
-        assistant("", call("execute_bash", {"command": "python3 -m pytest -q"}, "Command `python3 -m pytest -q` executed with exit code 2.")),
+        assistant(
+            "",
+            call(
+                "execute_bash",
+                {"command": "mv /workspace/game_2048.py /workspace/2048.py"},
+                "Command `mv /workspace/game_2048.py /workspace/2048.py` executed with exit code 0.",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "/workspace/notes.md", "file_text": "x"},
+                "--- /workspace/notes.md\n+++ /workspace/notes.md",
+            ),
+        ),
+        assistant(
+            "",
+            call(
+                "execute_bash",
+                {"command": "python3 -m pytest -q"},
+                "Command `python3 -m pytest -q` executed with exit code 2.",
+            ),
+        ),
     ]
     facts = extract_facts(head)
     assert [f.path for f in facts.edited_files] == ["/workspace/notes.md"]
@@ -294,13 +431,40 @@ def _obs(code: int, output: str = "") -> str:
 def test_mini_swe_agent_shell_writes_and_reads() -> None:
     head = [
         user("<pr_description>\nConsider the following PR description: pickled querysets crash\n</pr_description>"),
-        assistant("THOUGHT: look", call("bash", {"command": "cat tests/queryset_pickle/models.py"}, _obs(0, "import x\n"))),
-        assistant("THOUGHT: I'll add a model", call("bash", {"command": "cat <<'EOF' >> tests/queryset_pickle/models.py\nclass Toy(models.Model):\n    pass\nEOF"}, _obs(0))),
-        assistant("", call("bash", {"command": "sed -i '211,213c\\    @query.setter' django/db/models/query.py"}, _obs(0))),
-        assistant("", call("bash", {"command": "echo 'x = 1' > scratch/out.txt 2>/dev/null && nl -ba django/db/models/sql/query.py | sed -n '1,5p'"}, _obs(0, "1 x"))),
+        assistant(
+            "THOUGHT: look", call("bash", {"command": "cat tests/queryset_pickle/models.py"}, _obs(0, "import x\n"))
+        ),
+        assistant(
+            "THOUGHT: I'll add a model",
+            call(
+                "bash",
+                {"command": "cat <<'EOF' >> tests/queryset_pickle/models.py\nclass Toy(models.Model):\n    pass\nEOF"},
+                _obs(0),
+            ),
+        ),
+        assistant(
+            "", call("bash", {"command": "sed -i '211,213c\\    @query.setter' django/db/models/query.py"}, _obs(0))
+        ),
+        assistant(
+            "",
+            call(
+                "bash",
+                {
+                    "command": "echo 'x = 1' > scratch/out.txt 2>/dev/null && nl -ba django/db/models/sql/query.py | sed -n '1,5p'"
+                },
+                _obs(0, "1 x"),
+            ),
+        ),
         assistant("", call("bash", {"command": "grep -n 'def set_values' django/db/models/sql/query.py"}, _obs(1))),
         assistant("", call("bash", {"command": "python reproduce.py"}, _obs(0, "ok"))),
-        assistant("", call("bash", {"command": "sed -i 's/a/b/' never_written.py"}, _obs(2, "sed: can't read never_written.py: No such file"))),
+        assistant(
+            "",
+            call(
+                "bash",
+                {"command": "sed -i 's/a/b/' never_written.py"},
+                _obs(2, "sed: can't read never_written.py: No such file"),
+            ),
+        ),
     ]
     facts = extract_facts(head)
     assert facts.first_instruction == "Consider the following PR description: pickled querysets crash"
@@ -313,7 +477,10 @@ def test_mini_swe_agent_shell_writes_and_reads() -> None:
     assert read == ["django/db/models/sql/query.py", "reproduce.py"]
     # grep finding nothing is not a failure; sed on a missing file is.
     assert [e.source for e in facts.errors] == ["bash `sed -i 's/a/b/' never_written.py`"]
-    assert facts.unresolved_error is not None and facts.unresolved_error.text == "sed: can't read never_written.py: No such file"
+    assert (
+        facts.unresolved_error is not None
+        and facts.unresolved_error.text == "sed: can't read never_written.py: No such file"
+    )
 
 
 @pytest.mark.parametrize(
@@ -360,13 +527,34 @@ def test_test_invocations_and_resolution_rules() -> None:
 @pytest.mark.parametrize(
     ("output", "expected"),
     [
-        ('Traceback (most recent call last):\n  File "x.py", line 1\n    1/0\nZeroDivisionError: division by zero\n', "ZeroDivisionError: division by zero"),
-        ("....F\nFAILED tests/test_a.py::test_b - assert 1 == 2\n1 failed, 4 passed", "FAILED tests/test_a.py::test_b - assert 1 == 2"),
-        ("Compiling 2 files\nerror: cannot find value `x` in this scope\n", "error: cannot find value `x` in this scope"),
-        ("  1) test renders rows (MyApp.RowTest)\n     test/row_test.exs:12\n\n5 tests, 1 failure", "1) test renders rows (MyApp.RowTest)"),
-        ("** (Mix) Could not start application\n    ** (EXIT) an exception was raised:\n        ** (BadMapError) expected a map, got: []", "** (BadMapError) expected a map, got: []"),
-        ("Pre-commit validation failed:\n\n[FORMAT] Code is not formatted.", "Pre-commit validation failed: [FORMAT] Code is not formatted."),
-        ("fatal: The current branch main has no upstream branch.", "fatal: The current branch main has no upstream branch."),
+        (
+            'Traceback (most recent call last):\n  File "x.py", line 1\n    1/0\nZeroDivisionError: division by zero\n',
+            "ZeroDivisionError: division by zero",
+        ),
+        (
+            "....F\nFAILED tests/test_a.py::test_b - assert 1 == 2\n1 failed, 4 passed",
+            "FAILED tests/test_a.py::test_b - assert 1 == 2",
+        ),
+        (
+            "Compiling 2 files\nerror: cannot find value `x` in this scope\n",
+            "error: cannot find value `x` in this scope",
+        ),
+        (
+            "  1) test renders rows (MyApp.RowTest)\n     test/row_test.exs:12\n\n5 tests, 1 failure",
+            "1) test renders rows (MyApp.RowTest)",
+        ),
+        (
+            "** (Mix) Could not start application\n    ** (EXIT) an exception was raised:\n        ** (BadMapError) expected a map, got: []",
+            "** (BadMapError) expected a map, got: []",
+        ),
+        (
+            "Pre-commit validation failed:\n\n[FORMAT] Code is not formatted.",
+            "Pre-commit validation failed: [FORMAT] Code is not formatted.",
+        ),
+        (
+            "fatal: The current branch main has no upstream branch.",
+            "fatal: The current branch main has no upstream branch.",
+        ),
         ("", "(no output)"),
     ],
 )
@@ -379,7 +567,9 @@ def test_inspection_failures_and_sibling_errors_are_not_blockers() -> None:
         user("look around"),
         assistant("", call("Bash", {"command": "ls missing_dir"}, "Exit code 2\nls: cannot access 'missing_dir'")),
         assistant("", call("Bash", {"command": "grep -r foo src 2>/dev/null"}, "Exit code 1\n")),
-        assistant("", call("Read", {"file_path": "/a.py"}, "<tool_use_error>Sibling tool call errored</tool_use_error>")),
+        assistant(
+            "", call("Read", {"file_path": "/a.py"}, "<tool_use_error>Sibling tool call errored</tool_use_error>")
+        ),
     ]
     facts = extract_facts(head)
     assert facts.errors == [] and facts.unresolved_error is None
@@ -434,7 +624,9 @@ def test_instructions_skip_injected_and_synthetic_text() -> None:
         user("This session is being continued from a previous conversation ...", name="compact_summary"),
         user("[Request interrupted by user]"),
         user("<local-command-caveat>Caveat: ...</local-command-caveat>"),
-        user("<command-message>compact</command-message>\n<command-name>/compact</command-name>\n<command-args>and continue with the remaining tasks</command-args>"),
+        user(
+            "<command-message>compact</command-message>\n<command-name>/compact</command-name>\n<command-args>and continue with the remaining tasks</command-args>"
+        ),
         user("<command-name>/mcp</command-name>\n<command-args></command-args>"),
     ]
     facts = extract_facts(head)
@@ -454,7 +646,9 @@ def test_decisions_plan_steps_and_latest_assistant_text() -> None:
         user("speed up the importer"),
         assistant("I'll use a streaming parser instead of loading the whole file. `x` is a Toy instead of a dict."),
         assistant("So, the fix is:\n- stream"),
-        assistant("The fix is to cache the tokenizer per process.\n\nNext steps:\n1. Add a benchmark\n2. Update the README\n"),
+        assistant(
+            "The fix is to cache the tokenizer per process.\n\nNext steps:\n1. Add a benchmark\n2. Update the README\n"
+        ),
     ]
     facts = extract_facts(head)
     assert facts.decisions == [
@@ -468,9 +662,17 @@ def test_decisions_plan_steps_and_latest_assistant_text() -> None:
 def test_facts_are_bounded() -> None:
     head = [user("go " + "must do it. " * 100)]
     for index in range(150):
-        head.append(assistant("", call("Write", {"file_path": f"/p/gen_{index}.py", "content": ""}, "File created successfully")))
+        head.append(
+            assistant(
+                "", call("Write", {"file_path": f"/p/gen_{index}.py", "content": ""}, "File created successfully")
+            )
+        )
         head.append(assistant("", call("Read", {"file_path": f"/p/read_{index}.py"}, "x")))
-        head.append(assistant("", call("Bash", {"command": f"make step{index}"}, "Exit code 1\nerror: step failed " + "y" * 500)))
+        head.append(
+            assistant(
+                "", call("Bash", {"command": f"make step{index}"}, "Exit code 1\nerror: step failed " + "y" * 500)
+            )
+        )
     facts = extract_facts(head)
     assert len(facts.edited_files) == 60
     assert len([f for f in facts.files if f.action == "read"]) == 20
@@ -491,11 +693,20 @@ def test_facts_are_fast_on_a_large_history() -> None:
 
 def test_every_section_present_in_order_and_filled() -> None:
     head = claude_code_session() + [
-        assistant("", call("TodoWrite", {"todos": [
-            {"content": "Reproduce the timeout", "status": "completed"},
-            {"content": "Fix the deadline check", "status": "in_progress"},
-            {"content": "Add a regression test", "status": "pending"},
-        ]}, "ok")),
+        assistant(
+            "",
+            call(
+                "TodoWrite",
+                {
+                    "todos": [
+                        {"content": "Reproduce the timeout", "status": "completed"},
+                        {"content": "Fix the deadline check", "status": "in_progress"},
+                        {"content": "Add a regression test", "status": "pending"},
+                    ]
+                },
+                "ok",
+            ),
+        ),
         assistant("I'll use a monotonic clock instead of time.time() for the deadline."),
     ]
     text = summarize(head)
@@ -509,7 +720,9 @@ def test_every_section_present_in_order_and_filled() -> None:
     # Done groups the edits of one stretch of work by directory (issue 16: outcomes, not a log).
     assert any("edited `client.py` in `/repo/src/`" in b for b in summary[DONE])
     assert summary[IN_PROGRESS][0] == "Fix the deadline check"
-    assert summary[BLOCKED] == ["FAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3 — Bash `pytest tests/test_client.py -q`"]
+    assert summary[BLOCKED] == [
+        "FAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3 — Bash `pytest tests/test_client.py -q`"
+    ]
     assert summary[DECISIONS] == ["I'll use a monotonic clock instead of time.time() for the deadline."]
     assert summary[NEXT_STEPS] == ["Add a regression test"]
     assert any(b.startswith("Unresolved: String to replace not found") for b in summary[CRITICAL])
@@ -581,11 +794,25 @@ PREVIOUS = """## Goal
 def anchored_head() -> list[Message]:
     return [
         user("Now wire it up and make the tests pass."),
-        assistant("", call("TodoWrite", {"todos": [
-            {"content": "Update the changelog entry", "status": "completed"},
-            {"content": "Benchmark with the 2 GB fixture", "status": "pending"},
-        ]}, "ok")),
-        assistant("Wiring the importer.", call("Edit", {"file_path": "src/importer.py", "old_string": "a", "new_string": "b"}, "updated successfully")),
+        assistant(
+            "",
+            call(
+                "TodoWrite",
+                {
+                    "todos": [
+                        {"content": "Update the changelog entry", "status": "completed"},
+                        {"content": "Benchmark with the 2 GB fixture", "status": "pending"},
+                    ]
+                },
+                "ok",
+            ),
+        ),
+        assistant(
+            "Wiring the importer.",
+            call(
+                "Edit", {"file_path": "src/importer.py", "old_string": "a", "new_string": "b"}, "updated successfully"
+            ),
+        ),
         assistant("", call("Bash", {"command": "pytest tests/test_importer.py"}, "4 passed in 0.3s")),
         assistant("Importer wired; tests pass."),
     ]
@@ -597,7 +824,10 @@ def test_anchor_update_keeps_moves_and_drops() -> None:
     # Still true: kept.
     assert summary[GOAL][:2] == ["Port the importer to streaming", "Earlier request: keep memory under 100 MB"]
     assert summary[GOAL][-1] == "Latest request: Now wire it up and make the tests pass."
-    assert summary[CONSTRAINTS] == ["User: Now wire it up and make the tests pass.", "Never load a whole file into memory."]
+    assert summary[CONSTRAINTS] == [
+        "User: Now wire it up and make the tests pass.",
+        "Never load a whole file into memory.",
+    ]
     assert "Use generators rather than threads." in summary[DECISIONS]
     assert "The fixture lives in /data/big.jsonl" in summary[CRITICAL]
     assert any(b.startswith("src/reader.py") for b in summary[FILES])
@@ -626,7 +856,10 @@ def test_anchor_update_with_nothing_new_keeps_the_anchor() -> None:
 
 
 def test_anchor_update_replaces_a_read_file_with_its_edit() -> None:
-    head = [user("edit the design doc"), assistant("", call("Edit", {"file_path": "docs/design.md", "old_string": "a", "new_string": "b"}, "ok"))]
+    head = [
+        user("edit the design doc"),
+        assistant("", call("Edit", {"file_path": "docs/design.md", "old_string": "a", "new_string": "b"}, "ok")),
+    ]
     files = parse_summary(summarize(head, previous=PREVIOUS))[FILES]
     assert [b.split(" — ")[0] for b in files] == ["src/reader.py", "docs/design.md"]
     assert "edited" in files[1]
@@ -664,13 +897,28 @@ def test_focus_adds_matching_sentences_and_protects_them() -> None:
 def big_session() -> list[Message]:
     head = [user("Refactor the storage layer. You must keep the on-disk format. 必须保持向后兼容。")]
     for index in range(40):
-        head.append(assistant(
-            f"I'll use approach {index} for module {index}.",
-            call("Read", {"file_path": f"/repo/src/read_only_{index}.py"}, "x"),
-            call("Edit", {"file_path": f"/repo/src/module_{index}.py", "old_string": "a", "new_string": "b"}, "updated"),
-            call("Bash", {"command": f"make build-{index}"}, "ok"),
-        ))
-    head.append(assistant("", call("Bash", {"command": "pytest tests/storage"}, "FAILED tests/storage/test_io.py::test_roundtrip - ValueError: bad header\n1 failed")))
+        head.append(
+            assistant(
+                f"I'll use approach {index} for module {index}.",
+                call("Read", {"file_path": f"/repo/src/read_only_{index}.py"}, "x"),
+                call(
+                    "Edit",
+                    {"file_path": f"/repo/src/module_{index}.py", "old_string": "a", "new_string": "b"},
+                    "updated",
+                ),
+                call("Bash", {"command": f"make build-{index}"}, "ok"),
+            )
+        )
+    head.append(
+        assistant(
+            "",
+            call(
+                "Bash",
+                {"command": "pytest tests/storage"},
+                "FAILED tests/storage/test_io.py::test_roundtrip - ValueError: bad header\n1 failed",
+            ),
+        )
+    )
     return head
 
 
@@ -690,7 +938,9 @@ def test_medium_budget_keeps_the_essentials_and_drops_the_least_important_first(
     # Essentials: every edited file, the constraints, the unresolved error, the goal.
     for index in range(40):
         assert any(names_path(b, f"/repo/src/module_{index}.py") for b in summary[FILES])
-    assert summary[CONSTRAINTS] == ["User: Refactor the storage layer. You must keep the on-disk format. 必须保持向后兼容。"]
+    assert summary[CONSTRAINTS] == [
+        "User: Refactor the storage layer. You must keep the on-disk format. 必须保持向后兼容。"
+    ]
     assert summary[BLOCKED] == full[BLOCKED] and "ValueError: bad header" in summary[BLOCKED][0]
     assert summary[GOAL] == full[GOAL]
     # Oldest Done went first, read-only files before decisions.
@@ -729,7 +979,9 @@ def test_pins_add_what_a_summary_left_out() -> None:
         "User: Also add a retry limit of 3.",
         "Keep Python 3.9 support.",
     ]
-    assert summary[BLOCKED] == ["FAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3 — Bash `pytest tests/test_client.py -q`"]
+    assert summary[BLOCKED] == [
+        "FAILED tests/test_client.py::test_deadline - AssertionError: 5 != 3 — Bash `pytest tests/test_client.py -q`"
+    ]
     # The latest request is quoted in Constraints: Goal does not repeat it.
     assert summary[GOAL] == ["Fix timeouts"]
     assert report.added == [
@@ -773,8 +1025,10 @@ def test_names_path_is_exact() -> None:
 
 LARGE = [p for p in corpus_files("normalized/*.jsonl") if p.stat().st_size > 100_000]
 CLAUDE_COMPACTED = [
-    p for p in corpus_files("normalized/claude-code-spotter__*.jsonl")
-    if "__agent-" not in p.name and any(json.loads(line).get("name") == "compact_summary" for line in p.open(encoding="utf-8"))
+    p
+    for p in corpus_files("normalized/claude-code-spotter__*.jsonl")
+    if "__agent-" not in p.name
+    and any(json.loads(line).get("name") == "compact_summary" for line in p.open(encoding="utf-8"))
 ]
 
 

@@ -10,10 +10,9 @@ examples every run.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
+from _recall import edited_files, instructions  # noqa: E402
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,36 +28,87 @@ from contextfold.compaction.template import missing_sections
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
-from _recall import edited_files, instructions  # noqa: E402
-
 COUNTER = counter_for("gpt-4o")
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 TOOL_NAMES = [
-    "Edit", "Write", "MultiEdit", "NotebookEdit", "Bash", "Read", "Grep", "Glob", "TodoWrite", "Task", "Skill",
-    "apply_patch", "str_replace_editor", "str_replace_based_edit_tool", "exec_command", "write_stdin",
-    "update_plan", "shell", "bash", "edit", "create", "insert", "open", "submit", "mcp__acp__Edit",
-    "mcp__acp__Bash", "PowerShell", "execute_bash", "AskUserQuestion", "unknown_tool",
+    "Edit",
+    "Write",
+    "MultiEdit",
+    "NotebookEdit",
+    "Bash",
+    "Read",
+    "Grep",
+    "Glob",
+    "TodoWrite",
+    "Task",
+    "Skill",
+    "apply_patch",
+    "str_replace_editor",
+    "str_replace_based_edit_tool",
+    "exec_command",
+    "write_stdin",
+    "update_plan",
+    "shell",
+    "bash",
+    "edit",
+    "create",
+    "insert",
+    "open",
+    "submit",
+    "mcp__acp__Edit",
+    "mcp__acp__Bash",
+    "PowerShell",
+    "execute_bash",
+    "AskUserQuestion",
+    "unknown_tool",
 ]
 KEYS = [
-    "file_path", "notebook_path", "path", "filename", "file", "command", "cmd", "content", "old_string",
-    "new_string", "edits", "todos", "plan", "input", "patch", "paths", "session_id", "chars", "status",
+    "file_path",
+    "notebook_path",
+    "path",
+    "filename",
+    "file",
+    "command",
+    "cmd",
+    "content",
+    "old_string",
+    "new_string",
+    "edits",
+    "todos",
+    "plan",
+    "input",
+    "patch",
+    "paths",
+    "session_id",
+    "chars",
+    "status",
 ]
-PATHS = st.sampled_from([
-    "src/a.py", "/repo/x.md", r"C:\Users\me\My Docs\x.md", r"X:\03_ACG\views\lead view.xml", "", " ", "a b/c d.txt",
-])
+PATHS = st.sampled_from(
+    [
+        "src/a.py",
+        "/repo/x.md",
+        r"C:\Users\me\My Docs\x.md",
+        r"X:\03_ACG\views\lead view.xml",
+        "",
+        " ",
+        "a b/c d.txt",
+    ]
+)
 TEXT = st.one_of(
     PATHS,
     st.text(max_size=40),
-    st.sampled_from([
-        "*** Begin Patch\n*** Update File: a.py\n@@\n-a\n+b\n*** End Patch",
-        "sed -i 's/a/b/' f.py && cat > t.py <<EOF\nx\nEOF",
-        "pytest -q tests/test_a.py",
-        "Exit code 1\nTraceback (most recent call last):\nValueError: boom",
-        "<tool_use_error>File has not been read yet.</tool_use_error>",
-        "<returncode>0</returncode>\n<output>ok</output>",
-        "Process exited with code 2\nOutput:\nFAILED tests/test_a.py::test_x",
-    ]),
+    st.sampled_from(
+        [
+            "*** Begin Patch\n*** Update File: a.py\n@@\n-a\n+b\n*** End Patch",
+            "sed -i 's/a/b/' f.py && cat > t.py <<EOF\nx\nEOF",
+            "pytest -q tests/test_a.py",
+            "Exit code 1\nTraceback (most recent call last):\nValueError: boom",
+            "<tool_use_error>File has not been read yet.</tool_use_error>",
+            "<returncode>0</returncode>\n<output>ok</output>",
+            "Process exited with code 2\nOutput:\nFAILED tests/test_a.py::test_x",
+        ]
+    ),
 )
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**12), st.floats(allow_nan=True), TEXT)
 JSON = st.recursive(
@@ -73,19 +123,21 @@ INPUTS = st.one_of(JSON, st.dictionaries(st.sampled_from(KEYS), JSON, max_size=5
 
 USER_TEXT = st.one_of(
     st.text(max_size=60),
-    st.sampled_from([
-        "<command-name>/review</command-name><command-args>42</command-args>",
-        "<command-message>x</command-message>\n<command-name>/x</command-name>",
-        "Unknown skill: ralph-loop",
-        "<local-command-stdout></local-command-stdout>",
-        "<bash-notification><shell-id>1</shell-id></bash-notification>",
-        "<system-reminder>remember</system-reminder>fix it",
-        "[Request interrupted by user]",
-        "繼續簡化，不合理的地方都簡化",
-        "Never touch tests/. Always run the linter.",
-        "<unclosed",
-        "</x>",
-    ]),
+    st.sampled_from(
+        [
+            "<command-name>/review</command-name><command-args>42</command-args>",
+            "<command-message>x</command-message>\n<command-name>/x</command-name>",
+            "Unknown skill: ralph-loop",
+            "<local-command-stdout></local-command-stdout>",
+            "<bash-notification><shell-id>1</shell-id></bash-notification>",
+            "<system-reminder>remember</system-reminder>fix it",
+            "[Request interrupted by user]",
+            "繼續簡化，不合理的地方都簡化",
+            "Never touch tests/. Always run the linter.",
+            "<unclosed",
+            "</x>",
+        ]
+    ),
 )
 
 
@@ -135,7 +187,10 @@ def test_every_adapter_reads_any_call_without_an_exception(part: ToolPart) -> No
 def test_facts_and_the_summarizer_take_any_history(head: list[Message]) -> None:
     facts = extract_facts(head)
     assert all(isinstance(f.path, str) and f.path.strip() for f in facts.files)
-    assert all(isinstance(line, str) for line in outcomes.outcomes(facts.steps, outcomes.project_root([f.path for f in facts.files])))
+    assert all(
+        isinstance(line, str)
+        for line in outcomes.outcomes(facts.steps, outcomes.project_root([f.path for f in facts.files]))
+    )
     workingset.working_set(head, {f.path for f in facts.edited_files})
     for index, message in enumerate(head):
         user_words(message, previous=head[index - 1] if index else None)
@@ -145,9 +200,11 @@ def test_facts_and_the_summarizer_take_any_history(head: list[Message]) -> None:
     assert COUNTER.count(text) <= 1_500
     pin_facts(text, head)
     # Updating its own summary with the same history works as well.
-    again = ExtractiveSummarizer().summarize_sync(
-        SummaryRequest(head=head, previous=text, counter=COUNTER, budget_tokens=1_500)
-    ).text
+    again = (
+        ExtractiveSummarizer()
+        .summarize_sync(SummaryRequest(head=head, previous=text, counter=COUNTER, budget_tokens=1_500))
+        .text
+    )
     assert missing_sections(again) == []
 
 
@@ -160,7 +217,13 @@ def test_the_recall_measure_takes_any_call(items: list[tuple[str, Any, Any]], sa
             encoded = json.dumps(arguments)
         except ValueError:
             encoded = str(arguments)
-        lines.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"t{index}", "name": name, "arguments": encoded}]})
+        lines.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": f"t{index}", "name": name, "arguments": encoded}],
+            }
+        )
         if result is not None:
             lines.append({"role": "tool", "tool_call_id": f"t{index}", "content": result})
     assert all(isinstance(name, str) for name in edited_files(lines))

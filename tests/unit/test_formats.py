@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import corpus_files, corpus_params, needs_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_importers import misplaced_result
+from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.domain import (
     CompactionPart,
@@ -22,14 +25,10 @@ from contextfold.domain import (
     ToolResult,
     complete_tool_part,
 )
-from contextfold.formats import INTERRUPTED_RESULT, RenderOptions, parse, render
 from contextfold.errors import FormatError
+from contextfold.formats import INTERRUPTED_RESULT, RenderOptions, parse, render
 from contextfold.formats.anthropic import CONTINUATION_TEXT, EMPTY_ERROR_TEXT
 from contextfold.formats.openai import COMPACTION_PROMPT
-
-from conftest import corpus_files, corpus_params, needs_corpus
-from test_importers import misplaced_result
-from validators import assert_anthropic_valid, assert_openai_valid
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 PDF = base64.b64encode(b"%PDF-1.4 fake").decode()

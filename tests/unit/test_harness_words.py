@@ -4,11 +4,10 @@ corpus sessions showed; each test fails on the code before the fix."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _recall import own_words  # noqa: E402
 
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.extractive import ExtractiveSummarizer
@@ -18,8 +17,6 @@ from contextfold.compaction.prose import user_words
 from contextfold.compaction.template import CONSTRAINTS, DONE, FILES, parse_summary
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
-
-from _recall import own_words  # noqa: E402
 
 COUNTER = counter_for("gpt-4o")
 _ids = iter(range(1, 1_000_000))
@@ -47,7 +44,9 @@ def said(head: list[Message]) -> list[str]:
     return [s.text for s in extract_facts(head).said]
 
 
-COMMAND = "<command-message>review</command-message>\n<command-name>/review</command-name>\n<command-args>{}</command-args>"
+COMMAND = (
+    "<command-message>review</command-message>\n<command-name>/review</command-name>\n<command-args>{}</command-args>"
+)
 EXPANSION = "You are an expert code reviewer. Follow these steps:\n\n1. If no PR number is provided, list open PRs"
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from conftest import CORPUS, corpus_files, corpus_params, needs_corpus
-from contextfold.importers import IMPORT_FORMATS, ImportedTranscript, detect_import_format, load_transcript
+
 from contextfold.errors import TranscriptError
+from contextfold.importers import IMPORT_FORMATS, ImportedTranscript, detect_import_format, load_transcript
 
 Line = dict[str, Any]
 
@@ -349,9 +350,7 @@ def _sidechain_records(path: Path, sidechain: bool) -> int:
     """How many conversation records of `path` are (`sidechain`) or are not on a sidechain."""
     with path.open(encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
-    return sum(
-        1 for r in records if r.get("type") in ("user", "assistant") and bool(r.get("isSidechain")) is sidechain
-    )
+    return sum(1 for r in records if r.get("type") in ("user", "assistant") and bool(r.get("isSidechain")) is sidechain)
 
 
 @needs_corpus

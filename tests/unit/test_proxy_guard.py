@@ -34,7 +34,10 @@ def lines(n: int, start: int = 1) -> str:
 
 def stored_for(p: guard.Plan) -> dict[Any, Stored]:
     """What a store would say: a short preview naming a made-up output id per piece."""
-    return {piece.path: Stored(f"[preview of {piece.kind} {n}] read_output(id=\"out_{n}\")", f"out_{n}") for n, piece in enumerate(p.pieces)}
+    return {
+        piece.path: Stored(f'[preview of {piece.kind} {n}] read_output(id="out_{n}")', f"out_{n}")
+        for n, piece in enumerate(p.pieces)
+    }
 
 
 def text_result(*texts: str, **extra: Any) -> dict[str, Any]:
@@ -90,7 +93,11 @@ def test_binaries_pass_unless_over_their_limit():
 
 
 def test_embedded_resources_resource_reads_and_prompts_are_guarded():
-    embedded = {"content": [{"type": "resource", "resource": {"uri": "file:///x", "mimeType": "text/plain", "text": lines(3_000)}}]}
+    embedded = {
+        "content": [
+            {"type": "resource", "resource": {"uri": "file:///x", "mimeType": "text/plain", "text": lines(3_000)}}
+        ]
+    }
     read = {"contents": [{"uri": "file:///x", "text": lines(3_000)}]}
     prompt = {"messages": [{"role": "user", "content": {"type": "text", "text": lines(3_000)}}]}
     for result, path in (
@@ -118,7 +125,14 @@ REPORT_SCHEMA = {
     "type": "object",
     "properties": {
         "title": {"type": "string"},
-        "rows": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}, "notes": {"type": "string"}}, "required": ["id", "notes"]}},
+        "rows": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}, "notes": {"type": "string"}},
+                "required": ["id", "notes"],
+            },
+        },
     },
     "required": ["title", "rows"],
 }
@@ -129,7 +143,9 @@ def test_structured_content_is_shortened_to_a_copy_its_schema_accepts():
     result = {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value}
     planned = plan(result, LIMITS, COUNT)
     assert [p.kind for p in planned.pieces] == ["structured"] and planned.mirrors == [("content", 0)]
-    out = guard.apply(result, planned, stored_for(planned), count=COUNT, output_schema=REPORT_SCHEMA, validate=_fits_schema)
+    out = guard.apply(
+        result, planned, stored_for(planned), count=COUNT, output_schema=REPORT_SCHEMA, validate=_fits_schema
+    )
     assert not out.get("isError") and _fits_schema(out["structuredContent"], REPORT_SCHEMA)
     assert COUNT(json.dumps(out["structuredContent"])) <= LIMITS.preview_tokens
     assert out["content"][0]["text"].startswith("[preview of structured 0]")  # the mirror shows the preview
@@ -139,7 +155,12 @@ def test_structured_content_is_shortened_to_a_copy_its_schema_accepts():
 def test_a_long_string_that_is_also_a_text_block_becomes_its_preview_in_the_structure():
     # server-filesystem's read_text_file: {"content": text} beside the text, the schema {content: string}.
     text = lines(5_000)
-    schema = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"content": {"type": "string"}},
+        "required": ["content"],
+        "additionalProperties": False,
+    }
     result = {"content": [{"type": "text", "text": text}], "structuredContent": {"content": text}}
     planned = plan(result, LIMITS, COUNT)
     assert [p.kind for p in planned.pieces] == ["text"]  # stored once, as the text (readable by lines)
@@ -154,7 +175,9 @@ def test_lists_cut_without_a_trace_get_a_note_where_the_schema_allows_one():
     result = {"content": [], "structuredContent": value}
     planned = plan(result, LIMITS, COUNT)
     open_schema = {"type": "object", "properties": {"rows": {"type": "array"}}}
-    out = guard.apply(result, planned, stored_for(planned), count=COUNT, output_schema=open_schema, validate=_fits_schema)
+    out = guard.apply(
+        result, planned, stored_for(planned), count=COUNT, output_schema=open_schema, validate=_fits_schema
+    )
     assert 'read_output(id="out_0")' in out["structuredContent"][guard.NOTE_KEY]
     closed = {**open_schema, "additionalProperties": False}
     out = guard.apply(result, planned, stored_for(planned), count=COUNT, output_schema=closed, validate=_fits_schema)
@@ -206,8 +229,13 @@ def test_shorten_keeps_the_shape_and_fits_the_budget(value, budget):
 
 block = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=200) | st.builds(lines, st.integers(0, 4_000))),
-    st.builds(lambda d: {"type": "image", "data": d, "mimeType": "image/png"}, st.sampled_from(["QUJD", "QUJD" * 3_000])),
-    st.builds(lambda t: {"type": "resource", "resource": {"uri": "file:///r", "text": t}}, st.builds(lines, st.integers(0, 3_000))),
+    st.builds(
+        lambda d: {"type": "image", "data": d, "mimeType": "image/png"}, st.sampled_from(["QUJD", "QUJD" * 3_000])
+    ),
+    st.builds(
+        lambda t: {"type": "resource", "resource": {"uri": "file:///r", "text": t}},
+        st.builds(lines, st.integers(0, 3_000)),
+    ),
     st.just({"type": "resource_link", "uri": "file:///l", "name": "l"}),
 )
 
@@ -226,7 +254,10 @@ def test_apply_never_changes_its_input_and_what_stays_fits(blocks):
     texts = [holder["text"] for _, holder, kind in guard.slots(out) if kind == "text"]
     total = sum(COUNT(t) for t in texts)
     assert total <= limits.max_tokens and sum(t.count("\n") + 1 for t in texts) <= limits.max_lines + len(texts)
-    assert not any(kind == "binary" and guard._binary_bytes(h.get("data") or h.get("blob")) > 5_000 for _, h, kind in guard.slots(out))
+    assert not any(
+        kind == "binary" and guard._binary_bytes(h.get("data") or h.get("blob")) > 5_000
+        for _, h, kind in guard.slots(out)
+    )
 
 
 @pytest.mark.parametrize("head,tail,expected", [

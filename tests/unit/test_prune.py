@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
-from pathlib import Path
 from conftest import corpus_files, corpus_params, needs_corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -250,9 +250,7 @@ def test_freed_is_stored_minus_what_stays() -> None:
 
 
 def test_tiny_outputs_are_not_replaced_by_a_bigger_placeholder() -> None:
-    msgs = session(
-        user(), assistant(tool(5)), assistant(tool(25 * K)), assistant(tool(40 * K)), *recent_turns()
-    )
+    msgs = session(user(), assistant(tool(5)), assistant(tool(25 * K)), assistant(tool(40 * K)), *recent_turns())
     plan = plan_prune(msgs, placeholder_tokens=7, remaining_tokens=lambda part: 0)
     assert marked(plan) == [("m2", 0)]  # the 5-token output would grow by clearing it
 
@@ -401,9 +399,7 @@ COUNTER = counter_for("gpt-4o")
 def corpus_session(name: str) -> tuple[Message, ...]:
     (path,) = corpus_files(f"normalized/{name}")
     batch = parse(load_normalized(path).messages, "openai")
-    return tuple(
-        _count(m.model_copy(update={"id": f"msg_{i:05d}", "seq": i})) for i, m in enumerate(batch.messages)
-    )
+    return tuple(_count(m.model_copy(update={"id": f"msg_{i:05d}", "seq": i})) for i, m in enumerate(batch.messages))
 
 
 def _count(message: Message) -> Message:

@@ -8,10 +8,7 @@ text is neither use nor an instruction; openings and names match whole, not insi
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
-
 
 from _recall import cut_points, edited_files, instructions, measure, needed_facts, own_words  # noqa: E402
 
@@ -29,7 +26,11 @@ def transcript() -> list[dict[str, Any]]:
     return [
         {"role": "system", "content": "You are a coding agent. `sys_helper.py` holds your helpers."},
         {"role": "user", "content": FIRST},
-        {"role": "assistant", "content": "Reading it.", "tool_calls": [call("c1", "Read", file_path="/repo/src/config.py")]},
+        {
+            "role": "assistant",
+            "content": "Reading it.",
+            "tool_calls": [call("c1", "Read", file_path="/repo/src/config.py")],
+        },
         {
             "role": "tool",
             "tool_call_id": "c1",
@@ -89,7 +90,12 @@ def test_recall_counts_whole_names_in_what_the_model_sees() -> None:
 
 def test_a_window_bounds_what_counts_as_used() -> None:
     # With a window of one message only the first step after the cut is use.
-    assert needed_facts(transcript(), K, window=1, system=SYSTEM) == ["parse_config", "KeyError", "config.py", "test_empty_file"]
+    assert needed_facts(transcript(), K, window=1, system=SYSTEM) == [
+        "parse_config",
+        "KeyError",
+        "config.py",
+        "test_empty_file",
+    ]
 
 
 def test_harness_text_is_not_an_instruction() -> None:
@@ -118,7 +124,10 @@ def test_text_put_into_a_running_turn_is_not_the_users() -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Launching skill"}]},
         {"role": "user", "content": body},
         {"role": "user", "content": "continue"},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}, {"type": "text", "text": "stop"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}, {"type": "text", "text": "stop"}],
+        },
     ]
     assert [(i, o) for i, o in instructions(messages)] == [(0, "Start."), (4, "continue"), (5, "stop")]
 

@@ -11,12 +11,6 @@ import pytest
 from conftest import corpus_params
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from validators import assert_anthropic_valid, assert_openai_valid
-
-from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
-from contextfold.formats import parse, render
-from contextfold.policy.regions import SUMMARIZED_ABOVE, RegionPlan, digest, find_regions, plan_regions
-from contextfold.tokens.counting import MESSAGE_OVERHEAD, count_in_view, count_message, counter_for
 from region_runs import (
     COMMANDS,
     ERROR_MESSAGE,
@@ -27,14 +21,26 @@ from region_runs import (
     LINT_ERROR,
     realistic_run,
 )
+from validators import assert_anthropic_valid, assert_openai_valid
+
+from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
+from contextfold.formats import parse, render
+from contextfold.policy.regions import SUMMARIZED_ABOVE, RegionPlan, digest, find_regions, plan_regions
+from contextfold.tokens.counting import MESSAGE_OVERHEAD, count_in_view, count_message, counter_for
 
 COUNTER = counter_for("gpt-4o")
 NOW = 1_700_000_000.0
 _calls = iter(range(10**9))
 
 
-def tool(output: str = "ok", *, name: str = "Bash", arg: dict[str, Any] | None = None, state: str = "completed",
-         view_text: str | None = None) -> ToolPart:
+def tool(
+    output: str = "ok",
+    *,
+    name: str = "Bash",
+    arg: dict[str, Any] | None = None,
+    state: str = "completed",
+    view_text: str | None = None,
+) -> ToolPart:
     return ToolPart(
         call_id=f"call_{next(_calls)}",
         name=name,
@@ -68,15 +74,19 @@ def view_cost(messages: Sequence[Message]) -> int:
 
 def apply(messages: Sequence[Message], plan: RegionPlan) -> list[Message]:
     marks = {(m.message_id, m.index): m.part for m in plan.marks}
-    return [
-        m.model_copy(update={"parts": [marks.get((m.id, i), p) for i, p in enumerate(m.parts)]})
-        for m in messages
-    ]
+    return [m.model_copy(update={"parts": [marks.get((m.id, i), p) for i, p in enumerate(m.parts)]}) for m in messages]
 
 
 def plan(messages: Sequence[Message], target: int, keep: int = 0, **kw: Any) -> RegionPlan:
-    return plan_regions(messages, total_tokens=view_cost(messages), target_tokens=target,
-                        keep_recent_tokens=keep, counter=COUNTER, now=NOW, **kw)
+    return plan_regions(
+        messages,
+        total_tokens=view_cost(messages),
+        target_tokens=target,
+        keep_recent_tokens=keep,
+        counter=COUNTER,
+        now=NOW,
+        **kw,
+    )
 
 
 # -- regions ---------------------------------------------------------------------------------------
@@ -136,8 +146,13 @@ def test_summarized_parts_summaries_and_pending_calls_end_runs():
 def test_largest_region_first_and_stop_at_target():
     small = [tool(big(100)) for _ in range(2)]
     large = [tool(big(300)) for _ in range(3)]
-    msgs = session(msg("user", text("go")), msg("assistant", *small), msg("assistant", text("and now")),
-                   msg("assistant", *large), msg("user", text("ok")))
+    msgs = session(
+        msg("user", text("go")),
+        msg("assistant", *small),
+        msg("assistant", text("and now")),
+        msg("assistant", *large),
+        msg("user", text("ok")),
+    )
     total = view_cost(msgs)
     sizes = [r.tokens for r in find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)]
     # Freeing half the large region is enough: only it is summarized.
@@ -161,8 +176,13 @@ def test_largest_region_first_and_stop_at_target():
 def test_summarizer_gets_a_fifth_and_failure_drops_the_oldest_region():
     older = [tool(big(100))]
     larger = [tool(big(300)), tool(big(300))]
-    msgs = session(msg("user", text("go")), msg("assistant", *older), msg("user", text("more")),
-                   msg("assistant", *larger), msg("user", text("ok")))
+    msgs = session(
+        msg("user", text("go")),
+        msg("assistant", *older),
+        msg("user", text("more")),
+        msg("assistant", *larger),
+        msg("user", text("ok")),
+    )
     regions = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)
     asked: list[tuple[int, int]] = []
 
@@ -179,8 +199,9 @@ def test_summarizer_gets_a_fifth_and_failure_drops_the_oldest_region():
 
 
 def test_a_summarizer_that_keeps_failing_drops_oldest_first_without_retrying():
-    msgs = session(*[m for i in range(4) for m in (msg("user", text(f"step {i}")),
-                                                   msg("assistant", tool(big(50 * (i + 1)))))])
+    msgs = session(
+        *[m for i in range(4) for m in (msg("user", text(f"step {i}")), msg("assistant", tool(big(50 * (i + 1)))))]
+    )
     calls: list[int] = []
 
     def failing(parts: list[ToolPart], budget: int) -> str | None:
@@ -213,11 +234,18 @@ def test_digest_keeps_exact_arguments_and_the_lines_that_matter():
     parts = [
         tool("\n\n---\nREADME.md\nsrc/", arg={"command": "ls /srv/app && git status", "description": "list"}),
         tool("1\timport os", name="Read", arg={"file_path": "/srv/app/src/main.py", "limit": 40}),
-        tool("Traceback (most recent call last):\n  File \"x.py\", line 3\nKeyError: 'user_id'", name="Bash",
-             arg={"command": "pytest -x"}, state="error"),
+        tool(
+            "Traceback (most recent call last):\n  File \"x.py\", line 3\nKeyError: 'user_id'",
+            name="Bash",
+            arg={"command": "pytest -x"},
+            state="error",
+        ),
         tool("", name="Grep", arg={"pattern": r"def \w+_handler", "path": "/srv"}),
-        tool("Chunk ID: 5a0c8d\nWall time: 1.0 seconds\nProcess exited with code 2\nOutput:\nrg: nope: No such file or directory (os error 2)",
-             name="exec_command", arg={"cmd": "rg -n main nope", "workdir": "/srv"}),
+        tool(
+            "Chunk ID: 5a0c8d\nWall time: 1.0 seconds\nProcess exited with code 2\nOutput:\nrg: nope: No such file or directory (os error 2)",
+            name="exec_command",
+            arg={"cmd": "rg -n main nope", "workdir": "/srv"},
+        ),
     ]
     out = digest(parts, budget_tokens=10_000, counter=COUNTER)
     assert out.splitlines() == [
@@ -240,8 +268,11 @@ def test_digest_keeps_exact_arguments_and_the_lines_that_matter():
 
 def test_digest_of_a_realistic_run_is_about_a_fifth_and_keeps_the_findings():
     """Before: one line per call, 269 tokens for this 7,932-token run (3.4 %), the failing assertion lost."""
-    msgs = session(msg("user", text("The health check fails, fix it.")), msg("assistant", *realistic_run()),
-                   msg("assistant", text("Fixed: the handler returned 503 before the pool was warm.")))
+    msgs = session(
+        msg("user", text("The health check fails, fix it.")),
+        msg("assistant", *realistic_run()),
+        msg("assistant", text("Fixed: the handler returned 503 before the pool was warm.")),
+    )
     region = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)[0]
     assert 7_500 <= region.tokens <= 8_500  # the set-up: an 8,000-token run
     result = plan(msgs, target=0)
@@ -263,8 +294,9 @@ def test_digest_of_a_realistic_run_is_about_a_fifth_and_keeps_the_findings():
 
 
 def test_digest_fits_a_fifth_of_the_region_by_dropping_middle_calls():
-    parts = [tool(f"result {i}\n" + big(20), arg={"file_path": f"/repo/pkg/module_{i}.py"}, name="Read")
-             for i in range(60)]
+    parts = [
+        tool(f"result {i}\n" + big(20), arg={"file_path": f"/repo/pkg/module_{i}.py"}, name="Read") for i in range(60)
+    ]
     msgs = session(msg("assistant", *parts))
     region = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)[0]
     budget = region.tokens // 5
@@ -276,14 +308,18 @@ def test_digest_fits_a_fifth_of_the_region_by_dropping_middle_calls():
     assert lines[0] == "[Summary of 60 tool calls]"
     assert lines[1] == "- Read /repo/pkg/module_0.py" and lines[-1] == "- Read /repo/pkg/module_59.py"
     # Before any call gives way, each call's line is shortened: its result first.
-    heads_only = COUNTER.count("\n".join(["[Summary of 60 tool calls]"] + [f"- Read /repo/pkg/module_{i}.py" for i in range(60)]))
+    heads_only = COUNTER.count(
+        "\n".join(["[Summary of 60 tool calls]"] + [f"- Read /repo/pkg/module_{i}.py" for i in range(60)])
+    )
     short = digest(parts, budget_tokens=heads_only, counter=COUNTER).splitlines()
     assert short[1:] == [f"- Read /repo/pkg/module_{i}.py" for i in range(60)]
     assert any(line.startswith("… ") and line.endswith(" more calls …") for line in lines)
     assert COUNTER.count(digest(parts, budget_tokens=budget, counter=COUNTER)) <= budget
     # A budget below the header and the note still yields them.
     assert digest(parts, budget_tokens=1, counter=COUNTER).splitlines() == [
-        "[Summary of 60 tool calls]", "… 60 more calls …"]
+        "[Summary of 60 tool calls]",
+        "… 60 more calls …",
+    ]
 
 
 def test_digest_shortens_long_arguments_at_the_end():
@@ -309,8 +345,13 @@ def _part(draw: st.DrawFn) -> Part:
     state = draw(st.sampled_from(["completed", "completed", "error", "pending"]))
     out = draw(_words) * draw(st.integers(1, 40))
     summarized = draw(st.integers(0, 5)) == 0
-    return tool(out, name=draw(st.sampled_from(["Bash", "Read"])), arg={"command": draw(_words)}, state=state,
-                view_text="[Summary of 1 tool call]" if summarized and state != "pending" else None)
+    return tool(
+        out,
+        name=draw(st.sampled_from(["Bash", "Read"])),
+        arg={"command": draw(_words)},
+        state=state,
+        view_text="[Summary of 1 tool call]" if summarized and state != "pending" else None,
+    )
 
 
 @st.composite
@@ -351,11 +392,20 @@ def check_invariants(msgs: list[Message], result: RegionPlan, total: int, keep: 
         assert mark.freed == count_in_view(original, COUNTER) - count_in_view(mark.part, COUNTER)
     assert len({(m.message_id, m.index) for m in result.marks}) == len(result.marks)
     after = apply(msgs, result)
-    assert result.tokens_after == result.tokens_before - sum(m.freed for m in result.marks) == total - (
-        view_cost(msgs) - view_cost(after))
+    assert (
+        result.tokens_after
+        == result.tokens_before - sum(m.freed for m in result.marks)
+        == total - (view_cost(msgs) - view_cost(after))
+    )
     assert result.reached_target == (result.tokens_after <= target)
-    again = plan_regions(after, total_tokens=result.tokens_after, target_tokens=target, keep_recent_tokens=keep,
-                         counter=COUNTER, now=NOW + 1)
+    again = plan_regions(
+        after,
+        total_tokens=result.tokens_after,
+        target_tokens=target,
+        keep_recent_tokens=keep,
+        counter=COUNTER,
+        now=NOW + 1,
+    )
     assert again.marks == []
 
 
@@ -365,8 +415,15 @@ def test_property_marks_only_compactable_unpinned_parts_and_idempotent(msgs, kee
     total = view_cost(msgs) + 50  # a system prompt
     target = int(total * share)
     summarize = (lambda parts, budget: None) if fail else None
-    result = plan_regions(msgs, total_tokens=total, target_tokens=target, keep_recent_tokens=keep,
-                          counter=COUNTER, now=NOW, summarize=summarize)
+    result = plan_regions(
+        msgs,
+        total_tokens=total,
+        target_tokens=target,
+        keep_recent_tokens=keep,
+        counter=COUNTER,
+        now=NOW,
+        summarize=summarize,
+    )
     check_invariants(msgs, result, total, keep, target)
     if fail:
         assert result.regions_summarized == 0
@@ -375,7 +432,9 @@ def test_property_marks_only_compactable_unpinned_parts_and_idempotent(msgs, kee
 
 # -- corpus ----------------------------------------------------------------------------------------
 
-LONG = corpus_params("normalized/*.jsonl", where=lambda p: len(p.read_text("utf-8")) > 100_000, id=lambda p: p.name[:60])
+LONG = corpus_params(
+    "normalized/*.jsonl", where=lambda p: len(p.read_text("utf-8")) > 100_000, id=lambda p: p.name[:60]
+)
 
 
 def _wire(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -400,13 +459,13 @@ def _wire(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_corpus_plans_keep_invariants_and_render_valid(path: Path):
     lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
     parsed = parse(_wire(lines), "openai").messages
-    msgs = [count_message(m.model_copy(update={"id": f"m{i:06d}", "seq": i}), COUNTER)
-            for i, m in enumerate(parsed)]
+    msgs = [count_message(m.model_copy(update={"id": f"m{i:06d}", "seq": i}), COUNTER) for i, m in enumerate(parsed)]
     total = sum(m.in_view_tokens for m in msgs)
     assert total == view_cost(msgs)
     target = total // 2
-    result = plan_regions(msgs, total_tokens=total, target_tokens=target, keep_recent_tokens=20_000,
-                          counter=COUNTER, now=NOW)
+    result = plan_regions(
+        msgs, total_tokens=total, target_tokens=target, keep_recent_tokens=20_000, counter=COUNTER, now=NOW
+    )
     check_invariants(msgs, result, total, 20_000, target)
     if find_regions(msgs, keep_recent_tokens=20_000, counter=COUNTER):
         assert result.tokens_after < total

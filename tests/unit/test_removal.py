@@ -63,8 +63,10 @@ def convo(*messages: Message) -> list[Message]:
     """Ids as the store would give them; every call id unique."""
     out = []
     for i, m in enumerate(messages):
-        parts = [p.model_copy(update={"call_id": f"c{i}_{j}"}) if isinstance(p, ToolPart) else p
-                 for j, p in enumerate(m.parts)]
+        parts = [
+            p.model_copy(update={"call_id": f"c{i}_{j}"}) if isinstance(p, ToolPart) else p
+            for j, p in enumerate(m.parts)
+        ]
         out.append(m.model_copy(update={"id": f"m{i}", "seq": i, "parts": parts}))
     return out
 
@@ -498,7 +500,9 @@ def test_invariants_on_random_conversations(messages: list[Message], share: floa
 
 # -- the corpus --------------------------------------------------------------------------------------
 
-LARGE = corpus_params("normalized/*.jsonl", where=lambda p: len(p.read_text(encoding="utf-8")) > 100_000, id=lambda p: p.stem[:60])
+LARGE = corpus_params(
+    "normalized/*.jsonl", where=lambda p: len(p.read_text(encoding="utf-8")) > 100_000, id=lambda p: p.stem[:60]
+)
 
 
 @cache
@@ -514,7 +518,9 @@ def test_corpus_to_half(path: Path) -> None:
         d = provider_defaults(provider)
         results = [plan(s, messages, target, d.preserve_start, d.preserve_end) for s in PLANNERS]
         results.append(
-            plan_hybrid(messages, target_tokens=target, preserve_start=d.preserve_start, preserve_end=d.preserve_end).plan
+            plan_hybrid(
+                messages, target_tokens=target, preserve_start=d.preserve_start, preserve_end=d.preserve_end
+            ).plan
         )
         for result in results:
             check_plan(result, messages, target, d.preserve_start, d.preserve_end)

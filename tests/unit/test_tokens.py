@@ -12,10 +12,11 @@ import pytest
 import tiktoken
 from conftest import corpus_files, corpus_sample, needs_corpus
 
+from contextfold.domain import FilePart, Message, TextPart, ToolPart
+from contextfold.errors import TokenizerDataError
 from contextfold.tokens import counting as tokens
 from contextfold.tokens import encodings
 from contextfold.tokens.catalog import lookup
-from contextfold.domain import FilePart, Message, TextPart, ToolPart
 from contextfold.tokens.counting import (
     MESSAGE_OVERHEAD,
     count_message,
@@ -23,7 +24,6 @@ from contextfold.tokens.counting import (
     estimate_chars,
     media_tokens,
 )
-from contextfold.errors import TokenizerDataError
 
 OPENAI_URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",

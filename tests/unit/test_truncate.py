@@ -226,8 +226,7 @@ PYTEST_FAIL = (
 )
 
 TRACEBACK = (
-    "".join(f"DEBUG loading module {i}\n" for i in range(4000))
-    + "Traceback (most recent call last):\n"
+    "".join(f"DEBUG loading module {i}\n" for i in range(4000)) + "Traceback (most recent call last):\n"
     '  File "/app/main.py", line 42, in <module>\n    main()\n'
     '  File "/app/main.py", line 37, in main\n    config = load(path)\n'
     "FileNotFoundError: [Errno 2] No such file or directory: '/etc/app.toml'\n"
@@ -371,6 +370,7 @@ def test_with_hint_puts_the_note_on_its_own_line() -> None:
 
 # -- properties --------------------------------------------------------------------------------
 
+
 def _high(char: str) -> bool:
     return len(char) == 1 and "\ud800" <= char <= "\udbff"
 
@@ -419,7 +419,11 @@ def test_head_tail_preview_is_prefix_marker_suffix(
 
 def _check(text: str, max_lines: int, max_bytes: int, max_chars: int | None, direction: str) -> Truncation | None:
     t = truncate(
-        text, max_lines=max_lines, max_bytes=max_bytes, max_chars=max_chars, direction=direction  # type: ignore[arg-type]
+        text,
+        max_lines=max_lines,
+        max_bytes=max_bytes,
+        max_chars=max_chars,
+        direction=direction,  # type: ignore[arg-type]
     )
     if t is None:
         assert line_count(text) <= max_lines and nbytes(text) <= max_bytes

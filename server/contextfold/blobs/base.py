@@ -264,9 +264,7 @@ def encode_text(text: str) -> bytes:
             return text.encode("utf-8")
         # A slice at a time: one call on 40 MB holds the interpreter for 50 ms, and a worker
         # thread doing it would stall the event loop that long.
-        return b"".join(
-            text[i : i + _ENCODE_STEP].encode("utf-8") for i in range(0, len(text), _ENCODE_STEP)
-        )
+        return b"".join(text[i : i + _ENCODE_STEP].encode("utf-8") for i in range(0, len(text), _ENCODE_STEP))
     except UnicodeEncodeError:
         pass
     parts = []

@@ -52,8 +52,14 @@ class PostgresBlobs(RangeReads):
         with psycopg.connect(url, connect_timeout=max(1, int(timeout)), **connect_kwargs()) as conn:
             pgschema.migrate(conn)
         self._pool = ConnectionPool(
-            url, min_size=1, max_size=max(1, pool_size), kwargs=connect_kwargs(), open=False, timeout=timeout,
-            name="contextfold-blobs", check=_check,
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs=connect_kwargs(),
+            open=False,
+            timeout=timeout,
+            name="contextfold-blobs",
+            check=_check,
         )
         self._pool.open(wait=True, timeout=timeout)
 

@@ -156,7 +156,9 @@ class S3Blobs(RangeReads):
             for meta in batch:
                 name = meta["path"].rsplit("/", 1)[-1]
                 if is_digest(name):
-                    yield BlobInfo(name, meta["size"], meta["last_modified"].timestamp(), _version(meta["last_modified"]))
+                    yield BlobInfo(
+                        name, meta["size"], meta["last_modified"].timestamp(), _version(meta["last_modified"])
+                    )
 
     def _range(self, digest: str, start: int, length: int) -> bytes:
         try:

@@ -440,9 +440,7 @@ class _Grep:
         complete with its context."""
         if self._remaining <= 0:
             return True
-        return self._count >= self._max_matches and (
-            self._pending is None or len(self._pending.after) >= self._context
-        )
+        return self._count >= self._max_matches and (self._pending is None or len(self._pending.after) >= self._context)
 
     def stop(self) -> None:
         """Stop before the end of the file: there may be more."""

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from contextfold.blobs import lines, search as linesearch
+from contextfold.blobs import lines
+from contextfold.blobs import search as linesearch
 from contextfold.blobs.base import DamagedContent, StoredBlob, encode_text
 from contextfold.blobs.files import FileBlobs
-from contextfold.blobs.lines import Line, LineSlice
+from contextfold.blobs.lines import READ_LIMIT_CHARS, READ_LIMIT_LINES, Line, LineSlice
 from contextfold.blobs.search import GrepResult, Match
-from contextfold.blobs.lines import READ_LIMIT_CHARS, READ_LIMIT_LINES
 
 __all__ = [
     "DamagedContent",

@@ -32,11 +32,11 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from contextfold.tokens import catalog
 from contextfold import domain
 from contextfold.config import Settings
 from contextfold.importers import load_transcript
 from contextfold.mcpserver.tools import build_server
+from contextfold.tokens import catalog
 
 BUNDLED_TRANSCRIPT = "mini-swe-agent__psf__requests-1142.jsonl.gz"
 SESSION = "demo"
@@ -184,7 +184,9 @@ async def _replay(client: Client, batches: list[list[dict[str, Any]]], console: 
 
 async def _show_spill(client: Client, console: Console) -> None:
     context = await _call(client, "get_context", {"session_id": SESSION})
-    hints = [m["content"] for m in context["messages"] if m.get("role") == "tool" and "Full output saved as" in m["content"]]
+    hints = [
+        m["content"] for m in context["messages"] if m.get("role") == "tool" and "Full output saved as" in m["content"]
+    ]
     if not hints:
         return
     spilled = re.search(r"out_[0-9A-Z]+", hints[0])
@@ -219,8 +221,11 @@ async def _recover(client: Client, console: Console) -> None:
     for step, freed, standing in (
         ("end of the replay", "", before),
         (f"prune, keep {KEEP_TOOL_USES} tool uses", f"{pruned['tokens_freed']:,}", pruned["status"]),
-        (f"compact ({compacted['summarizer']})", f"{compacted['tokens_before'] - compacted['tokens_after']:,}",
-         compacted["status"]),
+        (
+            f"compact ({compacted['summarizer']})",
+            f"{compacted['tokens_before'] - compacted['tokens_after']:,}",
+            compacted["status"],
+        ),
     ):
         table.add_row(step, freed, f"{standing['tokens_in_view']:,}", f"{standing['ratio']:.0%}", standing["state"])
     console.print(table)
@@ -236,8 +241,11 @@ async def _recover(client: Client, console: Console) -> None:
     notes = [
         ("prune", cleared),
         ("then", f"status {pruned['status']['state']}, so {pruned['status']['recommended_action']}"),
-        ("compact", f"{compacted['head_messages']} messages summarized in {compacted['summary_tokens']:,} tokens; "
-                    "the ones after them stay as they were (below)."),
+        (
+            "compact",
+            f"{compacted['head_messages']} messages summarized in {compacted['summary_tokens']:,} tokens; "
+            "the ones after them stay as they were (below).",
+        ),
         ("summarizer", compacted["summarizer"] + (f"; passed over {passed}" if passed else "")),
     ]
     grid = Table.grid(padding=(0, 1))
@@ -248,9 +256,7 @@ async def _recover(client: Client, console: Console) -> None:
     console.print(grid)
 
 
-async def _show_view(
-    client: Client, console: Console, *, verbatim: list[dict[str, Any]], latest_request: str
-) -> None:
+async def _show_view(client: Client, console: Console, *, verbatim: list[dict[str, Any]], latest_request: str) -> None:
     """The view after compaction, one row a message: the summary, then the tail kept as it was."""
     context = await _call(client, "get_context", {"session_id": SESSION})
     summary = (await _summary_text(client)).strip()

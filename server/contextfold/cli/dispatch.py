@@ -55,7 +55,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "re-read when it changes",
     )
     serve.add_argument(
-        "--tools", metavar="NAMES", help="offer only these tools, comma-separated (what `hooks install` gives an agent: read_output,search_history)"
+        "--tools",
+        metavar="NAMES",
+        help="offer only these tools, comma-separated (what `hooks install` gives an agent: read_output,search_history)",
     )
     _add_team_options(serve)
     serve.set_defaults(handler="commands.serve:serve")
@@ -74,7 +76,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "a mini-swe-agent or SWE-agent trajectory, or an OpenHands event list",
     )
     imp.add_argument(
-        "--session", help="session id (created if new; default a fresh id); importing a file again adds only what is new"
+        "--session",
+        help="session id (created if new; default a fresh id); importing a file again adds only what is new",
     )
     imp.add_argument("--format", choices=list(IMPORT_FORMATS), help="default: detected")
     imp.add_argument("--model", help="model id (default: the one the transcript used)")
@@ -146,7 +149,9 @@ def _add_hook_commands(sub: Any) -> None:
     hook.add_argument("event", help="the agent's event name: PostToolUse, PreCompact, PostCompact, SessionStart, …")
     hook.set_defaults(handler="commands.hooks:hook", light=True)
 
-    hooks = sub.add_parser("hooks", help="put contextfold's hooks and MCP server into Claude Code or Codex (install, uninstall, status)")
+    hooks = sub.add_parser(
+        "hooks", help="put contextfold's hooks and MCP server into Claude Code or Codex (install, uninstall, status)"
+    )
     actions = hooks.add_subparsers(dest="hooks_command", metavar="ACTION", required=True)
     for name, what in (
         ("install", "merge contextfold's hooks and MCP server into the agent's settings (others' entries kept)"),
@@ -156,7 +161,9 @@ def _add_hook_commands(sub: Any) -> None:
         action = actions.add_parser(name, help=what)
         action.add_argument("agent", choices=AGENTS)
         action.add_argument("--scope", choices=["user", "project"], default="user", help="default user")
-        action.add_argument("--project", metavar="DIR", help="the project for --scope project (default: the current directory)")
+        action.add_argument(
+            "--project", metavar="DIR", help="the project for --scope project (default: the current directory)"
+        )
         if name == "status":
             action.add_argument("--json", action="store_true", help="print JSON")
         else:
@@ -347,7 +354,9 @@ def _reported(exc: Exception) -> bool:
         return True
     import sqlite3
 
-    from contextfold.store.schema import SchemaTooNewError  # only the store raises these: loaded whenever one is the cause
+    from contextfold.store.schema import (
+        SchemaTooNewError,  # only the store raises these: loaded whenever one is the cause
+    )
 
     return isinstance(exc, (SchemaTooNewError, sqlite3.Error))
 

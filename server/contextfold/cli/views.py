@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextfold.cli.reporting import error_line
-from contextfold.errors import UsageError
 from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart, Session, TextPart, ToolPart
+from contextfold.errors import UsageError
 from contextfold.formats import RenderOptions, WireFormat, render
 from contextfold.formats.shown import COMPACTION_PROMPT, shown_result
 from contextfold.results import CompactResult, PruneResult, SessionInfo, Status
@@ -148,7 +148,9 @@ def view_lines(session: Session, messages: Sequence[Message], status: Status, wi
     for prompt in session.system:
         lines.append(f"{'':>4}  {prompt.role:<9} {prompt.tokens:>6,}  {_clip(prompt.text, width - len(INDENT))}")
     hidden = status.message_count - len(messages)
-    lines.append(f"-- {len(messages):,} messages in view" + (f", {hidden:,} stored out of view --" if hidden else " --"))
+    lines.append(
+        f"-- {len(messages):,} messages in view" + (f", {hidden:,} stored out of view --" if hidden else " --")
+    )
     for number, message in enumerate(messages, 1):
         head = f"{number:>4}  {message.role:<9} {message.in_view_tokens:>6,}  "
         parts = _message_lines(message, width - len(INDENT))
@@ -176,7 +178,9 @@ def _part_lines(part: Any, width: int) -> list[str]:
     if isinstance(part, TextPart):
         if not part.text.strip() and not part.spill_id:
             return []
-        notes = ("[contextfold] " if part.synthetic else "") + (f"[spilled {part.spill_id}: preview] " if part.spill_id else "")
+        notes = ("[contextfold] " if part.synthetic else "") + (
+            f"[spilled {part.spill_id}: preview] " if part.spill_id else ""
+        )
         return [notes + _clip(part.text, width - len(notes))]
     if isinstance(part, ReasoningPart):
         return ["[redacted thinking]" if part.redacted_data else _clip(f"[thinking] {part.text}", width)]
@@ -191,7 +195,9 @@ def _part_lines(part: Any, width: int) -> list[str]:
 
 def _file_line(part: FilePart) -> str:
     notes = "".join(
-        note for note, on in ((" omitted from view", part.omitted), (f" spilled {part.spill_id}", bool(part.spill_id))) if on
+        note
+        for note, on in ((" omitted from view", part.omitted), (f" spilled {part.spill_id}", bool(part.spill_id)))
+        if on
     )
     return f"[{part.mime}{': ' + part.filename if part.filename else ''}{notes}]"
 
@@ -221,9 +227,7 @@ def _tool_lines(part: ToolPart, width: int) -> list[str]:
 # -- export ----------------------------------------------------------------------------------------
 
 
-def full_export(
-    session: Session, history: Sequence[Message], in_view: set[str], format: WireFormat
-) -> dict[str, Any]:
+def full_export(session: Session, history: Sequence[Message], in_view: set[str], format: WireFormat) -> dict[str, Any]:
     """The whole stored history, hidden messages included: each with its id, where it stands, and
     its content rendered in `format` as stored (outputs whole, as before any prune or cut)."""
     body = render(session.system, [], format, _OPTIONS)
@@ -314,7 +318,9 @@ def compact_lines(result: CompactResult) -> list[str]:
         head = f"not compacted ({result.strategy}): {result.tokens_before:,} → {result.tokens_after:,} tokens in view"
     lines = [head]
     if result.summarizer:
-        lines.append(f"summarizer: {result.summarizer} ({result.summary_tokens:,} tokens, {result.head_messages:,} messages summarized)")
+        lines.append(
+            f"summarizer: {result.summarizer} ({result.summary_tokens:,} tokens, {result.head_messages:,} messages summarized)"
+        )
     lines += [f"passed over: {f}" for f in result.fallbacks]
     if result.outputs_cut:
         lines.append(f"{result.outputs_cut:,} oversized tool outputs cut in view (kept whole in the store)")

@@ -63,8 +63,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from contextfold.domain import Message
-from contextfold.tokens.counting import TokenCounter
+from contextfold.compaction import userwords, workingset
 from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import (
     MAX_EDITED_FILES,
@@ -84,7 +83,6 @@ from contextfold.compaction.facts import (
     user_instruction,
     user_prose,
 )
-from contextfold.compaction import userwords, workingset
 from contextfold.compaction.outcomes import files_phrase, outcomes, project_root
 from contextfold.compaction.pins import newest_constraints
 from contextfold.compaction.template import (
@@ -104,6 +102,8 @@ from contextfold.compaction.template import (
     cite,
     parse_summary,
 )
+from contextfold.domain import Message
+from contextfold.tokens.counting import TokenCounter
 
 EARLIER_REQUEST = "Earlier request: "
 REQUEST = "Request: "
@@ -386,9 +386,7 @@ def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         draft.add(DECISIONS, text, _DECISION_TIER, index)
 
 
-def _context(
-    draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[Message], keywords: list[str]
-) -> None:
+def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[Message], keywords: list[str]) -> None:
     rank = 0.0
     tests = [c for c in facts.commands if suite_runner(c)]
     if prior:
@@ -406,7 +404,12 @@ def _context(
         rank += 1
     root = _root(facts)
     if root:
-        draft.add(CRITICAL, f"{PROJECT_ROOT}`{root}` (Done and the working set name files relative to it)", _CONTEXT_TIER, rank)
+        draft.add(
+            CRITICAL,
+            f"{PROJECT_ROOT}`{root}` (Done and the working set name files relative to it)",
+            _CONTEXT_TIER,
+            rank,
+        )
         rank += 1
     for sentence in _focus_sentences(head, keywords):
         draft.add(CRITICAL, sentence, _FOCUS_TIER, rank)
@@ -728,9 +731,7 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
     # A budget too small for the essentials: the oldest constraints and files go first, the goal
     # and the error that blocks the work last.
     order = {CONSTRAINTS: 0, FILES: 1, GOAL: 2, BLOCKED: 3}
-    essentials = [
-        (name, item) for name in SECTIONS for item in draft.sections[name] if item.tier >= _ESSENTIAL_TIER
-    ]
+    essentials = [(name, item) for name in SECTIONS for item in draft.sections[name] if item.tier >= _ESSENTIAL_TIER]
     essentials.sort(key=lambda pair: (order.get(pair[0], -1), pair[1].rank))
     fitted = _drop(draft, [item for _, item in essentials], counter, budget, total)
     return fitted if fitted is not None else draft.render()

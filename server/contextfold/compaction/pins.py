@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from contextfold.domain import Message
 from contextfold.compaction import userwords
 from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
 from contextfold.compaction.template import (
@@ -39,7 +38,7 @@ from contextfold.compaction.template import (
     cite,
     parse_summary,
 )
-
+from contextfold.domain import Message
 
 __all__ = ["MAX_PINNED_CONSTRAINTS", "PinReport", "names_path", "newest_constraints", "pin_facts"]
 
@@ -94,7 +93,11 @@ def pin_facts(
 
     latest = facts.latest_instruction
     quoted = [b for b in summary[CONSTRAINTS] if userwords.parse_quote(b) is not None]
-    if latest and not _contains(summary[GOAL] + summary[NEXT_STEPS], latest) and not _contains(quoted, _opening(latest)):
+    if (
+        latest
+        and not _contains(summary[GOAL] + summary[NEXT_STEPS], latest)
+        and not _contains(quoted, _opening(latest))
+    ):
         summary.add(GOAL, LATEST_REQUEST + latest)
         added.append(f"instruction: {latest}")
 

@@ -119,4 +119,13 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     return chosen
 
 
-__all__ = ["FULL_CHARS", "MIN_OPENING_CHARS", "OPENING_CHARS", "QUOTE_CHARS", "Quote", "parse_quote", "quote_budget", "quotes"]
+__all__ = [
+    "FULL_CHARS",
+    "MIN_OPENING_CHARS",
+    "OPENING_CHARS",
+    "QUOTE_CHARS",
+    "Quote",
+    "parse_quote",
+    "quote_budget",
+    "quotes",
+]

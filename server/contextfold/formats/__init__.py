@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from contextfold.domain import Message, SystemPrompt
-from contextfold.formats.base import INTERRUPTED_RESULT, ParsedBatch, RenderOptions, WireFormat
 from contextfold.errors import FormatError
+from contextfold.formats.base import INTERRUPTED_RESULT, ParsedBatch, RenderOptions, WireFormat
+
 
 def detect_format(messages: Sequence[Any]) -> WireFormat:
     """Guess the format of a batch from its shape; plain `{role, content: str}` counts as OpenAI."""

@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from contextfold.domain import Message, SystemPrompt, ToolPart, ToolResult, complete_tool_part
-from contextfold.formats.base import ParsedBatch
 from contextfold.errors import FormatError
+from contextfold.formats.base import ParsedBatch
 
 CONTINUATION_TEXT = "(conversation continues)"
 """A user message both formats send where the assistant would otherwise speak twice in a row

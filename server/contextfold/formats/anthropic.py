@@ -23,15 +23,6 @@ from contextfold.domain import (
     ToolPart,
     ToolResult,
 )
-from contextfold.formats.shown import (
-    COMPACTION_PROMPT,
-    ShownResult,
-    media_placeholder,
-    shown_input,
-    shown_result,
-    shows_media,
-)
-from contextfold.formats.base import ParsedBatch, RenderOptions
 from contextfold.errors import FormatError
 from contextfold.formats._common import (
     CONTINUATION_TEXT,
@@ -47,6 +38,15 @@ from contextfold.formats._common import (
     optional_bool,
     optional_str,
     require_str,
+)
+from contextfold.formats.base import ParsedBatch, RenderOptions
+from contextfold.formats.shown import (
+    COMPACTION_PROMPT,
+    ShownResult,
+    media_placeholder,
+    shown_input,
+    shown_result,
+    shows_media,
 )
 
 __all__ = ["COMPACTION_PROMPT", "CONTINUATION_TEXT", "EMPTY_ERROR_TEXT", "parse_messages", "render_messages"]

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from contextfold.domain import Message, SystemPrompt, TextPart, ToolResult
 from contextfold.errors import FormatError
 
-__all__ = ["INSTRUCTION_ROLE", "INTERRUPTED_RESULT", "FormatError", "JSONValue", "ParsedBatch", "RenderOptions", "SystemArg", "UsageArg", "WireFormat", "WireMessage", "instruction_message", "instruction_role"]
+__all__ = [
+    "INSTRUCTION_ROLE",
+    "INTERRUPTED_RESULT",
+    "FormatError",
+    "JSONValue",
+    "ParsedBatch",
+    "RenderOptions",
+    "SystemArg",
+    "UsageArg",
+    "WireFormat",
+    "WireMessage",
+    "instruction_message",
+    "instruction_role",
+]
 
 WireFormat = Literal["anthropic", "openai"]
 

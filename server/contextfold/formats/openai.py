@@ -24,16 +24,6 @@ from contextfold.domain import (
     ToolPart,
     ToolResult,
 )
-from contextfold.formats.shown import (
-    COMPACTION_PROMPT,
-    ShownResult,
-    media_placeholder,
-    shown_input,
-    shown_raw_arguments,
-    shown_result,
-    shows_media,
-)
-from contextfold.formats.base import ParsedBatch, RenderOptions, instruction_message, instruction_role
 from contextfold.errors import FormatError
 from contextfold.formats._common import (
     CONTINUATION_TEXT,
@@ -48,6 +38,16 @@ from contextfold.formats._common import (
     optional_str,
     parse_data_url,
     require_str,
+)
+from contextfold.formats.base import ParsedBatch, RenderOptions, instruction_message, instruction_role
+from contextfold.formats.shown import (
+    COMPACTION_PROMPT,
+    ShownResult,
+    media_placeholder,
+    shown_input,
+    shown_raw_arguments,
+    shown_result,
+    shows_media,
 )
 
 __all__ = ["COMPACTION_PROMPT", "CONTINUATION_TEXT", "parse_messages", "render_messages"]
@@ -292,7 +292,9 @@ def render_messages(
         if known is not None and known[0] is message:
             wire.extend(known[1])
             continue
-        rendered = _render_assistant(message, options) if message.role == "assistant" else _render_user(message, options)
+        rendered = (
+            _render_assistant(message, options) if message.role == "assistant" else _render_user(message, options)
+        )
         if memo is not None:
             memo[message.id] = (message, rendered)
         wire.extend(rendered)

@@ -13,7 +13,6 @@ from typing import Any
 from contextfold.domain import Usage
 from contextfold.errors import FormatError
 
-
 MAX_REPORTED = 1_000_000_000
 """No request reads or writes a billion tokens (the largest windows hold a few million); a count
 beyond it is a bug in the caller, and would skew every status calibrated from it."""

@@ -38,18 +38,61 @@ _TABLES = ("messages", "parts", "compactions", "outputs")
 _BOOLEAN = {"messages": ("summary", "turn_start", "hidden")}
 _COLUMNS = {
     "sessions": (
-        "owner", "id", "title", "model", "settings", "system", "created_at", "updated_at", "next_seq",
-        "message_count", "tokens_stored", "tokens_in_view", "last_usage", "last_usage_message_id", "usage_baseline",
-        "metadata", "view", "revision", "reset_revision", "compaction_count", "compaction_tokens_freed",
+        "owner",
+        "id",
+        "title",
+        "model",
+        "settings",
+        "system",
+        "created_at",
+        "updated_at",
+        "next_seq",
+        "message_count",
+        "tokens_stored",
+        "tokens_in_view",
+        "last_usage",
+        "last_usage_message_id",
+        "usage_baseline",
+        "metadata",
+        "view",
+        "revision",
+        "reset_revision",
+        "compaction_count",
+        "compaction_tokens_freed",
     ),
     "messages": (
-        "id", "owner", "session_id", "seq", "role", "name", "parent_id", "summary", "finish_reason", "error",
-        "usage", "created_at", "metadata", "tokens", "turn_start", "view_tokens", "hidden", "rev",
+        "id",
+        "owner",
+        "session_id",
+        "seq",
+        "role",
+        "name",
+        "parent_id",
+        "summary",
+        "finish_reason",
+        "error",
+        "usage",
+        "created_at",
+        "metadata",
+        "tokens",
+        "turn_start",
+        "view_tokens",
+        "hidden",
+        "rev",
     ),
     "parts": ("message_id", "idx", "owner", "session_id", "type", "call_id", "state", "data", "tokens"),
     "compactions": ("id", "owner", "session_id", "created_at", "data"),
     "outputs": (
-        "id", "session_id", "owner", "digest", "bytes", "lines", "tool", "call_id", "created_at", "last_read_at",
+        "id",
+        "session_id",
+        "owner",
+        "digest",
+        "bytes",
+        "lines",
+        "tool",
+        "call_id",
+        "created_at",
+        "last_read_at",
     ),
 }
 _STREAM = 1 << 20
@@ -209,8 +252,11 @@ def _copy_session(
         _insert_stream(target, "messages", messages)
         parts = source.execute("SELECT * FROM parts WHERE owner = ? AND session_id = ? ORDER BY message_id, idx", where)
         _insert_stream(target, "parts", parts)
-        _insert(target, "compactions", source.execute(
-            "SELECT * FROM compactions WHERE owner = ? AND session_id = ?", where).fetchall())
+        _insert(
+            target,
+            "compactions",
+            source.execute("SELECT * FROM compactions WHERE owner = ? AND session_id = ?", where).fetchall(),
+        )
         if kept_outputs:
             target.execute("SELECT pg_advisory_xact_lock(%s)", (_spill_lock(),))
             _insert(target, "outputs", kept_outputs)
@@ -257,9 +303,7 @@ def _copy_blob(files: FileBlobs, blobs: Any, digest: str, report: MigrationRepor
 
 def _values(table: str, row: sqlite3.Row) -> tuple[Any, ...]:
     booleans = _BOOLEAN.get(table, ())
-    return tuple(
-        bool(row[c]) if c in booleans else _text(row[c]) for c in _COLUMNS[table]
-    )
+    return tuple(bool(row[c]) if c in booleans else _text(row[c]) for c in _COLUMNS[table])
 
 
 def _text(value: Any) -> Any:

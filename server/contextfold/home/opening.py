@@ -33,17 +33,26 @@ from urllib.parse import quote
 
 import aiosqlite
 
+from contextfold.blobs.base import StoredBlob
+from contextfold.blobs.files import FileBlobs
 from contextfold.config import Settings
 from contextfold.domain import Session
 from contextfold.errors import ReadOnlyHome, StorageError, StorageFull, StoreUnavailable
 from contextfold.service.facade import ContextService
-from contextfold.blobs.base import StoredBlob
-from contextfold.blobs.files import FileBlobs
 from contextfold.store import SessionTransaction, SQLiteStore, Store, TenantStore
 from contextfold.store.schema import SCHEMA_VERSION, SchemaTooNewError
 from contextfold.store.sqlite import BUSY_TIMEOUT_MS
 
-__all__ = ["check_database", "GuardedFiles", "GuardedStore", "GuardedTenant", "open_for_reading", "open_service", "storage_error", "without_store"]
+__all__ = [
+    "check_database",
+    "GuardedFiles",
+    "GuardedStore",
+    "GuardedTenant",
+    "open_for_reading",
+    "open_service",
+    "storage_error",
+    "without_store",
+]
 
 log = logging.getLogger(__name__)
 

@@ -127,7 +127,9 @@ def _quotes(facts: Facts, budget: int) -> list[_Item]:
     chosen = userwords.quotes(facts.said, (), chars)
     items = []
     for quote, shown in reversed(chosen):  # newest first
-        items.append(_Item(f"user:{quote.opening()}", "- " + quote.bullet(shown), "- " + quote.bullet(userwords.OPENING_CHARS)))
+        items.append(
+            _Item(f"user:{quote.opening()}", "- " + quote.bullet(shown), "- " + quote.bullet(userwords.OPENING_CHARS))
+        )
     return items
 
 
@@ -192,11 +194,18 @@ def _working_set(
     others = [(n, k) for n, k in found.ranked if k not in ("read", "file") and fresh(n)]
     if prefix:
         files = [(n.removeprefix(prefix), k) for n, k in files]
-    bullets = workingset.fit_working_set(workingset.WorkingSet(list(dict.fromkeys(files))), counter, int(budget * FILE_SHARE))
+    bullets = workingset.fit_working_set(
+        workingset.WorkingSet(list(dict.fromkeys(files))), counter, int(budget * FILE_SHARE)
+    )
     spent = sum(counter.count(b) for b in bullets)
     bullets += workingset.fit_working_set(workingset.WorkingSet(others), counter, max(0, budget - spent))
     keys = [f"name:{name}" for bullet in bullets for name, _ in (workingset.listed(bullet) or [])]
-    if prefix and any(not name.startswith("/") for b in bullets for name, kind in (workingset.listed(b) or []) if kind in ("read", "file")):
+    if prefix and any(
+        not name.startswith("/")
+        for b in bullets
+        for name, kind in (workingset.listed(b) or [])
+        if kind in ("read", "file")
+    ):
         bullets.insert(0, f"(file paths not starting with / are under {prefix})")
     return [f"- {b}" for b in bullets], keys
 
@@ -205,7 +214,9 @@ def _working_set(
 
 
 class _Sections:
-    def __init__(self, files: list[_Item], quotes: list[_Item], error: list[_Item], plan: list[_Item], outputs: list[_Item]) -> None:
+    def __init__(
+        self, files: list[_Item], quotes: list[_Item], error: list[_Item], plan: list[_Item], outputs: list[_Item]
+    ) -> None:
         self.files, self.quotes, self.error, self.plan, self.outputs = files, quotes, error, plan, outputs
 
     def items(self) -> list[_Item]:

@@ -101,7 +101,12 @@ class FileChange:
         new = (self.after or "").splitlines(keepends=True)
         label = str(self.path)
         return "".join(
-            difflib.unified_diff(old, new, label if self.before is not None else "/dev/null", label if self.after is not None else "/dev/null")
+            difflib.unified_diff(
+                old,
+                new,
+                label if self.before is not None else "/dev/null",
+                label if self.after is not None else "/dev/null",
+            )
         )
 
 
@@ -138,7 +143,12 @@ def locate(agent: Agent, scope: Scope, project: Path, environ: Mapping[str, str]
         return Where(project / ".claude" / "settings.json", project / ".mcp.json", project=project)
     codex_home = Path(environ["CODEX_HOME"]) if environ.get("CODEX_HOME") else home / ".codex"
     folder = codex_home if scope == "user" else project / ".codex"
-    return Where(folder / "hooks.json", folder / "config.toml", codex_home / "config.toml", project if scope == "project" else None)
+    return Where(
+        folder / "hooks.json",
+        folder / "config.toml",
+        codex_home / "config.toml",
+        project if scope == "project" else None,
+    )
 
 
 def executable() -> list[str]:
@@ -382,14 +392,21 @@ def _merge_hooks(
         groups = hooks.setdefault(spec.event, [])
         if not isinstance(groups, list):
             raise InstallError(f"the settings' hooks.{spec.event} is not a list; fix it by hand, then install again")
-        handler = {"type": "command", "command": hook_command(base, home, agent, spec.event), "timeout": spec.timeout, **spec.extra}
+        handler = {
+            "type": "command",
+            "command": hook_command(base, home, agent, spec.event),
+            "timeout": spec.timeout,
+            **spec.extra,
+        }
         placed = False
         emptied: set[int] = set()
         for g, group in enumerate(groups):
             inner = group.get("hooks") if isinstance(group, dict) else None
             if not isinstance(inner, list):
                 continue
-            mine = [i for i, h in enumerate(inner) if isinstance(h, dict) and is_ours(h.get("command"), agent, spec.event)]
+            mine = [
+                i for i, h in enumerate(inner) if isinstance(h, dict) and is_ours(h.get("command"), agent, spec.event)
+            ]
             if mine and not placed and installing and group.get("matcher") == spec.matcher:
                 inner[mine[0]] = handler  # where it was: reinstalling moves nothing
                 mine, placed = mine[1:], True
@@ -400,7 +417,9 @@ def _merge_hooks(
         hooks[spec.event] = groups = [group for g, group in enumerate(groups) if g not in emptied]
         if installing:
             if not placed:
-                groups.append({"matcher": spec.matcher, "hooks": [handler]} if spec.matcher is not None else {"hooks": [handler]})
+                groups.append(
+                    {"matcher": spec.matcher, "hooks": [handler]} if spec.matcher is not None else {"hooks": [handler]}
+                )
         if not groups:
             del hooks[spec.event]
     if not hooks:
@@ -416,9 +435,11 @@ def _merge_status_line(doc: dict[str, Any], base: list[str], home: Path, install
             del doc["statusLine"]
         return None
     if current is not None and not ours:
-        return "your Claude Code statusLine is kept; contextfold's (tokens in view, usable, state) is `" + hook_command(
-            base, home, "claude-code", "StatusLine"
-        ) + "` if you want it"
+        return (
+            "your Claude Code statusLine is kept; contextfold's (tokens in view, usable, state) is `"
+            + hook_command(base, home, "claude-code", "StatusLine")
+            + "` if you want it"
+        )
     doc["statusLine"] = {"type": "command", "command": hook_command(base, home, "claude-code", "StatusLine")}
     return None
 
@@ -482,7 +503,9 @@ def _positions(doc: dict[str, Any]) -> dict[str, list[tuple[str, tuple[str, Any,
             for h, handler in enumerate(inner if isinstance(inner, list) else []):
                 if isinstance(handler, dict) and isinstance(handler.get("command"), str):
                     mine = is_ours(handler["command"], "codex", event)
-                    found.setdefault(event, []).append((f"{_SNAKE[event]}:{g}:{h}", (event, group.get("matcher"), handler), mine))
+                    found.setdefault(event, []).append(
+                        (f"{_SNAKE[event]}:{g}:{h}", (event, group.get("matcher"), handler), mine)
+                    )
     return found
 
 

@@ -83,7 +83,14 @@ class _Hook:
     def __init__(
         self, agent: str, event: str, data: dict[str, Any], home: Path, config: Path | None, environ: Mapping[str, str]
     ) -> None:
-        self.agent, self.event, self.data, self.home, self.config, self.environ = agent, event, data, home, config, environ
+        self.agent, self.event, self.data, self.home, self.config, self.environ = (
+            agent,
+            event,
+            data,
+            home,
+            config,
+            environ,
+        )
         self.module = claude_code if agent == claude_code.AGENT else codex
 
     def answer(self) -> dict[str, Any] | str | None:
@@ -170,9 +177,9 @@ class _Hook:
             await service.open_session(sid, model=self._model(), title=title)
 
     async def _spill(self, sid: str, output: claude_code.ToolOutput) -> dict[str, Any] | None:
-        from contextfold.tokens import catalog
         from contextfold.service.ingest import PreviewCaps
         from contextfold.service.spilling import PreviewLimits
+        from contextfold.tokens import catalog
         from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
@@ -216,8 +223,8 @@ class _Hook:
         """The handover text. `summary`: the agent's summary; "codex" to read it from the session
         (the rollout holds it by then); None when it is not known yet. `again`: a second look at
         the same compaction, giving only what the first did not."""
-        from contextfold.tokens.counting import counter_for
         from contextfold.hooks.handover import SpilledOutput, handover
+        from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
         async with service:
@@ -231,7 +238,8 @@ class _Hook:
             if summary == "codex":
                 summary, history = _codex_summary(history)
             outputs = [
-                SpilledOutput(r.id, r.tool or "output", r.lines, r.bytes) for r in await service.store.session_outputs(sid)
+                SpilledOutput(r.id, r.tool or "output", r.lines, r.bytes)
+                for r in await service.store.session_outputs(sid)
             ]
         before = state.load(self.home, sid) if again else {}
         sent = before.get("sent", [])
@@ -248,9 +256,13 @@ class _Hook:
             sent=set(sent),
             root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
         )
-        spent = [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
+        spent = (
+            [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
+        )
         kept = state.load(self.home, sid)
-        state.save(self.home, sid, {**kept, "agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent})
+        state.save(
+            self.home, sid, {**kept, "agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent}
+        )
         return result.text
 
 

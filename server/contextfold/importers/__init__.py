@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from contextfold.names import IMPORT_FORMATS, ImportFormat
-from contextfold.importers.base import START, ImportedCompaction, ImportedTranscript, Resume
 from contextfold.errors import TranscriptError
+from contextfold.importers.base import START, ImportedCompaction, ImportedTranscript, Resume
 from contextfold.importers.calls import keep_orphan_results, open_calls
 from contextfold.importers.claude_code import load_claude_code
 from contextfold.importers.codex import load_codex
@@ -28,6 +27,7 @@ from contextfold.importers.normalized import load_normalized
 from contextfold.importers.openhands import load_openhands
 from contextfold.importers.swe_agent import load_swe_agent
 from contextfold.importers.wire import file_layout, load_wire
+from contextfold.names import IMPORT_FORMATS, ImportFormat
 
 _LOADERS: dict[ImportFormat, Callable[[Path, Resume], ImportedTranscript]] = {
     "claude-code": load_claude_code,
@@ -42,9 +42,7 @@ _LOADERS: dict[ImportFormat, Callable[[Path, Resume], ImportedTranscript]] = {
 _DOCUMENT_FORMATS = frozenset({"mini-swe-agent", "swe-agent", "openhands"})
 
 
-def load_transcript(
-    path: Path | str, format: ImportFormat | None = None, resume: Resume = START
-) -> ImportedTranscript:
+def load_transcript(path: Path | str, format: ImportFormat | None = None, resume: Resume = START) -> ImportedTranscript:
     """Import a transcript file; `format` None means detect it from the file's first records.
 
     With `resume`, only what the file holds after `resume.offset` is read (line-based files only).

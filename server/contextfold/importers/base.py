@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contextfold import safejson
-from contextfold.errors import LimitExceeded
+from contextfold.errors import LimitExceeded, RecordError, TranscriptError
 from contextfold.formats import WireFormat
 from contextfold.names import ImportFormat
-from contextfold.errors import TranscriptError
-from contextfold.errors import RecordError
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _TITLE_LIMIT = 80

@@ -87,9 +87,7 @@ def select_thread(
     kept, start_parent = _path(ours[-1], by_uuid, ours, previous_tail)
     _add_forks(ours, kept, pending_calls)
     first = min((n.line for n in kept), default=0)
-    kept.update(
-        n for n in ours if n.line < first and n.meta and n.parent is not None and n.parent not in by_uuid
-    )
+    kept.update(n for n in ours if n.line < first and n.meta and n.parent is not None and n.parent not in by_uuid)
     thread.skip = {
         n.line: ("sidechain" if n.sidechain and not sidechain else "branch")
         for n in nodes

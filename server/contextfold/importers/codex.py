@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contextfold.errors import RecordError
 from contextfold.importers.base import (
     START,
     ImportedCompaction,
@@ -38,7 +39,6 @@ from contextfold.importers.base import (
     read_jsonl_with,
     require,
 )
-from contextfold.errors import RecordError
 
 CODEX_RECORD_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})

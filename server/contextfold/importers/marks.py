@@ -19,6 +19,7 @@ from typing import Any
 from contextfold.domain import SessionState
 from contextfold.errors import InvalidInput
 from contextfold.importers import Resume
+
 HEAD_BYTES = 65_536
 _CHUNK = 1 << 20
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from contextfold.errors import RecordError
 from contextfold.importers.base import (
     START,
     ImportedTranscript,
@@ -23,7 +24,6 @@ from contextfold.importers.base import (
     read_jsonl_with,
     require,
 )
-from contextfold.errors import RecordError
 
 NORMALIZED_ROLES = frozenset({"user", "assistant", "tool"})
 NORMALIZED_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})

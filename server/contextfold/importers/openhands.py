@@ -19,8 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from contextfold.importers.base import ImportedTranscript, derive_title
 from contextfold.errors import TranscriptError
+from contextfold.importers.base import ImportedTranscript, derive_title
 from contextfold.importers.wire import read_document
 
 
@@ -35,7 +35,9 @@ def looks_like_openhands(document: Any) -> bool:
 def load_openhands(path: Path) -> ImportedTranscript:
     document = read_document(path)
     if not looks_like_openhands(document):
-        raise TranscriptError(path, None, 'not an OpenHands event list: expected a JSON list of events with "action" or "observation"')
+        raise TranscriptError(
+            path, None, 'not an OpenHands event list: expected a JSON list of events with "action" or "observation"'
+        )
     reader = _Reader()
     for i, event in enumerate(document):
         if not isinstance(event, dict):
@@ -79,7 +81,11 @@ class _Reader:
             content = event.get("content")
             text = content if isinstance(content, str) and content else event.get("message")
             self.messages.append(
-                {"role": "tool", "tool_call_id": metadata["tool_call_id"], "content": text if isinstance(text, str) else ""}
+                {
+                    "role": "tool",
+                    "tool_call_id": metadata["tool_call_id"],
+                    "content": text if isinstance(text, str) else "",
+                }
             )
         else:
             self.skipped[f"observation:{event.get('observation')}"] += 1

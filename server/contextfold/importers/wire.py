@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from contextfold.errors import TranscriptError
 from contextfold.formats import WireFormat, detect_format
 from contextfold.importers.base import (
     START,
@@ -27,7 +28,6 @@ from contextfold.importers.base import (
     safe_json,
     type_name,
 )
-from contextfold.errors import TranscriptError
 
 Layout = Literal["document", "jsonl"]
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from contextfold.names import TOKENS_ENV
-from contextfold.home.bearer import digest, parse
 from contextfold.errors import TokenFileError
+from contextfold.home.bearer import digest, parse
+from contextfold.names import TOKENS_ENV
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken

@@ -23,12 +23,12 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from contextfold.tokens import encodings
+from contextfold.config import Settings
+from contextfold.home.bearer import digest, fingerprint
 from contextfold.mcpserver.auth import unauthorized_message
 from contextfold.mcpserver.bigstrings import LargeStrings
-from contextfold.config import Settings
 from contextfold.mcpserver.limits import SessionLimits
-from contextfold.home.bearer import digest, fingerprint
+from contextfold.tokens import encodings
 
 log = logging.getLogger(__name__)
 

@@ -54,8 +54,12 @@ def lean(schema: dict[str, Any], *, output: bool, nested: bool = False) -> dict[
             continue
         if key == "default" and value is False and schema.get("type") == "boolean":
             continue
-        if output and key == "type" and value == "string" and isinstance(enum, list) and all(
-            isinstance(e, str) for e in enum
+        if (
+            output
+            and key == "type"
+            and value == "string"
+            and isinstance(enum, list)
+            and all(isinstance(e, str) for e in enum)
         ):
             continue
         if output and nested and key == "type" and isinstance(value, str) and _SHAPE.get(value, "") in schema:

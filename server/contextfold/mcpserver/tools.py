@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, cast
 
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.types import (
@@ -27,18 +28,26 @@ from mcp.types import (
     Tool,
     ToolAnnotations,
 )
-from pydantic import BaseModel, Field, ValidationError
-
-from mcp.server.auth.settings import AuthSettings
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, BaseModel, Field, ValidationError
 
 from contextfold import __version__, safejson
+from contextfold.blobs.lines import READ_LIMIT_LINES
+from contextfold.compaction.chain import Sampled
+from contextfold.compaction.prompt import anchored_summary_prompt
+from contextfold.config import Settings, load_settings
+from contextfold.errors import (
+    MAX_MESSAGE_CHARS,
+    ContextfoldError,
+    LimitExceeded,
+    Remedy,
+    SettingsError,
+    StorageError,
+    brief,
+)
+from contextfold.home.opening import open_service
 from contextfold.mcpserver import answers, bigstrings
 from contextfold.mcpserver.auth import SCOPE, TenantTokens
-from contextfold.config import Settings, load_settings
-from contextfold.errors import SettingsError
-from contextfold.compaction.prompt import anchored_summary_prompt
-from contextfold.compaction.chain import Sampled
+from contextfold.mcpserver.schemas import inline_defs, lean
 from contextfold.results import (
     AppendResult,
     Brief,
@@ -55,11 +64,7 @@ from contextfold.results import (
     TokenCount,
 )
 from contextfold.results import Context as RenderedContext
-from contextfold.errors import MAX_MESSAGE_CHARS, ContextfoldError, LimitExceeded, Remedy, StorageError, brief
 from contextfold.service.facade import USER_ERRORS, ContextService, Tenant
-from contextfold.home.opening import open_service
-from contextfold.blobs.lines import READ_LIMIT_LINES
-from contextfold.mcpserver.schemas import inline_defs, lean
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +81,20 @@ that ends with an output id (out_…) can be read on with `read_output`; after a
 keeps its own history, so the harness loop above does not apply to it."""
 
 TOOLS = (
-    "count_tokens", "session_open", "session_list", "session_delete", "append", "get_context", "status", "prune",
-    "select_tail", "spill", "search_history", "read_output", "compact", "summarize",
+    "count_tokens",
+    "session_open",
+    "session_list",
+    "session_delete",
+    "append",
+    "get_context",
+    "status",
+    "prune",
+    "select_tail",
+    "spill",
+    "search_history",
+    "read_output",
+    "compact",
+    "summarize",
 )
 """Every tool the server offers (`tests/e2e/test_hooks_install.py` holds it equal to `tools/list`)."""
 
@@ -87,6 +104,7 @@ WireMessages = Annotated[
     Field(description="Anthropic or OpenAI messages; tool results complete earlier calls."),
 ]
 FormatArg = Literal["anthropic", "openai", "auto"]
+
 
 def _annotations(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
     """The hints that say something: `readOnlyHint` and `idempotentHint` when true (false is their
@@ -271,9 +289,7 @@ def build_server(
     ) -> AppendResult:
         """Append messages atomically; returns their ids, token counts and the session status."""
         with _user_errors():
-            return await _tenant(ctx).append(
-                session_id, messages, format=format, usage=usage, system=system
-            )
+            return await _tenant(ctx).append(session_id, messages, format=format, usage=usage, system=system)
 
     @mcp.tool(title="Get context", annotations=_annotations(read_only=True, idempotent=True))
     async def get_context(
@@ -483,6 +499,7 @@ async def _sampling_for_compact(
         return None  # the tool body meets the same error and reports it in one line
     return _sample(prompt) if prompt else None
 
+
 async def _sampling_for_summarize(
     messages: list[dict[str, Any]], previous_summary: str | None, summarizer: str | None, ctx: Context
 ) -> Sample | None:
@@ -587,9 +604,7 @@ class _CompactSchemas(MCPServer):
             tool.model_copy(
                 update={
                     "input_schema": lean(inline_defs(tool.input_schema), output=False),
-                    "output_schema": lean(inline_defs(tool.output_schema), output=True)
-                    if tool.output_schema
-                    else None,
+                    "output_schema": lean(inline_defs(tool.output_schema), output=True) if tool.output_schema else None,
                 }
             )
             for tool in await super().list_tools()

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contextfold.domain import ToolPart
-from contextfold.tokens.counting import TokenCounter, count_in_view
 from contextfold.policy.truncate import prefix_within_tokens
+from contextfold.tokens.counting import TokenCounter, count_in_view
 
 CUT_TOKENS = 500
 """What a cut output keeps in view, in tokens…"""

@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from contextfold.domain import Message, MessageRow, ToolPart
+from contextfold.formats.shown import tool_input_text
 from contextfold.tokens.counting import (
     TOOL_OVERHEAD,
     TokenCounter,
@@ -49,12 +50,12 @@ from contextfold.tokens.counting import (
     count_part,
     estimate_chars,
 )
-from contextfold.formats.shown import tool_input_text
 
 RemainingTokens = Callable[[ToolPart], int]
 """Tokens a part still costs in view once cleared, the placeholder not included."""
 ShownTokens = Callable[[ToolPart], int]
 """Tokens a part costs in view now (its stored count unless the view shows it cut)."""
+
 
 @dataclass(frozen=True)
 class PruneOptions:
@@ -83,9 +84,7 @@ MINIMUM_SHARE = 0.125
 """The default minimum is at most this share of usable."""
 
 
-def prune_thresholds(
-    usable: int | None, *, protect: int | None = None, minimum: int | None = None
-) -> tuple[int, int]:
+def prune_thresholds(usable: int | None, *, protect: int | None = None, minimum: int | None = None) -> tuple[int, int]:
     """A session's `protect` and `minimum`: each as given, else the default (`PruneOptions`) or,
     when less, its share of `usable` (None when the window is unlimited: the defaults)."""
     defaults = PruneOptions()

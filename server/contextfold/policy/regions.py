@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
-from contextfold.tokens.counting import TokenCounter, count_in_view
 from contextfold.policy.digest import digest
+from contextfold.tokens.counting import TokenCounter, count_in_view
 
 KEEP_RECENT_TOKENS = 20_000
 """The newest this-many tokens of the view are pinned (Claude Code's figure)."""
@@ -235,8 +235,15 @@ def _marks(
 
 
 def _reason(
-    found: int, summarized: int, dropped: int, failures: int, skipped: int,
-    freed: int, after: int, target: int, reached: bool,
+    found: int,
+    summarized: int,
+    dropped: int,
+    failures: int,
+    skipped: int,
+    freed: int,
+    after: int,
+    target: int,
+    reached: bool,
 ) -> str:
     if found == 0:
         done = "nothing to compact: no region outside the pinned recent tokens"

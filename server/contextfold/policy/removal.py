@@ -510,8 +510,7 @@ def _short_reason(
     freed = sum(tokens[i] for i in gone)
     return (
         f"target {target:,} not reached: {after:,} tokens remain, {after - target:,} over, after "
-        f"removing every removable message ({len(gone)}, {freed:,} tokens); the rest is protected — "
-        + "; ".join(parts)
+        f"removing every removable message ({len(gone)}, {freed:,} tokens); the rest is protected — " + "; ".join(parts)
     )
 
 

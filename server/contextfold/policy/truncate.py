@@ -495,9 +495,7 @@ _SIGNALS_ANY_CASE = [
     r"\bsummary\s*:",
 ]
 _IMPORTANT_EXACT = re.compile("|".join(f"(?:{p})" for p in _SIGNALS_EXACT_CASE), re.MULTILINE)
-_IMPORTANT_ANY_CASE = re.compile(
-    "|".join(f"(?:{p})" for p in _SIGNALS_ANY_CASE), re.MULTILINE | re.IGNORECASE
-)
+_IMPORTANT_ANY_CASE = re.compile("|".join(f"(?:{p})" for p in _SIGNALS_ANY_CASE), re.MULTILINE | re.IGNORECASE)
 _EXIT = re.compile(
     r"(?:exit|return)[ _-]?(?:code|status)\D{0,3}?(-?\d+)"
     r"|exited with (?:code|status) (-?\d+)"

@@ -265,9 +265,15 @@ class ProcessChannel(StreamChannel):
     def describe_exit(self) -> str:
         """How the process ended, with the last line it wrote to stderr."""
         code = self.process.returncode
-        how = "is still running" if code is None else (f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}")
+        how = (
+            "is still running"
+            if code is None
+            else (f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}")
+        )
         last = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
-        return f"the upstream server ({self.command}) {how}" + (f"; its last words on stderr: {last[:300]}" if last else "")
+        return f"the upstream server ({self.command}) {how}" + (
+            f"; its last words on stderr: {last[:300]}" if last else ""
+        )
 
     async def wait_exit(self, timeout: float = 2.0) -> None:
         try:

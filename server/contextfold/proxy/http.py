@@ -104,7 +104,6 @@ def _sessions(settings: Settings, spec: Any, security: Any) -> Any:
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
     from starlette.responses import Response
 
-
     class ProxySessions(StreamableHTTPSessionManager):
         """The SDK's session manager (sessions, idle timeout, limits, DNS-rebinding checks), with
         each session's stream pair relayed instead of served by an SDK server."""
@@ -190,9 +189,10 @@ class _Sessionless:
     async def _relay(self) -> _Multiplex:
         async with self._lock:
             if self._channel is None:
-            
                 self._channel = _Multiplex()
-                self._task = asyncio.create_task(run_proxy(self._channel, self.spec, self.settings, service=self.service))
+                self._task = asyncio.create_task(
+                    run_proxy(self._channel, self.spec, self.settings, service=self.service)
+                )
             return self._channel
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
@@ -213,7 +213,9 @@ class _Sessionless:
                     notification = server_notification_adapter.validate_python(item, by_name=False)
                     await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
                 except Exception:
-                    log.debug("contextfold proxy: a notification for a sessionless request was not delivered", exc_info=True)
+                    log.debug(
+                        "contextfold proxy: a notification for a sessionless request was not delivered", exc_info=True
+                    )
         except BaseException:
             await channel.abandon(exchange)
             raise
@@ -221,7 +223,9 @@ class _Sessionless:
             channel.forget(exchange)
         if "error" in item:
             error = item["error"] if isinstance(item["error"], dict) else {}
-            raise MCPError(int(error.get("code", wire.INTERNAL_ERROR)), str(error.get("message", "error")), error.get("data"))
+            raise MCPError(
+                int(error.get("code", wire.INTERNAL_ERROR)), str(error.get("message", "error")), error.get("data")
+            )
         return item.get("result", {})
 
     async def aclose(self) -> None:

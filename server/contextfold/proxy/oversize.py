@@ -222,13 +222,19 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
             by_text = {text: path for path, text in texts if len(text) >= SUBSTITUTE_CHARS}
             substitutes = {value: by_text[value] for value in _strings(structured) if value in by_text}
             if substitutes:  # those strings are stored as their text blocks: this stores the rest
-                placeholders = {value: f"[the text of {_where(path)}, stored on its own]" for value, path in substitutes.items()}
+                placeholders = {
+                    value: f"[the text of {_where(path)}, stored on its own]" for value, path in substitutes.items()
+                }
                 text = structured_text(_replace_strings(structured, placeholders))
             if _over(_measure([(("structuredContent",), text)], count, limits)[0][2], limits):
                 pieces.append(
                     Piece(
-                        ("structuredContent",), "structured", text,
-                        limits.preview_tokens, limits.preview_lines, limits.preview_bytes,
+                        ("structuredContent",),
+                        "structured",
+                        text,
+                        limits.preview_tokens,
+                        limits.preview_lines,
+                        limits.preview_bytes,
                     )
                 )
     measured = _measure(texts, count, limits)
@@ -316,13 +322,17 @@ def _mirrors(text: str, structured: Any) -> bool:
 
 
 def _choose(
-    texts: list[tuple[Path, str, _Size]], limits: Limits, forced: set[Path] = frozenset()  # type: ignore[assignment]
+    texts: list[tuple[Path, str, _Size]],
+    limits: Limits,
+    forced: set[Path] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[list[tuple[Path, str, _Size]], list[Path]]:
     """The text slots to store: those `forced`, then the largest first until what stays (previews
     included) fits; and, when the rest are each no bigger than a preview, the plain text blocks to
     store together."""
     chosen = [t for t in texts if t[0] in forced]
-    rest = sorted((t for t in texts if t[0] not in forced), key=lambda t: (t[2].tokens, t[2].bytes, t[2].lines), reverse=True)
+    rest = sorted(
+        (t for t in texts if t[0] not in forced), key=lambda t: (t[2].tokens, t[2].bytes, t[2].lines), reverse=True
+    )
     kept = sum((s for _, _, s in rest), _ZERO) + sum((_preview_size(s, limits) for _, _, s in chosen), _ZERO)
     while rest and _over(kept, limits) and _shrinks(rest[0][2], limits):
         path, text, size = rest.pop(0)
@@ -409,9 +419,7 @@ NOTE_KEY = "contextfold_note"
 tool's output schema allows it (clients such as Claude Code show the model the structured content)."""
 
 
-def _shortenings(
-    value: Any, budget: int, count: Count, output_id: str | None, shown: dict[str, str]
-) -> Iterator[Any]:
+def _shortenings(value: Any, budget: int, count: Count, output_id: str | None, shown: dict[str, str]) -> Iterator[Any]:
     """Shortened copies of `value` to offer, best first: with a note of what was cut (when items
     were dropped without a trace), then without."""
     found = shorten(value, budget, count, _note(output_id), shown)

@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from contextfold.proxy import oversize as guard, tools, wire
+from contextfold.proxy import oversize as guard
+from contextfold.proxy import tools, wire
 from contextfold.proxy.channels import Channel, Frame
 from contextfold.proxy.session import ProxySession
 

@@ -166,7 +166,9 @@ class _HttpUpstream:
 
         try:
             async with create_mcp_http_client(headers=headers or None) as client:
-                async with streamable_http_client(self.url, http_client=client, max_sse_event_size=max_bytes) as streams:
+                async with streamable_http_client(
+                    self.url, http_client=client, max_sse_event_size=max_bytes
+                ) as streams:
                     self._channel = SdkChannel(*streams, upstream=True)
                     self._ready.set()
                     await self._stop.wait()
@@ -211,6 +213,3 @@ def _leaf(exc: BaseException) -> str:
 
 
 # -- serving clients over HTTP ------------------------------------------------------------------------
-
-
-

@@ -38,8 +38,8 @@ from contextfold.proxy.upstream import connect
 
 if TYPE_CHECKING:
     from contextfold.config import Settings
-    from contextfold.service.facade import ContextService
     from contextfold.proxy.channels import Channel
+    from contextfold.service.facade import ContextService
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,9 @@ class Hub:
         except Exception:
             log.exception("contextfold proxy: could not relay a message from the client")
             if wire.is_request(message):
-                await self._reply(wire.error(message["id"], wire.INTERNAL_ERROR, "contextfold proxy failed; see its log"))
+                await self._reply(
+                    wire.error(message["id"], wire.INTERNAL_ERROR, "contextfold proxy failed; see its log")
+                )
 
     async def _request(self, message: dict[str, Any]) -> None:
         method, request_id, params = message["method"], message["id"], wire.params(message)
@@ -328,7 +330,11 @@ class Hub:
         for member, answer in zip(self.members.values(), answers):
             result = answer.get("result") if isinstance(answer, dict) else None
             if not isinstance(result, dict):
-                why = (answer or {}).get("error", {}).get("message", "no answer") if isinstance(answer, dict) else "no answer"
+                why = (
+                    (answer or {}).get("error", {}).get("message", "no answer")
+                    if isinstance(answer, dict)
+                    else "no answer"
+                )
                 log.warning("contextfold proxy: %s is left out: %s", member.name, why)
                 continue
             member.ready, member.result = True, result
@@ -419,7 +425,12 @@ def _template_pattern(template: str) -> re.Pattern[str]:
 
 
 async def run_multi(
-    client: Channel, specs: list[UpstreamSpec], settings: Settings, *, owner: str = "", service: ContextService | None = None
+    client: Channel,
+    specs: list[UpstreamSpec],
+    settings: Settings,
+    *,
+    owner: str = "",
+    service: ContextService | None = None,
 ) -> None:
     names = ", ".join(spec.name or "" for spec in specs)
     session = ProxySession(settings, title=f"proxy: {names}", owner=owner, service=service)

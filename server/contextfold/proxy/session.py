@@ -188,7 +188,7 @@ class ProxySession:
         page = await tenant.search_history(self.session_id, pattern=pattern, at=at)
         if not page.text:
             return "No matches."
-        return page.text + (f"\n… more from at=\"{page.next_at}\"" if page.next_at else "")
+        return page.text + (f'\n… more from at="{page.next_at}"' if page.next_at else "")
 
     # -- recording calls --------------------------------------------------------------------------------
 
@@ -199,12 +199,21 @@ class ProxySession:
         call_id = f"call_{self._calls}"
         text, failed = (error, True) if result is None else result_text(result)
         item = {
-            "call": {"role": "assistant", "content": [
-                {"type": "tool_use", "id": call_id, "name": tool, "input": arguments if isinstance(arguments, dict) else {}}
-            ]},
-            "result": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": text or "", "is_error": failed}
-            ]},
+            "call": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": tool,
+                        "input": arguments if isinstance(arguments, dict) else {},
+                    }
+                ],
+            },
+            "result": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text or "", "is_error": failed}],
+            },
         }
         try:
             self._queue.put_nowait(item)

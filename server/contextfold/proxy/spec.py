@@ -60,7 +60,9 @@ def load_servers(path: Path) -> list[UpstreamSpec]:
     for name, entry in servers.items():
         where = f"{path}: mcpServers.{name}"
         if not NAME.match(name) or SEPARATOR in name:
-            raise UsageError(f"{where}: a name is 1-40 letters, digits, '-' or '_' (not '__'); it prefixes the server's tools")
+            raise UsageError(
+                f"{where}: a name is 1-40 letters, digits, '-' or '_' (not '__'); it prefixes the server's tools"
+            )
         if not isinstance(entry, dict):
             raise UsageError(f"{where}: expected an object with command and args, or url")
         if entry.get("disabled") is True:

@@ -43,7 +43,7 @@ _READ_OUTPUT: dict[str, Any] = {
 _SEARCH_HISTORY: dict[str, Any] = {
     "name": SEARCH_HISTORY,
     "title": "Search earlier results",
-    "description": "Search this server's earlier tool calls and results by regex, or read them from a reference (at=\"m12\").",
+    "description": 'Search this server\'s earlier tool calls and results by regex, or read them from a reference (at="m12").',
     "inputSchema": {
         "type": "object",
         "properties": {"pattern": {"type": "string"}, "at": {"type": "string"}},

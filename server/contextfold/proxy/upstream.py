@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["connect", "relay_for"]
 
 
-async def connect(
-    spec: UpstreamSpec, settings: Settings, stack: AsyncExitStack
-) -> tuple[Channel | None, str | None]:
+async def connect(spec: UpstreamSpec, settings: Settings, stack: AsyncExitStack) -> tuple[Channel | None, str | None]:
     """A channel to the upstream, or None and why it cannot be reached (said to the client)."""
     if spec.command:
         env = {**os.environ, **spec.env}

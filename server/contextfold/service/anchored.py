@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from contextfold.compaction.summarizers.anthropic import default_max_tokens
+
 from contextfold.compaction.base import Summarizer, SummarizerError, SummaryRequest
 from contextfold.compaction.chain import run_chain
 from contextfold.compaction.engine import (
@@ -34,21 +34,20 @@ from contextfold.compaction.engine import (
     plan_compaction,
 )
 from contextfold.compaction.prompt import build_prompt
+from contextfold.compaction.summarizers.anthropic import default_max_tokens
 from contextfold.compaction.transcript import render_transcript
 from contextfold.config import Settings
 from contextfold.domain import CompactionRecord, FilePart, LastCompaction, Message, Session, ToolPart
-from contextfold.errors import CompactionFailed
+from contextfold.errors import CompactionFailed, ConflictError
 from contextfold.formats.shown import media_placeholder
 from contextfold.policy import view
 from contextfold.policy.cut import CutCaps, cut_in_view
 from contextfold.policy.turns import tail_budget
 from contextfold.results import Brief, CompactResult, Status
 from contextfold.store import PartMark, SessionTransaction, TenantStore
-from contextfold.errors import ConflictError
 from contextfold.tokens.counting import TokenCounter
 
 Progress = Callable[[float, str], Awaitable[None]]
-
 
 
 @dataclass(frozen=True)
@@ -96,9 +95,7 @@ class Compactor:
         session = await self._store.get_session(session_id)
         settings = self._access.settings_for(session)
         usable = self._access.usable_for(session, settings)
-        messages = await self._store.load_messages(
-            session.id, after_seq=view.load_from(session.view)
-        )
+        messages = await self._store.load_messages(session.id, after_seq=view.load_from(session.view))
         counter = self._access.counter_for(session, settings)
         plan = _plan(view.in_view(messages, session.view), settings, usable, counter)
         if plan.foreign_previous:
@@ -204,9 +201,7 @@ class Compactor:
         await progress(1.0, "done")
         return record, text
 
-    async def _write(
-        self, prepared: Prepared, new: list[Message], record: CompactionRecord
-    ) -> CompactionRecord:
+    async def _write(self, prepared: Prepared, new: list[Message], record: CompactionRecord) -> CompactionRecord:
         read, plan = prepared.session, prepared.plan
         async with self._store.write(read.id) as tx:
             session = tx.session
@@ -257,9 +252,11 @@ class Compactor:
         for planned in plan.cuts:
             message = current.get(planned.message_id)
             part = message.parts[planned.index] if message and planned.index < len(message.parts) else None
-            cut = cut_in_view(part, counter, max_tokens=caps.tokens, max_chars=caps.chars) if isinstance(
-                part, ToolPart
-            ) else None
+            cut = (
+                cut_in_view(part, counter, max_tokens=caps.tokens, max_chars=caps.chars)
+                if isinstance(part, ToolPart)
+                else None
+            )
             if cut is not None:
                 marks.append(PartMark(planned.message_id, planned.index, *cut))
         return marks
@@ -403,7 +400,9 @@ class Compactor:
             if marks:
                 await tx.mark_parts(marks)
                 freed_total = sum(m.freed for m in marks)
-                await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total}))
+                await tx.save_session(
+                    session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total})
+                )
         return len(marks)
 
     async def cut_tail(self, session_id: str) -> int:
@@ -446,7 +445,9 @@ class Compactor:
             if marks:
                 await tx.mark_parts(marks)
                 freed_total = sum(m.freed for m in marks)
-                await tx.save_session(session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total}))
+                await tx.save_session(
+                    session.model_copy(update={"tokens_in_view": session.tokens_in_view - freed_total})
+                )
         return len(marks)
 
 

@@ -10,18 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from contextfold import safejson
 from contextfold.domain import Message, Session, ToolResult, Usage, complete_tool_part
-from contextfold.errors import InvalidInput
+from contextfold.errors import FormatError, InvalidInput, NotFoundError
 from contextfold.formats import ParsedBatch
-from contextfold.errors import FormatError
+from contextfold.formats.base import SystemArg, UsageArg, WireMessage
 from contextfold.formats.usage import parse_usage
-from contextfold.service.ingest import Ingest, Prespill, big_texts
 from contextfold.results import AppendedMessage, AppendResult
-from contextfold.store import SessionTransaction
-from contextfold.errors import NotFoundError
-from contextfold.tokens.counting import TokenCounter, count_message, count_part
+from contextfold.service.ingest import Ingest, Prespill, big_texts
 from contextfold.service.runtime import FormatArg, system_prompts, title_from
 from contextfold.service.sessions import with_system
-from contextfold.formats.base import SystemArg, UsageArg, WireMessage
+from contextfold.store import SessionTransaction
+from contextfold.tokens.counting import TokenCounter, count_message, count_part
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope

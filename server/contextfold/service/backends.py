@@ -56,7 +56,9 @@ async def open_postgres(settings: Settings) -> tuple[Any, Any]:
             try:
                 files = await asyncio.to_thread(S3Blobs, settings.spill_url)
             except Exception as exc:
-                raise StoreUnavailable(f"could not open the spill store at {settings.spill_url}: {first_line(exc)}") from exc
+                raise StoreUnavailable(
+                    f"could not open the spill store at {settings.spill_url}: {first_line(exc)}"
+                ) from exc
         else:
             files = await asyncio.to_thread(PostgresBlobs, url, pool_size=settings.database_pool_size)
     except BaseException as exc:

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 from contextfold.compaction.base import Summarizer
 from contextfold.compaction.chain import Sampled, SummarizerChoice, build_chain, wants_sampling
 from contextfold.compaction.engine import NothingToCompact
-from contextfold.service.anchored import Progress
 from contextfold.config import Settings
-from contextfold.errors import InvalidInput
-from contextfold.errors import NotFoundError
+from contextfold.errors import InvalidInput, NotFoundError
 from contextfold.results import CompactResult
+from contextfold.service.anchored import Progress
 from contextfold.service.strategies import REMOVAL_STRATEGIES
 
 if TYPE_CHECKING:

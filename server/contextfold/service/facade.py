@@ -11,41 +11,42 @@ local tenant (owner `""`). The MCP server asks it for `tenant(owner)` per reques
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from contextfold.tokens import catalog
-from contextfold.service.appending import Appending
-from contextfold.service.compacting import Compacting
-from contextfold.service.history import History
-from contextfold.service.pruning import Pruning
-from contextfold.service.reading import Reading
-from contextfold.service.runtime import FormatArg, Runtime, Scope
-from contextfold.service.sessions import Sessions, with_system
-from contextfold.service.spilling import Spilling
-from contextfold.compaction.summarizers.anthropic import default_max_tokens
+from contextfold.blobs.base import BlobStore
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.chain import Sampled, SummarizerChoice, build_chain, run_chain
 from contextfold.compaction.chain import wants_sampling as chain_wants_sampling
 from contextfold.compaction.engine import summary_budget
 from contextfold.compaction.pins import pin_facts
 from contextfold.compaction.prompt import build_prompt
+from contextfold.compaction.summarizers.anthropic import default_max_tokens
 from contextfold.compaction.transcript import render_transcript
-from contextfold.service.backends import open_backends
-from contextfold.service.anchored import Compactor
 from contextfold.config import Settings, load_settings
 from contextfold.domain import Message
 from contextfold.errors import USER_ERRORS, CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
-from contextfold.service.outputs import Outputs
-from contextfold.blobs.base import BlobStore
+from contextfold.formats.base import WireMessage
 from contextfold.results import (
     GcResult,
     ImportResult,
     SummarizeResult,
     TokenCount,
 )
+from contextfold.service.anchored import Compactor
+from contextfold.service.appending import Appending
+from contextfold.service.backends import open_backends
+from contextfold.service.compacting import Compacting
+from contextfold.service.history import History
+from contextfold.service.outputs import Outputs
+from contextfold.service.pruning import Pruning
+from contextfold.service.reading import Reading
+from contextfold.service.runtime import FormatArg, Runtime, Scope
+from contextfold.service.sessions import Sessions, with_system
+from contextfold.service.spilling import Spilling
 from contextfold.store import Store, TenantStore
+from contextfold.tokens import catalog
 from contextfold.tokens.counting import (
     TOOL_OVERHEAD,
     TokenCounter,
@@ -54,7 +55,6 @@ from contextfold.tokens.counting import (
     count_system,
     count_text,
 )
-from contextfold.formats.base import WireMessage
 
 LOCAL_OWNER = ""
 """The tenant of callers on this machine (stdio, the CLI, a library user)."""
@@ -120,9 +120,7 @@ class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, Histor
             with_system=with_system,
             status=self._scope.status,
         )
-        return await import_file(
-            tools, Path(path), session_id=session_id, format=format, model=model, owner=self.owner
-        )
+        return await import_file(tools, Path(path), session_id=session_id, format=format, model=model, owner=self.owner)
 
 
 class ContextService(Tenant):
@@ -226,7 +224,9 @@ class ContextService(Tenant):
             summary=text, summarizer=outcome.summarizer, fallbacks=fallbacks, tokens=counter.count(text)
         )
 
-    def summarize_prompt(self, messages: Sequence[WireMessage], *, previous_summary: str | None = None) -> tuple[str, str, int]:
+    def summarize_prompt(
+        self, messages: Sequence[WireMessage], *, previous_summary: str | None = None
+    ) -> tuple[str, str, int]:
         """(system, user, max_tokens) for asking the client's model to summarize `messages`."""
         head, _counter, budget = self._summarize_input(messages, previous_summary, "auto", None)
         system, user = build_prompt(

@@ -21,9 +21,9 @@ from typing import Any
 import anyio.to_thread
 import regex
 
+from contextfold.blobs.search import compile_pattern
 from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart, TextPart, ToolPart
 from contextfold.errors import InvalidInput
-from contextfold.blobs.search import compile_pattern
 from contextfold.results import HistoryPage
 from contextfold.service.runtime import Scope
 

@@ -33,10 +33,10 @@ from contextfold.domain import (
     ViewAnchor,
     new_id,
 )
-from contextfold.errors import InvalidInput
+from contextfold.errors import ConflictError, FormatError, InvalidInput, NotFoundError
 from contextfold.formats import parse
 from contextfold.formats.base import instruction_message
-from contextfold.errors import FormatError
+from contextfold.formats.usage import parse_usage
 from contextfold.importers import (
     START,
     ImportedCompaction,
@@ -47,14 +47,12 @@ from contextfold.importers import (
     open_calls,
     resumable,
 )
-from contextfold.formats.usage import parse_usage
 from contextfold.importers.marks import ImportMark, find_mark, marks_in, new_mark, with_mark
-from contextfold.service.ingest import Ingest
-from contextfold.service.outputs import Outputs
 from contextfold.policy import view
 from contextfold.results import Brief, ImportResult, Status
+from contextfold.service.ingest import Ingest
+from contextfold.service.outputs import Outputs
 from contextfold.store import SessionTransaction, TenantStore
-from contextfold.errors import ConflictError, NotFoundError
 from contextfold.tokens.counting import TokenCounter, count_message
 
 ATTEMPTS = 3

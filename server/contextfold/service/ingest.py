@@ -23,7 +23,6 @@ from typing import Literal
 from contextfold.blobs.base import StoredBlob
 from contextfold.config import Settings
 from contextfold.domain import Message, Session, TextPart, ToolPart, ToolResult
-from contextfold.service.outputs import Outputs
 from contextfold.policy.truncate import (
     Count,
     Direction,
@@ -34,6 +33,7 @@ from contextfold.policy.truncate import (
     with_hint,
 )
 from contextfold.results import SpilledOutput
+from contextfold.service.outputs import Outputs
 from contextfold.store import SessionTransaction
 from contextfold.tokens.counting import counter_for
 

@@ -22,16 +22,15 @@ import time
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from contextfold.blobs.base import BlobStore, DamagedContent, StoredBlob, encode_text
+from contextfold.blobs.lines import READ_LIMIT_CHARS, READ_LIMIT_LINES, LineSlice, read_lines, read_text
+from contextfold.blobs.search import GrepResult, grep
 from contextfold.domain import new_id
 from contextfold.errors import REMEDY, InvalidInput, LimitExceeded, NotFoundError, OutputDamaged, OutputGone, Remedy
 from contextfold.results import GcResult, OutputRead
-from contextfold.blobs.base import BlobStore, DamagedContent, StoredBlob, encode_text
-from contextfold.blobs.lines import LineSlice, read_lines, read_text
-from contextfold.blobs.search import GrepResult, grep
 from contextfold.store import OutputRecord, SessionTransaction, Store, Tombstone
-from contextfold.blobs.lines import READ_LIMIT_CHARS, READ_LIMIT_LINES
 
 FILE_GRACE_SECONDS = 300
 """gc deletes a file no record points to at once when it has just removed the file's last record,
@@ -45,7 +44,6 @@ EVICT_AT = 0.9
 EVICT_TO = 0.8
 """Past EVICT_AT of the quota, gc evicts the oldest outputs down to EVICT_TO of it: the gap is
 the room new spills get before the next eviction, so writers near the quota are not refused."""
-
 
 
 class OutputExpired(OutputGone):
@@ -381,7 +379,7 @@ def _exists(files: BlobStore, digest: str) -> bool:
 
 
 def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _size(n: int) -> str:

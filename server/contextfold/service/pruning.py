@@ -61,7 +61,9 @@ class Pruning:
                 for pruned in plan.to_mark:
                     part = by_id[pruned.message_id].parts[pruned.index]
                     assert isinstance(part, ToolPart)
-                    marks.append(PartMark(pruned.message_id, pruned.index, _cleared(part, now, clear_inputs), pruned.tokens))
+                    marks.append(
+                        PartMark(pruned.message_id, pruned.index, _cleared(part, now, clear_inputs), pruned.tokens)
+                    )
                 await tx.mark_parts(marks)
                 visible = _with_marks(visible, marks)
                 done = session.metadata.prunes

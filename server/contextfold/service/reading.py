@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from contextfold import formats
 from contextfold.domain import Message, MessageRow, Session
-from contextfold.errors import InvalidInput
+from contextfold.errors import InvalidInput, NotFoundError
 from contextfold.formats import RenderOptions
 from contextfold.policy import view
 from contextfold.policy.cache import place_cache_anchors
 from contextfold.policy.turns import select_tail, tail_budget
 from contextfold.results import Context, Status, TailResult
-from contextfold.errors import NotFoundError
 from contextfold.service.runtime import parse_cursor
 
 if TYPE_CHECKING:
@@ -32,9 +31,7 @@ class Reading:
         first, last = min(r.seq for r in rows), max(r.seq for r in rows)
         loaded = {
             m.id: m
-            for m in await self._scope.store.load_messages(
-                session.id, after_seq=first - 1, limit=last - first + 1
-            )
+            for m in await self._scope.store.load_messages(session.id, after_seq=first - 1, limit=last - first + 1)
         }
         return [loaded[r.id] for r in rows if r.id in loaded]  # a compaction in between may hide some
 
@@ -130,8 +127,10 @@ class Reading:
         if budget < 0:
             raise InvalidInput("budget", f"expected a non-negative number of tokens, got {budget}")
         selection = select_tail(rows, budget=budget, tail_turns=tail_turns or settings.tail_turns)
-        head = len(rows) if selection.tail_start_id is None else next(
-            i for i, r in enumerate(rows) if r.id == selection.tail_start_id
+        head = (
+            len(rows)
+            if selection.tail_start_id is None
+            else next(i for i, r in enumerate(rows) if r.id == selection.tail_start_id)
         )
         return TailResult(
             tail_start_id=selection.tail_start_id,
@@ -148,7 +147,5 @@ class Reading:
         session = await self._scope.store.get_session(session_id)
         if session.view is None:
             raise NotFoundError("summary", session_id, "the session has not been compacted yet")
-        messages = await self._scope.store.load_messages(
-            session.id, after_seq=session.view.summary_seq - 1, limit=1
-        )
+        messages = await self._scope.store.load_messages(session.id, after_seq=session.view.summary_seq - 1, limit=1)
         return messages[0].text

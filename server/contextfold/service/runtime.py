@@ -13,23 +13,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from contextfold.tokens import catalog
 from contextfold import formats, safejson
 from contextfold.config import SESSION_LIMITS, Settings
 from contextfold.domain import Message, Session, SystemPrompt
 from contextfold.errors import REMEDY, FormatError, InvalidInput, LimitExceeded, Remedy
 from contextfold.formats import ParsedBatch
-from contextfold.service.outputs import Outputs
+from contextfold.formats.versions import Chain
 from contextfold.policy import view
 from contextfold.results import Status
-from contextfold.store import Store, TenantStore
-from contextfold.tokens.counting import TokenCounter, counter_for
-from contextfold.formats.versions import Chain
 from contextfold.service.anchored import Compactor, SessionAccess
+from contextfold.service.outputs import Outputs
 from contextfold.service.standing import Standing
 from contextfold.service.strategies import Strategies
 from contextfold.service.viewcache import Rendered, ViewCache
-
+from contextfold.store import Store, TenantStore
+from contextfold.tokens import catalog
+from contextfold.tokens.counting import TokenCounter, counter_for
 
 FormatArg = Literal["anthropic", "openai", "auto"]
 
@@ -257,7 +256,7 @@ def system_prompts(system: Any, path: str = "system") -> list[SystemPrompt]:
                 raise InvalidInput(f"{path}[{i}].role", f"expected 'system' or 'developer', got {role!r}")
             prompts.append(SystemPrompt(role=role, text=block["text"]))
         else:
-            raise InvalidInput(f"{path}[{i}]", "expected a text block such as {\"type\": \"text\", \"text\": \"…\"}")
+            raise InvalidInput(f"{path}[{i}]", 'expected a text block such as {"type": "text", "text": "…"}')
     return prompts
 
 
@@ -277,7 +276,9 @@ def parse_cursor(cursor: str | None) -> int:
     try:
         value = int(cursor)
     except ValueError:
-        raise InvalidInput("cursor", f"{cursor!r} is not a cursor this server issued; pass next_cursor as returned") from None
+        raise InvalidInput(
+            "cursor", f"{cursor!r} is not a cursor this server issued; pass next_cursor as returned"
+        ) from None
     if value < 0:
         raise InvalidInput("cursor", "must not be negative")
     return value

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 from contextfold import safejson
 from contextfold.config import Settings, check_session_overrides
 from contextfold.domain import Session, SystemPrompt, new_id
+from contextfold.errors import InvalidInput
+from contextfold.formats.base import SystemArg
 from contextfold.policy import view
 from contextfold.results import Brief, Deleted, SessionInfo, SessionList
-from contextfold.errors import InvalidInput
+from contextfold.service.runtime import system_prompts
 from contextfold.store import SessionTransaction
 from contextfold.tokens.counting import TokenCounter, count_message, count_system
-from contextfold.service.runtime import system_prompts
-from contextfold.formats.base import SystemArg
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope

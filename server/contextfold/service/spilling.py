@@ -6,11 +6,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from contextfold.blobs.lines import READ_LIMIT_LINES
 from contextfold.errors import InvalidInput, LimitExceeded
-from contextfold.service.ingest import PreviewCaps
 from contextfold.policy.truncate import Direction, with_hint
 from contextfold.results import OutputRead, SpillResult
-from contextfold.blobs.lines import READ_LIMIT_LINES
+from contextfold.service.ingest import PreviewCaps
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope
@@ -60,15 +60,23 @@ class Spilling:
                 settings = self._scope.settings_for(tx.session)
                 if size > settings.max_message_bytes:  # the session's own, lower limit
                     raise LimitExceeded(
-                        "text", f"{size:,} bytes exceed this session's max_message_bytes ({settings.max_message_bytes:,})"
+                        "text",
+                        f"{size:,} bytes exceed this session's max_message_bytes ({settings.max_message_bytes:,})",
                     )
-                new = await self._scope.outputs.add(tx, text, owner=self._scope.owner, tool=tool, call_id=call_id, stored=stored)
+                new = await self._scope.outputs.add(
+                    tx, text, owner=self._scope.owner, tool=tool, call_id=call_id, stored=stored
+                )
         except Exception:
             await self._scope.outputs.discard(stored)  # e.g. no such session: leave no orphan file behind
             raise
         count = self._scope.counter(tx.session.model, settings).count
         caps = PreviewCaps.of(settings, self._scope.budget(tx.session, settings).context, count)
-        lines, nbytes, reader, direction = settings.max_lines, settings.max_bytes, "read_output", settings.truncate_direction
+        lines, nbytes, reader, direction = (
+            settings.max_lines,
+            settings.max_bytes,
+            "read_output",
+            settings.truncate_direction,
+        )
         if preview is not None:
             caps = PreviewCaps(caps.max_chars, preview.tokens, count if preview.tokens is not None else None)
             lines, nbytes, reader = preview.lines, preview.bytes, preview.reader
@@ -118,6 +126,8 @@ class Spilling:
 
     async def output_text(self, output_id: str) -> str:
         try:
-            return await self._scope.outputs.full_text(output_id, owner=self._scope.owner, max_bytes=self._scope.settings.max_message_bytes)
+            return await self._scope.outputs.full_text(
+                output_id, owner=self._scope.owner, max_bytes=self._scope.settings.max_message_bytes
+            )
         except ValueError as exc:
             raise InvalidInput("output_id", str(exc)) from exc

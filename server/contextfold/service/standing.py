@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from contextfold.tokens import catalog
 from contextfold.config import Settings
 from contextfold.domain import Message, MessageRow, Session
 from contextfold.formats import RenderOptions
@@ -34,10 +33,10 @@ from contextfold.policy.prune import (
     remaining_counter,
     shown_counter,
 )
-from contextfold.store import TenantStore
 from contextfold.results import Brief, CompactionMetrics, CompactionSummary, Status
+from contextfold.store import TenantStore
+from contextfold.tokens import catalog
 from contextfold.tokens.counting import TokenCounter
-
 
 
 class Scope(Protocol):
@@ -74,11 +73,7 @@ class Standing:
     async def status(self, session: Session, visible: Sequence[Message] | None = None) -> Status:
         """Where `session` stands and what to do next; `visible` is its view when the caller has it loaded."""
         standing = await self._standing(session, visible)
-        health = (
-            cache_health(await self._scope.store.recent_usages(session.id))
-            if session.last_usage
-            else None
-        )
+        health = cache_health(await self._scope.store.recent_usages(session.id)) if session.last_usage else None
         return Status(
             session_id=session.id,
             model=session.model,

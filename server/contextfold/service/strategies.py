@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from contextfold.tokens import catalog
 from contextfold.compaction.chain import Sampled, wants_sampling
 from contextfold.compaction.region_digest import (
     NO_LLM,
@@ -24,7 +23,6 @@ from contextfold.compaction.region_digest import (
     region_key,
     write_digests,
 )
-from contextfold.service.anchored import SessionAccess
 from contextfold.config import Settings
 from contextfold.domain import CompactionRecord, Message, Session, ToolPart
 from contextfold.errors import CompactionFailed
@@ -34,7 +32,9 @@ from contextfold.policy.digest import digest
 from contextfold.policy.regions import RegionPlan, plan_regions
 from contextfold.policy.removal import plan_hybrid, plan_middle, plan_oldest, provider_defaults
 from contextfold.results import Brief, CompactResult, Status
+from contextfold.service.anchored import SessionAccess
 from contextfold.store import PartMark
+from contextfold.tokens import catalog
 from contextfold.tokens.counting import TokenCounter
 
 
@@ -96,7 +96,9 @@ class Strategies:
                 by_rule = plan.regions_summarized - by_llm
                 reason += f"; digests written by {used} ({by_llm})" + (f" and by rule ({by_rule})" if by_rule else "")
             digest_tokens = sum(
-                counter.count(m.part.view_text) for m in plan.marks if m.part.compacted_at is not None and m.part.view_text
+                counter.count(m.part.view_text)
+                for m in plan.marks
+                if m.part.compacted_at is not None and m.part.view_text
             )
             if plan.marks and not dry_run:
                 await tx.mark_parts([PartMark(m.message_id, m.index, m.part, m.freed) for m in plan.marks])
@@ -149,7 +151,9 @@ class Strategies:
         session = await self._store.get_session(session_id)
         settings = self._access.settings_for(session)
         messages = await self._store.load_messages(session.id, after_seq=view.load_from(session.view))
-        return _Read(session, settings, self._access.counter_for(session, settings), view.in_view(messages, session.view))
+        return _Read(
+            session, settings, self._access.counter_for(session, settings), view.in_view(messages, session.view)
+        )
 
     def _asks(self, read: _Read, status: Status) -> list[RegionAsk]:
         """The regions a plan with rule-based digests would digest, largest first."""
@@ -201,7 +205,10 @@ class Strategies:
             if strategy == "hybrid":
                 choice = plan_hybrid(visible, **options)
                 scores = ", ".join(f"{name} {score:.4f}" for name, score in sorted(choice.scores.items()))
-                plan, reason = choice.plan, f"chose {choice.plan.strategy} ({scores}): {choice.why}; {choice.plan.reason}"
+                plan, reason = (
+                    choice.plan,
+                    f"chose {choice.plan.strategy} ({scores}): {choice.why}; {choice.plan.reason}",
+                )
             else:
                 plan = (plan_middle if strategy == "middle" else plan_oldest)(visible, **options)
                 reason = plan.reason

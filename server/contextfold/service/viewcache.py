@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextfold.domain import Message, Session, ViewAnchor
+from contextfold.formats.versions import Chain
 from contextfold.policy import view
 from contextfold.store import TenantStore
-from contextfold.formats.versions import Chain
 
 Rendered = dict[str, tuple[Message, list[dict[str, Any]]]]
 """Message id → the message object rendered and what it rendered to."""

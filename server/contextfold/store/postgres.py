@@ -305,9 +305,12 @@ class PostgresTenant(SQLTenant):
     async def _lock_for_delete(self, db: Db, session_id: str) -> None:
         # The session's row first, then the spill lock (its outputs go too): the order every
         # write takes them in. No row: nothing to lock, and the DELETE says it was not found.
-        if await db.fetchone(
-            "SELECT 1 AS found FROM sessions WHERE owner = ? AND id = ? FOR UPDATE", (self.owner, session_id)
-        ) is not None:
+        if (
+            await db.fetchone(
+                "SELECT 1 AS found FROM sessions WHERE owner = ? AND id = ? FOR UPDATE", (self.owner, session_id)
+            )
+            is not None
+        ):
             await db.execute(_LOCK_SPILL, (pgschema.SPILL_LOCK,))
 
 

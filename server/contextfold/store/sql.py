@@ -165,7 +165,9 @@ async def message_rows(db: Db, owner: str, session_id: str, after_seq: int) -> l
         f"WHERE owner = ? AND session_id = ? AND seq > ? AND {db.IN_VIEW} ORDER BY seq",
         (owner, session_id, after_seq),
     )
-    return [MessageRow(r["id"], r["seq"], r["role"], r["tokens"], bool(r["turn_start"]), bool(r["summary"])) for r in rows]
+    return [
+        MessageRow(r["id"], r["seq"], r["role"], r["tokens"], bool(r["turn_start"]), bool(r["summary"])) for r in rows
+    ]
 
 
 def totals(row: Row | None) -> tuple[int, int]:
@@ -338,7 +340,9 @@ class SQLTenant:
     async def get_output(self, output_id: str) -> OutputRecord:
         row = await self._store._fetchone(f"{OUTPUT_SELECT} WHERE id = ? AND owner = ?", (output_id, self.owner))
         if row is None:
-            raise NotFoundError("output", output_id, "it may have expired or been deleted; outputs are kept for a limited time")
+            raise NotFoundError(
+                "output", output_id, "it may have expired or been deleted; outputs are kept for a limited time"
+            )
         return output_from_row(row)
 
     async def session_outputs(self, session_id: str) -> list[OutputRecord]:

@@ -133,7 +133,8 @@ class _SQLiteTransaction(SQLSessionTransaction):
         await self._db.executemany(_INSERT_MESSAGE, message_rows)
         await self._db.executemany(PART_INSERT, part_rows)
         await self._db.execute(
-            "UPDATE sessions SET next_seq = ? WHERE owner = ? AND id = ?", (self._next_seq, self._owner, self.session.id)
+            "UPDATE sessions SET next_seq = ? WHERE owner = ? AND id = ?",
+            (self._next_seq, self._owner, self.session.id),
         )
 
     async def save_session(self, session: Session) -> None:

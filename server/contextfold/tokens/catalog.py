@@ -31,8 +31,9 @@ class ModelInfo:
     known: bool = True
 
 
-def _m(id: str, provider: Provider, tokenizer: Tokenizer, context: int, output: int,
-       input_limit: int | None = None) -> ModelInfo:
+def _m(
+    id: str, provider: Provider, tokenizer: Tokenizer, context: int, output: int, input_limit: int | None = None
+) -> ModelInfo:
     return ModelInfo(id, provider, tokenizer, context, output, input_limit)
 
 
@@ -116,8 +117,14 @@ class Budget:
         return self.context == 0
 
 
-def budget(info: ModelInfo, *, reserved: int | None = None, context: int | None = None,
-           output: int | None = None, input_limit: int | None = None) -> Budget:
+def budget(
+    info: ModelInfo,
+    *,
+    reserved: int | None = None,
+    context: int | None = None,
+    output: int | None = None,
+    input_limit: int | None = None,
+) -> Budget:
     """Compute `usable` for a model, honouring `reserved` whether or not it declares an input limit.
 
     Keyword overrides come from settings (a session may declare its own window).

@@ -16,13 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-
-from contextfold.tokens import windows as tokenwindows
-from contextfold.tokens.encodings import Encoding, encoding
 from contextfold.config import Settings
-from contextfold.errors import LimitExceeded
-from contextfold.results import TokenCount
-from contextfold.tokens.catalog import ModelInfo, lookup
 from contextfold.domain import (
     CompactionPart,
     FilePart,
@@ -33,6 +27,7 @@ from contextfold.domain import (
     TextPart,
     ToolPart,
 )
+from contextfold.errors import LimitExceeded
 from contextfold.formats.shown import (
     media_placeholder,
     shown_input_text,
@@ -40,6 +35,10 @@ from contextfold.formats.shown import (
     shows_as_stored,
     tool_input_text,
 )
+from contextfold.results import TokenCount
+from contextfold.tokens import windows as tokenwindows
+from contextfold.tokens.catalog import ModelInfo, lookup
+from contextfold.tokens.encodings import Encoding, encoding
 
 Method = Literal["exact", "estimate"]
 

@@ -7,8 +7,6 @@ pinned here). Nothing here touches the network. Each encoding is built once per 
 
 from __future__ import annotations
 
-from contextfold.errors import TokenizerDataError
-
 import base64
 import gzip
 import hashlib
@@ -18,6 +16,8 @@ from typing import Literal
 
 import tiktoken
 import tiktoken_ext.openai_public as _openai_public
+
+from contextfold.errors import TokenizerDataError
 
 __all__ = ["EXPECTED_SHA256", "Encoding", "TokenizerDataError", "encoding", "forget", "warm"]
 
@@ -45,8 +45,7 @@ def _packaged_ranks(name: Encoding, expected_hash: str | None) -> dict[bytes, in
     for wanted in {expected_hash, EXPECTED_SHA256[name]} - {None}:
         if digest != wanted:
             raise TokenizerDataError(
-                f"the packaged {name} rank file has sha256 {digest}, tiktoken expects {wanted}; "
-                "reinstall contextfold"
+                f"the packaged {name} rank file has sha256 {digest}, tiktoken expects {wanted}; reinstall contextfold"
             )
     ranks: dict[bytes, int] = {}
     for line in data.splitlines():

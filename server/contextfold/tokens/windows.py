@@ -148,7 +148,7 @@ class _Counter:
     def _tokens_before(self, window: list[int], pos: int, cut: int) -> int:
         """How many of `window`'s tokens (the encoding of text[pos:pos + WINDOW]) lie before `cut`."""
         text = self.text
-        offset = len(text[pos:pos + WINDOW].encode("utf-8"))
+        offset = len(text[pos : pos + WINDOW].encode("utf-8"))
         wanted = len(text[pos:cut].encode("utf-8"))
         index = len(window)
         while offset > wanted and index > 0:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contextfold.errors import UsageError
 from contextfold.config import Settings
+from contextfold.errors import UsageError
 from contextfold.home.opening import open_for_reading, open_service
 from contextfold.results import SessionInfo, Status
 from contextfold.service.facade import ContextService

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from contextfold.cli import views
-from contextfold.config import Settings
 from contextfold.cli.commands._home import open_home, open_session, read_session
 from contextfold.cli.commands._output import print_json
+from contextfold.config import Settings
 
 IMPORT_SKIPS_SHOWN = 5
 """`import` names the conversation records it left out once there are more than a handful."""
@@ -39,7 +39,9 @@ async def import_transcript(args: argparse.Namespace, settings: Settings) -> int
             )
         left_out = sum(result.skipped.values())
         if left_out > IMPORT_SKIPS_SHOWN:
-            reasons = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in sorted(result.skipped.items()))
+            reasons = ", ".join(
+                f"{count:,} {reason.replace('_', ' ')}" for reason, count in sorted(result.skipped.items())
+            )
             print(f"left out {left_out:,} conversation records: {reasons}")
         for warning in result.warnings:
             print(f"warning: {warning}")

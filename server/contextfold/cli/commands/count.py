@@ -11,9 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from contextfold.cli.commands._output import print_json
 from contextfold.config import Settings
 from contextfold.tokens.counting import count_text
-from contextfold.cli.commands._output import print_json
 
 
 def count(args: argparse.Namespace, settings: Settings) -> int:

@@ -6,8 +6,8 @@ import argparse
 
 from rich.console import Console
 
-from contextfold.config import Settings
 from contextfold.cli.demo import run_demo
+from contextfold.config import Settings
 
 
 async def demo(args: argparse.Namespace, settings: Settings) -> int:

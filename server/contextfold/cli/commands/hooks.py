@@ -40,7 +40,9 @@ def _change(args: argparse.Namespace, settings: Settings, action: str) -> int:
         for change in changed:
             print(change.diff(), end="")
         verb = "would change" if changed else "would change nothing:"
-        print(f"{action} {args.agent} ({args.scope} scope) {verb} {_files(changed) if changed else 'already ' + _state(action)}")
+        print(
+            f"{action} {args.agent} ({args.scope} scope) {verb} {_files(changed) if changed else 'already ' + _state(action)}"
+        )
         return 0
     setup.apply(plan)
     if changed:

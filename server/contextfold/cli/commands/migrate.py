@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from contextfold.errors import UsageError
-from contextfold.config import Settings
 from contextfold.cli.commands._output import print_json
+from contextfold.config import Settings
+from contextfold.errors import UsageError
 
 
 def migrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -20,6 +20,7 @@ def migrate(args: argparse.Namespace, settings: Settings) -> int:
             "the database setting already names PostgreSQL; migrate copies a SQLite home: point --home (or "
             "CONTEXTFOLD_HOME) at it and unset CONTEXTFOLD_DATABASE"
         )
+
     def progress(done: int, total: int) -> None:
         if not args.json and (done % 100 == 0 or done == total):
             print(f"  {done:,} of {total:,} sessions", file=sys.stderr, flush=True)
@@ -33,8 +34,8 @@ def migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(settings: Settings, url: str, progress):  # type: ignore[no-untyped-def]
-    from contextfold.home.opening import storage_error
     from contextfold.home.migration import migrate_home
+    from contextfold.home.opening import storage_error
     from contextfold.store.pgfailures import postgres_problem
 
     try:

@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from contextfold.config import Settings
 
-FLAG_SETTINGS = {"max_tokens": "proxy_max_tokens", "preview_tokens": "proxy_preview_tokens", "timeout": "proxy_timeout_seconds"}
+FLAG_SETTINGS = {
+    "max_tokens": "proxy_max_tokens",
+    "preview_tokens": "proxy_preview_tokens",
+    "timeout": "proxy_timeout_seconds",
+}
 
 
 def proxy(args: argparse.Namespace, settings: Settings) -> Any:

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from contextfold.cli import views
-from contextfold.config import Settings
-from contextfold.home.opening import open_for_reading
-from contextfold.results import Status
-from contextfold.errors import NotFoundError
 from contextfold.cli.commands._home import all_sessions, read_session
 from contextfold.cli.commands._output import print_json
+from contextfold.config import Settings
+from contextfold.errors import NotFoundError
+from contextfold.home.opening import open_for_reading
+from contextfold.results import Status
 
 
 async def stats(args: argparse.Namespace, settings: Settings) -> int:
@@ -103,7 +103,9 @@ async def export(args: argparse.Namespace, settings: Settings) -> int:
     if Path(args.output).is_dir():
         raise views.UsageError(f"-o {args.output}: is a directory; name the file to write")
     _write_whole(Path(args.output), text)
-    what = f"{len(body['messages']):,} stored messages" if args.full else f"the view ({len(body['messages']):,} messages)"
+    what = (
+        f"{len(body['messages']):,} stored messages" if args.full else f"the view ({len(body['messages']):,} messages)"
+    )
     print(f"wrote {what} of session {args.session} as {args.format} JSON to {args.output}", file=sys.stderr)
     return 0
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from contextfold.mcpserver.auth import TenantTokens
+from contextfold.cli.commands.token import default_path as default_tokens_path
 from contextfold.config import Settings
 from contextfold.errors import SettingsError
-from contextfold.names import TOKENS_ENV
+from contextfold.mcpserver.auth import TenantTokens
 from contextfold.mcpserver.tools import build_server
-from contextfold.cli.commands.token import default_path as default_tokens_path
+from contextfold.names import TOKENS_ENV
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

@@ -76,4 +76,3 @@ def list_tokens(args: argparse.Namespace, settings: Settings) -> int:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         print(f"\n{len(entries)} token(s) in {path}")
     return 0
-

@@ -14,9 +14,19 @@ class OpenCode(AgentAdapter):
     read_tools = frozenset({"read"})
     search_tools = frozenset({"glob", "grep"})
     plan_tools = frozenset({"todowrite"})
-    other_tools = frozenset({
-        "apply_patch", "list", "task", "webfetch", "websearch", "todoread", "skill", "question", "lsp",
-    })
+    other_tools = frozenset(
+        {
+            "apply_patch",
+            "list",
+            "task",
+            "webfetch",
+            "websearch",
+            "todoread",
+            "skill",
+            "question",
+            "lsp",
+        }
+    )
     path_keys = ("filePath", *COMMON_PATH_KEYS)
 
     def recognizes(self, call: ToolCall) -> bool:

@@ -18,11 +18,11 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from contextfold.domain import Usage
 from contextfold.compaction.base import SummarizerError, SummaryOutcome, SummaryRequest
 from contextfold.compaction.prompt import build_prompt
 from contextfold.compaction.template import missing_sections
 from contextfold.compaction.transcript import render_transcript
+from contextfold.domain import Usage
 
 if TYPE_CHECKING:
     import anthropic
@@ -46,6 +46,7 @@ def _sdk() -> Any:
     import anthropic
 
     return anthropic
+
 
 # USD per million tokens as (input, output), from Anthropic's pricing page
 # (https://platform.claude.com/docs/en/about-claude/pricing), read on 2026-11-22. On every model
@@ -175,7 +176,10 @@ class AnthropicSummarizer:
         max_tokens = self.max_tokens or default_max_tokens(request.budget_tokens)
         log.debug(
             "anthropic summarizer: model=%s max_tokens=%d messages=%d transcript_chars=%d",
-            self.model, max_tokens, len(request.head), len(transcript),
+            self.model,
+            max_tokens,
+            len(request.head),
+            len(transcript),
         )
         outcome = await self.complete(system, user, max_tokens=max_tokens)
         missing = missing_sections(outcome.text)
@@ -234,7 +238,10 @@ class AnthropicSummarizer:
         cost = estimate_cost_usd(model, usage) if usage else None
         log.info(
             "anthropic summarizer: %s wrote %d chars (in=%s out=%s cost=%s)",
-            model, len(text), usage.input if usage else "?", usage.output if usage else "?",
+            model,
+            len(text),
+            usage.input if usage else "?",
+            usage.output if usage else "?",
             f"${cost:.5f}" if cost is not None else "unknown",
         )
         return SummaryOutcome(text=text + "\n", summarizer=NAME, model=model, usage=usage, cost_usd=cost)
