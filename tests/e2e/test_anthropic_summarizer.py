@@ -1,4 +1,4 @@
-"""The Anthropic summarizer (SPEC §10, §14): transcript rendering, the prompt, and the real SDK
+"""The Anthropic summarizer (docs/design.md §8–§11): transcript rendering, the prompt, and the real SDK
 against a fake Messages API on 127.0.0.1 — request shape, usage and cost, every failure mode, and
 that instructions inside the transcript stay data."""
 

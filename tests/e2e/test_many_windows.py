@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, _statements
+from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ def _version_behind(path: Path) -> None:
     """A database as the previous release left it: schema SCHEMA_VERSION - 1, with a session in it."""
     with sqlite3.connect(path) as conn:
         for version in range(SCHEMA_VERSION - 1):
-            for statement in _statements(MIGRATIONS[version]):
+            for statement in statements(MIGRATIONS[version]):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
         _insert(

@@ -203,7 +203,7 @@ def _disk_bytes(home: Path) -> int:
 
 
 async def _expire(service: ContextService, output_id: str) -> None:
-    await service.backend._conn.execute(  # type: ignore[attr-defined]
+    await service.backend.connection.execute(  # type: ignore[attr-defined]
         "UPDATE outputs SET created_at = ? WHERE id = ?", (time.time() - 8 * 86_400, output_id)
     )
 

@@ -53,7 +53,7 @@ async def _advice_then_prune(service: ContextService, session_id: str) -> tuple[
     status = await service.status(session_id)
     assert status.state == "soft", status
     session = await service.store.get_session(session_id)
-    minimum = service._scope.standing.prune_options(session, service._scope.settings_for(session)).minimum
+    minimum = service.scope.standing.prune_options(session, service.scope.settings_for(session)).minimum
     advice = status.recommended_action.split(":")[0]
     pruned = await service.prune(session_id)
     if advice == "prune":
@@ -124,12 +124,12 @@ async def test_a_prune_frees_only_what_the_view_still_holds(tmp_path: Path):
         for text in ("next", "and next"):
             await service.append("v", [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}])
         session = await service.store.get_session("v")
-        settings = service._scope.settings_for(session)
-        counter = service._scope.counter(session.model, settings)
+        settings = service.scope.settings_for(session)
+        counter = service.scope.counter(session.model, settings)
 
         async def counted_and_fresh() -> tuple[int, int]:
             session = await service.store.get_session("v")
-            view = await service._scope.view(session)
+            view = await service.scope.view(session)
             return session.tokens_in_view, sum(count_message(m, counter).in_view_tokens for m in view)
 
         assert await service.compactor.cut_oversized("v", 20_000) == 1

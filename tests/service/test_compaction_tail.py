@@ -344,12 +344,12 @@ AGENT_SESSIONS = [
 async def test_long_agent_sessions_keep_the_newest_request_and_the_last_answer(service, path: Path):
     imported = await service.import_transcript(path, format="normalized", model="gpt-4o")
     session = await service.store.get_session(imported.session_id)
-    visible = await service._scope.view(session)
+    visible = await service.scope.view(session)
     request = next(m for m in reversed(visible) if m.starts_turn and m.text.strip())
     last = next(m for m in reversed(visible) if m.role == "assistant")
     result = await service.compact(imported.session_id, summarizer="extractive")
     assert result.compacted and result.status.tokens_in_view < result.tokens_before / 2
-    after = await service._scope.view(await service.store.get_session(imported.session_id))
+    after = await service.scope.view(await service.store.get_session(imported.session_id))
     assert any(m.role == "user" and m.text == request.text for m in after), "the newest request left the view"
     assert last.id in {m.id for m in after}, "the last answer left the view"
     assert_openai_valid(render([], after, "openai"))

@@ -101,7 +101,7 @@ async def test_output_ids_reach_only_their_own_output(service, tmp_path: Path):
 
     # Expired: refused at once, even before gc runs; gc then removes it.
     later = await service.tenant("alice").spill("mine", "old\n")
-    await service.backend._conn.execute(
+    await service.backend.connection.execute(
         "UPDATE outputs SET created_at = ? WHERE id = ?", (time.time() - 8 * 86_400, later.output_id)
     )
     with pytest.raises(NotFoundError, match="expired"):

@@ -184,7 +184,7 @@ async def test_keep_5_on_the_claude_code_session_clears_all_but_the_newest_5(ser
 
     # In the request: the newest 5 tool uses keep their results; every other result is the
     # placeholder unless its tool is protected or it is no bigger than the placeholder.
-    view = await service._scope.view(await service.store.get_session(sid))
+    view = await service.scope.view(await service.store.get_session(sid))
     parts = [p for m in view for p in m.parts if isinstance(p, ToolPart)]
     newest = {p.call_id for p in parts[-5:]}
     counter = counter_for("claude-sonnet-4-5")

@@ -1,4 +1,4 @@
-"""Regions digests written by the configured summarizer (SPEC §10, `regions`), the rule-based
+"""Regions digests written by the configured summarizer (docs/design.md §13), the rule-based
 digest as the fallback: the real `anthropic` SDK against the fake Messages API, the client's model
 over MCP sampling, and the prompt and reply handling in between."""
 

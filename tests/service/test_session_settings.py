@@ -1,4 +1,4 @@
-"""The SPEC's remaining constants are settings, and a session's own value is the one obeyed.
+"""The design's tunable constants (docs/design.md) are settings, and a session's own value is the one obeyed.
 
 Before, the overflow cut, recovery attempts, the cooldown, the regions strategy's protected
 window and the removal strategies' preserved counts were module constants: no setting, global or

@@ -942,7 +942,7 @@ async def test_a_removed_output_says_whether_it_expired_or_was_evicted_and_when(
         await svc.tenant("alice").open_session("s", model="gpt-4o")
         spill_one = lambda n: svc.tenant("alice").spill("s", numbered(200) + f"#{n}\n" + "y" * 7_000)  # noqa: E731
         old = (await spill_one(0)).output_id
-        await svc.backend._conn.execute(  # type: ignore[attr-defined]
+        await svc.backend.connection.execute(  # type: ignore[attr-defined]
             "UPDATE outputs SET created_at = created_at - 8 * 86400 WHERE id = ?", (old,)
         )
         # Past its retention it reads as expired at once, before gc; gc then leaves a tombstone.

@@ -21,7 +21,7 @@ from contextfold.config import load_settings
 from contextfold.domain import CompactionRecord
 from contextfold.service.facade import ContextService
 from contextfold.store import SQLiteStore
-from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, _statements
+from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ async def service(tmp_path: Path):
 
 async def vm_steps(service: ContextService, call: Callable[[], Awaitable[Any]]) -> int:
     """SQLite virtual-machine steps `call` takes on the service's database connection."""
-    conn = service.backend._conn  # type: ignore[attr-defined]
+    conn = service.backend.connection  # type: ignore[attr-defined]
     steps = [0]
 
     def step() -> int:
@@ -165,7 +165,7 @@ async def test_an_older_database_gets_its_compaction_totals_from_its_history(tmp
     path = tmp_path / "contextfold.db"
     with sqlite3.connect(path) as conn:
         for script in MIGRATIONS[:adds_totals]:
-            for statement in _statements(script):
+            for statement in statements(script):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {adds_totals}")
         conn.executemany(

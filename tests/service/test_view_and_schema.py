@@ -12,7 +12,7 @@ from contextfold.config import load_settings
 from contextfold.domain import MessageRow, ViewAnchor
 from contextfold.policy.view import in_view, load_from
 from contextfold.service.facade import ContextService
-from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, _statements
+from contextfold.store.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +45,7 @@ def test_an_earlier_marker_and_summary_inside_the_tail_stay_hidden():
 async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path):
     db_path = tmp_path / "contextfold.db"
     with sqlite3.connect(db_path) as conn:
-        for statement in _statements(MIGRATIONS[0]):
+        for statement in statements(MIGRATIONS[0]):
             conn.execute(statement)
         conn.execute("PRAGMA user_version = 1")
         conn.execute(

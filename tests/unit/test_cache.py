@@ -1,4 +1,4 @@
-"""Cache anchors and cache health (SPEC §9): where `cache_control` marks go, and thrash detection.
+"""Cache anchors and cache health (docs/design.md §7): where `cache_control` marks go, and thrash detection.
 
 `validators.assert_anthropic_valid` rejects any key on a `tool_result` block beyond type, id,
 content and is_error, so it would reject a legitimate `cache_control` there. The bodies are

@@ -1,4 +1,4 @@
-"""Prune (SPEC §7): which old tool outputs are cleared, when it is worth it, and that it is idempotent."""
+"""Prune (docs/design.md §4): which old tool outputs are cleared, when it is worth it, and that it is idempotent."""
 
 from __future__ import annotations
 

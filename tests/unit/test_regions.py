@@ -1,4 +1,4 @@
-"""Regions (SPEC §10): which runs of tool calls are compacted, largest first, and what the view keeps."""
+"""Regions (docs/design.md §13): which runs of tool calls are compacted, largest first, and what the view keeps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Removal without an LLM (SPEC §10 `middle` / `oldest` / `hybrid`): priorities, provider defaults,
+"""Removal without an LLM (docs/design.md §14): priorities, provider defaults,
 the two walks, the seed's efficiency score and its worked example, and the invariants on random
 conversations and on the corpus."""
 

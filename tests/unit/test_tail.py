@@ -1,4 +1,4 @@
-"""Turns and tail selection (SPEC §8): budget, whole turns, splits at assistant boundaries."""
+"""Turns and tail selection (docs/design.md §5): budget, whole turns, splits at assistant boundaries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Truncation at ingest (SPEC §6): limits, line-boundary cuts, directions, the hint, the share cap."""
+"""Truncation at ingest (docs/design.md §3): limits, line-boundary cuts, directions, the hint, the share cap."""
 
 from __future__ import annotations
 

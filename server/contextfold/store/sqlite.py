@@ -156,6 +156,12 @@ class SQLiteStore(SQLStore):
         self._conn = conn
         self._lock = asyncio.Lock()
 
+    @property
+    def connection(self) -> aiosqlite.Connection:
+        """The one database connection, for maintenance and measurement (a test's raw SQL, the
+        VM-step counter); writes belong in `write` transactions, which hold the write lock."""
+        return self._conn
+
     @classmethod
     async def open(cls, path: Path | str) -> SQLiteStore:
         if str(path) != ":memory:":
