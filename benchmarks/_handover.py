@@ -155,9 +155,17 @@ def replay(path: Path, name: str, *, count: Any) -> Replayed:
         # parent, so the whole file's thread starts at it and holds nothing from before.
         before = read_transcript(cut, name)
         base = {"session_id": session, "transcript_path": str(cut), "cwd": cwd}
-        hook(home, "PreCompact", {**base, "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": None})
+        hook(
+            home,
+            "PreCompact",
+            {**base, "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": None},
+        )
         context = hook(home, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "compact"})
-        hook(home, "PostCompact", {**base, "hook_event_name": "PostCompact", "trigger": "auto", "compact_summary": summary})
+        hook(
+            home,
+            "PostCompact",
+            {**base, "hook_event_name": "PostCompact", "trigger": "auto", "compact_summary": summary},
+        )
         later = hook(home, "UserPromptSubmit", {**base, "hook_event_name": "UserPromptSubmit", "prompt": "go on"})
     messages = before.messages + transcript.messages[after:]
     k = len(before.messages)
@@ -183,7 +191,9 @@ __all__ = ["Replayed", "compacted_transcripts", "compaction_start", "cut_at_boun
 # -- generated Claude Code transcripts (for timing, and for --quick without the corpus) --------------
 
 
-def synthetic_claude_transcript(path: Path, turns: int, *, cwd: str = "/work/project", session: str = "bench-session") -> Path:
+def synthetic_claude_transcript(
+    path: Path, turns: int, *, cwd: str = "/work/project", session: str = "bench-session"
+) -> Path:
     """A Claude Code session JSONL of `turns` tool calls (a Read, an Edit or a Bash each, with
     outputs of a few KB), appended to `path` in Claude Code 2.1.197's record format."""
     import uuid
@@ -197,8 +207,21 @@ def synthetic_claude_transcript(path: Path, turns: int, *, cwd: str = "/work/pro
     def record(kind: str, message: dict[str, Any]) -> None:
         nonlocal parent
         rid = str(uuid.uuid4())
-        lines.append(json.dumps({"parentUuid": parent, "isSidechain": False, "type": kind, "message": message, "uuid": rid,
-                                 "timestamp": "2026-11-26T18:07:17.764Z", "cwd": cwd, "sessionId": session, "version": "2.1.197"}))
+        lines.append(
+            json.dumps(
+                {
+                    "parentUuid": parent,
+                    "isSidechain": False,
+                    "type": kind,
+                    "message": message,
+                    "uuid": rid,
+                    "timestamp": "2026-11-26T18:07:17.764Z",
+                    "cwd": cwd,
+                    "sessionId": session,
+                    "version": "2.1.197",
+                }
+            )
+        )
         parent = rid
 
     if not existing:
@@ -211,14 +234,28 @@ def synthetic_claude_transcript(path: Path, turns: int, *, cwd: str = "/work/pro
             use = {"name": "Read", "input": {"file_path": f"{cwd}/src/module_{i % 40}.py"}}
             output = "".join(f"def function_{i}_{j}(argument):\n    return argument * {j}\n" for j in range(60))
         elif kind == 1:
-            use = {"name": "Edit", "input": {"file_path": f"{cwd}/src/module_{i % 40}.py", "old_string": "x", "new_string": "y"}}
+            use = {
+                "name": "Edit",
+                "input": {"file_path": f"{cwd}/src/module_{i % 40}.py", "old_string": "x", "new_string": "y"},
+            }
             output = f"The file {cwd}/src/module_{i % 40}.py has been updated."
         else:
             use = {"name": "Bash", "input": {"command": f"pytest -q tests/test_module_{i % 40}.py"}}
-            output = "".join(f"tests/test_module_{i % 40}.py::test_case_{j} PASSED\n" for j in range(40)) + "40 passed in 0.31s"
-        record("assistant", {"id": f"msg_{i}", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
-                             "content": [{"type": "tool_use", "id": call, **use}],
-                             "usage": {"input_tokens": 1000 + i, "output_tokens": 30}})
+            output = (
+                "".join(f"tests/test_module_{i % 40}.py::test_case_{j} PASSED\n" for j in range(40))
+                + "40 passed in 0.31s"
+            )
+        record(
+            "assistant",
+            {
+                "id": f"msg_{i}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-opus-4-8",
+                "content": [{"type": "tool_use", "id": call, **use}],
+                "usage": {"input_tokens": 1000 + i, "output_tokens": 30},
+            },
+        )
         record("user", {"role": "user", "content": [{"tool_use_id": call, "type": "tool_result", "content": output}]})
     with path.open("a", encoding="utf-8") as handle:
         handle.write("".join(line + "\n" for line in lines))
@@ -229,12 +266,30 @@ def synthetic_compaction(into: Path) -> Path:
     """A small Claude Code transcript with a compaction boundary and a summary, like the corpus's."""
     path = synthetic_claude_transcript(into / "synthetic-compacted.jsonl", 30)
     last = json.loads(path.read_text("utf-8").splitlines()[-1])
-    boundary = {"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted", "parentUuid": None,
-                "logicalParentUuid": last["uuid"], "uuid": "b0", "sessionId": last["sessionId"], "cwd": last["cwd"],
-                "compactMetadata": {"trigger": "auto", "preTokens": 150_000}}
-    summary = {"type": "user", "isCompactSummary": True, "parentUuid": "b0", "uuid": "s0", "sessionId": last["sessionId"],
-               "cwd": last["cwd"], "message": {"role": "user", "content": "This session is being continued from a previous "
-               "conversation. Summary: making the importer incremental in src/module_1.py; tests pass."}}
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "content": "Conversation compacted",
+        "parentUuid": None,
+        "logicalParentUuid": last["uuid"],
+        "uuid": "b0",
+        "sessionId": last["sessionId"],
+        "cwd": last["cwd"],
+        "compactMetadata": {"trigger": "auto", "preTokens": 150_000},
+    }
+    summary = {
+        "type": "user",
+        "isCompactSummary": True,
+        "parentUuid": "b0",
+        "uuid": "s0",
+        "sessionId": last["sessionId"],
+        "cwd": last["cwd"],
+        "message": {
+            "role": "user",
+            "content": "This session is being continued from a previous "
+            "conversation. Summary: making the importer incremental in src/module_1.py; tests pass.",
+        },
+    }
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(boundary) + "\n" + json.dumps(summary) + "\n")
     return path

@@ -299,9 +299,7 @@ def _markdown(meta: dict[str, Any], columns: list[str], rows: Sequence[dict[str,
         f"### {meta['title']}",
         "",
         f"`{meta['command']}` on {meta['when']}: {m['cpu']}, {m['cores']} cores, {m['memory']}, "
-        f"{m['os']}, Python {m['python']}; "
-        + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
-        + ".",
+        f"{m['os']}, Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|",

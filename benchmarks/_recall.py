@@ -345,7 +345,9 @@ def own_words(messages: Sequence[Message], i: int) -> str | None:
     if _after_command(messages, i):
         return None
     previous = messages[i - 1] if i > 0 else {}
-    mid_turn = _has_results(messages[i]) or (_has_results(previous) and not _user_text(previous)) or bool(calls(previous))
+    mid_turn = (
+        _has_results(messages[i]) or (_has_results(previous) and not _user_text(previous)) or bool(calls(previous))
+    )
     if mid_turn and len(text) >= INJECTED_MIN_CHARS:
         return None
     words = normalize(text)
@@ -418,7 +420,11 @@ def _refused_calls(messages: Iterable[Message]) -> set[str]:
             results.append((message.get("tool_call_id"), message.get("content")))
         content = message.get("content")
         if isinstance(content, list):
-            results += [(b.get("tool_use_id"), b.get("content")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            results += [
+                (b.get("tool_use_id"), b.get("content"))
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "tool_result"
+            ]
         for call_id, output in results:
             text = output if isinstance(output, str) else " ".join(_strings(output))
             if isinstance(call_id, str) and text.lstrip().startswith("<tool_use_error>"):

@@ -150,7 +150,9 @@ def _tool_call(text: _Text, call_id: str) -> tuple[dict[str, Any], str]:
     size = int(math.exp(r.uniform(math.log(MIN_OUTPUT), math.log(MAX_OUTPUT))))
     match tool:
         case "bash":
-            args: dict[str, Any] = {"command": f"python -m {text.name(1)}.{text.name(1)} --{text.name(1)} 2>&1 | tail -n {r.randint(20, 400)}"}
+            args: dict[str, Any] = {
+                "command": f"python -m {text.name(1)}.{text.name(1)} --{text.name(1)} 2>&1 | tail -n {r.randint(20, 400)}"
+            }
             output = text.output("log", size)
         case "read_file":
             args = {"path": text.path(), "offset": r.randint(0, 400), "limit": r.randint(50, 800)}

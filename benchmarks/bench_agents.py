@@ -54,7 +54,7 @@ _OUTPUT_ID = re.compile(r"\bout_[0-9A-Z]{20,}")
 
 
 def _count(text: str) -> int:
-    from contextfold.tokens import counter_for
+    from contextfold.tokens.counting import counter_for
 
     return counter_for("gpt-4o").count(text)
 
@@ -179,7 +179,7 @@ def _arm(agent: str, hooks: bool, run: Callable[[Path, bool, str], dict[str, Any
 def main() -> None:
     opts = options(__doc__.split("\n", 1)[0], repeat=3)
     rows, notes = [], []
-    for agent, find, run, label in (
+    for agent, find, run, _label in (
         ("Claude Code 2.1.197", claude_binary, _claude_run, "claude"),
         ("Codex 0.169.0", codex_binary, _codex_run, "codex"),
     ):
@@ -190,7 +190,9 @@ def main() -> None:
             continue
         rows.append(_arm(agent, False, run, opts))
         rows.append(_arm(agent, True, run, opts))
-    notes.append("Seconds are medians of the runs; the three after `run s` are where it went (see the script's docstring).")
+    notes.append(
+        "Seconds are medians of the runs; the three after `run s` are where it went (see the script's docstring)."
+    )
     notes.append(
         f"One session per run: `{QUICK_HUGE if opts.quick else HUGE}`, a command reporting usage past the limit "
         "(Claude Code: 190,000 of CLAUDE_CODE_AUTO_COMPACT_WINDOW=200,000; Codex: 160,000 over "
@@ -202,8 +204,7 @@ def main() -> None:
     )
     report(
         "agents",
-        "Inside the real agents: one session with a huge output and a compaction, "
-        "with and without contextfold's hooks",
+        "Inside the real agents: one session with a huge output and a compaction, with and without contextfold's hooks",
         rows,
         opts,
         notes=notes,

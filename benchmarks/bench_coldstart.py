@@ -65,9 +65,7 @@ def _serve_until_tools(argv: list[str], env: dict[str, str]) -> float:
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
     start = time.perf_counter()
-    process = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert process.stdin is not None and process.stdout is not None
     try:
         process.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))

@@ -45,7 +45,7 @@ from _sessions import synthetic_session, transcripts, write_normalized
 
 from contextfold.config import load_settings
 from contextfold.results import CompactResult
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 MODEL = "gpt-4o"
 LONG_BYTES = 100_000
@@ -57,7 +57,9 @@ async def compact_runs(svc: ContextService, path: Path, repeat: int) -> tuple[Ti
     result: CompactResult | None = None
     messages = 0
     for i in range(repeat + 1):  # the first run warms up and is not counted
-        imported = await svc.import_transcript(path, session_id=f"{path.stem[:60]}-{i}", format="normalized", model=MODEL)
+        imported = await svc.import_transcript(
+            path, session_id=f"{path.stem[:60]}-{i}", format="normalized", model=MODEL
+        )
         start = time.perf_counter()
         result = await svc.compact(imported.session_id, summarizer="extractive")
         compacted_in = time.perf_counter() - start
@@ -73,7 +75,7 @@ def short(name: str, width: int = 16) -> str:
     """`agent/rest-of-name`, the rest cut to its last `width` characters (the distinguishing end)."""
     source, _, rest = name.removesuffix(".jsonl").partition("__")
     rest = rest.replace("__", "/")
-    return f"{source}/{rest if len(rest) <= width else '…' + rest[-(width - 1):]}"
+    return f"{source}/{rest if len(rest) <= width else '…' + rest[-(width - 1) :]}"
 
 
 async def measure(files: Sequence[Path], opts: Options) -> list[dict[str, Any]]:
@@ -302,7 +304,9 @@ async def measure_recall(files: Sequence[Path], opts: Options) -> None:
         f"benchmarks/_recall.py. Model {MODEL} (o200k counts for both summaries). "
         f"{len(rows)} cuts in {time.perf_counter() - started:,.0f} s.",
     ]
-    report("compaction_recall", "Needed-later recall and user instructions kept after compaction", rows, opts, notes=notes)
+    report(
+        "compaction_recall", "Needed-later recall and user instructions kept after compaction", rows, opts, notes=notes
+    )
     if opts.out is not None:
         missed_file = opts.out / "compaction_recall_missed.json"
         missed_file.write_text(json.dumps(details, indent=1, ensure_ascii=False) + "\n")
@@ -325,7 +329,9 @@ def raw_prefix_cuts(raw: Path) -> list[tuple[str, int]]:
     return [(f"after·{f:.0%}", boundary + int((len(lines) - boundary) * f)) for f in AFTER_FRACTIONS]
 
 
-async def after_rows(svc: ContextService, normalized: Path, scratch: Path) -> list[tuple[dict[str, Any], CutMeasure, int]]:
+async def after_rows(
+    svc: ContextService, normalized: Path, scratch: Path
+) -> list[tuple[dict[str, Any], CutMeasure, int]]:
     """The raw file cut after the agent's own compaction and imported as a user would import it
     (the compaction replayed: what came before is hidden behind the agent's summary), then compacted
     by contextfold; measured against the whole conversation."""
@@ -378,8 +384,15 @@ def chatty_session(users: int) -> list[dict[str, Any]]:
         for t in range(3):
             call_id = f"c{u}_{t}"
             args = json.dumps({"command": f"cat src/module_{u}_{t}.py"})
-            messages.append({"role": "assistant", "content": "Reading.", "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": args}}]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "Reading.",
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": args}}
+                    ],
+                }
+            )
             messages.append({"role": "tool", "tool_call_id": call_id, "content": "x = 1\n" * (20 + (u * t) % 150)})
         messages.append({"role": "assistant", "content": f"Done with request {u}."})
     return messages
@@ -430,8 +443,8 @@ async def measure_after(files: Sequence[Path], opts: Options) -> None:
         "it is hidden behind the agent's summary), then compacted by contextfold (extractive); measured against "
         "the whole conversation, as in the table above. The summary is built from the stored history the agent's "
         "summary stands for, not from that summary.",
-        f"generated/N user messages: a session where the user wrote N messages (of 8–68 words) between tool "
-        f"calls, compacted at its end: every message keeps at least its opening within the quotes' budget.",
+        "generated/N user messages: a session where the user wrote N messages (of 8–68 words) between tool "
+        "calls, compacted at its end: every message keeps at least its opening within the quotes' budget.",
     ]
     report("compaction_after", "Recall after the agent's own compaction, and a chatty session", rows, opts, notes=notes)
 
@@ -444,8 +457,7 @@ async def main(opts: Options) -> None:
             largest = files[-1]
             notes.append(
                 f"Every normalized corpus transcript over {LONG_BYTES:,} bytes, model {MODEL} (exact o200k counts); "
-                f"the largest is {largest.name}."
-                + (" --quick: only the smallest of them." if opts.quick else "")
+                f"the largest is {largest.name}." + (" --quick: only the smallest of them." if opts.quick else "")
             )
             if opts.quick:
                 files = files[:1]

@@ -145,7 +145,9 @@ class ClaudeCodeSession:
             text = (text + " " + self.rng.choice(_DECISIONS).format(**self._words())).strip()
         calls, results = [], []
         for call, result in zip(first["tool_calls"], unit[1:], strict=True):
-            name, args, output = self._call(call["function"]["name"], json.loads(call["function"]["arguments"]), result["content"])
+            name, args, output = self._call(
+                call["function"]["name"], json.loads(call["function"]["arguments"]), result["content"]
+            )
             call_id = prefix + call["id"]
             calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}})
             results.append({"role": "tool", "tool_call_id": call_id, "content": output})
@@ -158,7 +160,11 @@ class ClaudeCodeSession:
                 return "Read", {"file_path": words["path"]}, output
             case "edit_file":
                 head = f"The file {words['path']} has been updated. Here's a snippet of the edited file:\n"
-                return "Edit", {"file_path": words["path"], "old_string": args["old"], "new_string": args["new"]}, head + output
+                return (
+                    "Edit",
+                    {"file_path": words["path"], "old_string": args["old"], "new_string": args["new"]},
+                    head + output,
+                )
             case "grep":
                 return "Grep", {"pattern": args["pattern"], "path": f"{self.root}/src"}, output
             case "run_tests":
@@ -166,7 +172,11 @@ class ClaudeCodeSession:
                 if not self.failed:
                     self.failed = True
                     failure = f"FAILED {words['test']}::test_{words['name']} - AssertionError: assert 3 == 4"
-                    return "Bash", {"command": command}, f"Exit code 1\n{output}\n{failure}\n1 failed, 12 passed in 2.41s"
+                    return (
+                        "Bash",
+                        {"command": command},
+                        f"Exit code 1\n{output}\n{failure}\n1 failed, 12 passed in 2.41s",
+                    )
                 return "Bash", {"command": command}, f"{output}\n13 passed in 2.38s"
             case "list_dir":
                 return "Bash", {"command": f"ls -la {self.root}/src/{words['area']}"}, output
@@ -175,13 +185,24 @@ class ClaudeCodeSession:
 
     def _todo_unit(self, prefix: str, done: int) -> list[dict[str, Any]]:
         todos = [
-            {"content": t, "status": "completed" if i < done else "in_progress" if i == done else "pending", "activeForm": t}
+            {
+                "content": t,
+                "status": "completed" if i < done else "in_progress" if i == done else "pending",
+                "activeForm": t,
+            }
             for i, t in enumerate(self.todos)
         ]
         call_id = f"{prefix}todo_{self.rng.getrandbits(40):010x}"
-        call = {"id": call_id, "type": "function", "function": {"name": "TodoWrite", "arguments": json.dumps({"todos": todos})}}
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": "TodoWrite", "arguments": json.dumps({"todos": todos})},
+        }
         result = "Todos have been modified successfully. Ensure that you continue to use the todo list."
-        return [{"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "tool_call_id": call_id, "content": result}]
+        return [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": result},
+        ]
 
 
 def bullets(summary: str) -> int:
@@ -191,7 +212,7 @@ def bullets(summary: str) -> int:
 async def loop(target: int, compactions: int, repeat: int) -> list[Step]:
     """Fill to `target` tokens in view and compact, `compactions` times; one `Step` per compaction."""
     from contextfold.config import load_settings
-    from contextfold.service import ContextService
+    from contextfold.service.facade import ContextService
 
     steps: list[Step] = []
     with tempfile.TemporaryDirectory(prefix="bench-flat-") as home:
@@ -216,7 +237,17 @@ async def loop(target: int, compactions: int, repeat: int) -> list[Step]:
                 if not result.compacted or result.summarizer != "extractive":
                     raise AssertionError(f"not compacted by the extractive summarizer: {result}")
                 summary = await svc.summary_text(session)
-                steps.append(Step(seconds, dry.best, cpu.best, result.summary_tokens, bullets(summary), in_view, result.head_messages))
+                steps.append(
+                    Step(
+                        seconds,
+                        dry.best,
+                        cpu.best,
+                        result.summary_tokens,
+                        bullets(summary),
+                        in_view,
+                        result.head_messages,
+                    )
+                )
     return steps
 
 
@@ -230,7 +261,11 @@ def before_arm(target: int, compactions: int, repeat: int) -> tuple[list[Step] |
         if archive.returncode != 0:
             return None, f"before arm skipped: git archive {BEFORE} failed ({archive.stderr.decode()[-200:].strip()})"
         subprocess.run(["tar", "-x", "-C", scratch], input=archive.stdout, check=True)
-        env = {**os.environ, CHILD: json.dumps([target, compactions, repeat]), "PYTHONPATH": str(Path(scratch) / "server")}
+        env = {
+            **os.environ,
+            CHILD: json.dumps([target, compactions, repeat]),
+            "PYTHONPATH": str(Path(scratch) / "server"),
+        }
         child = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True)
         if child.returncode != 0:
             return None, f"before arm failed: {child.stderr[-300:].strip()}"
@@ -286,7 +321,9 @@ async def main(opts: Options) -> None:
     ]
     if before:
         notes.append(f"worst before: {worst(before)}")
-    report("compaction_flat", "Extractive compaction as a session ages, at a constant view size", rows, opts, notes=notes)
+    report(
+        "compaction_flat", "Extractive compaction as a session ages, at a constant view size", rows, opts, notes=notes
+    )
 
 
 def child() -> None:

@@ -28,10 +28,10 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from queue import Empty
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import httpx2
@@ -241,13 +241,23 @@ async def measure(opts: Options) -> None:
     sizes = QUICK if opts.quick else FULL
     rounds = min(sizes.rounds, opts.repeat) if not opts.quick else 1
     ctx = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="bench-concurrent-") as tmp, http_server(Path(tmp), sizes.output_bytes) as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-concurrent-") as tmp,
+        http_server(Path(tmp), sizes.output_bytes) as url,
+    ):
         async with mcp_client(url) as client:
             await call(client, "session_open", {"session_id": "small", "model": MODEL})
-            await call(client, "append", {"session_id": "small", "messages": [
-                {"role": "user", "content": "Run the tests."},
-                {"role": "assistant", "content": "All 120 tests pass."},
-            ]})
+            await call(
+                client,
+                "append",
+                {
+                    "session_id": "small",
+                    "messages": [
+                        {"role": "user", "content": "Run the tests."},
+                        {"role": "assistant", "content": "All 120 tests pass."},
+                    ],
+                },
+            )
             for _ in range(5):  # warm up the connection and the server's code paths
                 await call(client, "status", {"session_id": "small"})
             alone: list[float] = []

@@ -21,7 +21,7 @@ SessionStart `additionalContext`, and with what the next prompt adds after PostC
 needed-later recall, the user's instructions kept and edited files named (`_recall.py`), and the
 tokens each adds (Claude's count: o200k × 1.2). The notes give the pooled recall, how many sessions
 stay under 80 %, and the instructions and edited files kept over all of them: quality figures, which
-tests/test_hooks_corpus.py does not hold to a threshold.
+tests/e2e/test_hooks_corpus.py does not hold to a threshold.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 from _handover import compacted_transcripts, replay, synthetic_claude_transcript, synthetic_compaction
 from _harness import Options, ms, options, ratio, report
 
-from contextfold.tokens import counter_for
+from contextfold.tokens.counting import counter_for
 
 TEN_MB = 10 * 1024**2
 
@@ -68,13 +68,23 @@ def _median(fn: Callable[[], float], repeat: int, warmup: int = 1) -> float:
 
 
 def _event(name: str, **fields: Any) -> str:
-    base = {"session_id": "bench-session", "transcript_path": "/nonexistent.jsonl", "cwd": "/work/project", "hook_event_name": name}
+    base = {
+        "session_id": "bench-session",
+        "transcript_path": "/nonexistent.jsonl",
+        "cwd": "/work/project",
+        "hook_event_name": name,
+    }
     return json.dumps({**base, **fields})
 
 
 def _bash(stdout: str) -> str:
-    return _event("PostToolUse", tool_name="Bash", tool_use_id="toolu_1", tool_input={"command": "make test"},
-                  tool_response={"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False})
+    return _event(
+        "PostToolUse",
+        tool_name="Bash",
+        tool_use_id="toolu_1",
+        tool_input={"command": "make test"},
+        tool_response={"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False},
+    )
 
 
 def timings(opts: Options) -> None:
@@ -91,16 +101,32 @@ def timings(opts: Options) -> None:
             return elapsed
 
         small = _bash("ok: 12 files checked, 0 problems\n" * 6)
-        read = _event("PostToolUse", tool_name="Read", tool_use_id="toolu_2", tool_input={"file_path": "/work/project/a.py"},
-                      tool_response={"type": "text", "file": {"filePath": "/work/project/a.py", "content": ("x = compute(1)  # a line\n" * 800),
-                                                               "numLines": 800, "startLine": 1, "totalLines": 800}})
+        read = _event(
+            "PostToolUse",
+            tool_name="Read",
+            tool_use_id="toolu_2",
+            tool_input={"file_path": "/work/project/a.py"},
+            tool_response={
+                "type": "text",
+                "file": {
+                    "filePath": "/work/project/a.py",
+                    "content": ("x = compute(1)  # a line\n" * 800),
+                    "numLines": 800,
+                    "startLine": 1,
+                    "totalLines": 800,
+                },
+            },
+        )
         big = _bash("".join(f"tests/test_{i}.py::test_case PASSED\n" for i in range(3_000)))
         cases: list[tuple[str, Callable[[], float]]] = [
             ("python -c pass", lambda: _run([sys.executable, "-c", "pass"], env)[0]),
             ("contextfold --version", lambda: _run([*cf, "--version"], env)[0]),
             ("PostToolUse, 200-byte Bash output (nothing to do)", lambda: hook("PostToolUse", small)),
             ("PostToolUse, 20 KB Read output (nothing to do)", lambda: hook("PostToolUse", read)),
-            ("UserPromptSubmit, nothing pending", lambda: hook("UserPromptSubmit", _event("UserPromptSubmit", prompt="go on"))),
+            (
+                "UserPromptSubmit, nothing pending",
+                lambda: hook("UserPromptSubmit", _event("UserPromptSubmit", prompt="go on")),
+            ),
             ("SessionStart, source startup", lambda: hook("SessionStart", _event("SessionStart", source="startup"))),
             ("PostToolUse, 3,000-line Bash output (spilled)", lambda: hook("PostToolUse", big)),
         ]
@@ -138,7 +164,7 @@ def timings(opts: Options) -> None:
         notes=[
             f"median of {opts.repeat} runs per case after one warm-up; each run spawns `contextfold --home H hook claude-code EVENT` "
             "with the event on stdin (the first PreCompact import is one run)",
-            "the 200-byte and 20 KB outputs take the cheap path (tests/test_hooks_gate.py checks what it loads); the "
+            "the 200-byte and 20 KB outputs take the cheap path (tests/e2e/test_hooks_gate.py checks what it loads); the "
             "3,000-line one is spilled (settings, store and tokenizer loaded)",
             f"the transcript is generated in Claude Code 2.1.197's format ({size:,} bytes); each PreCompact imports only "
             "what was appended since the last",
@@ -185,7 +211,13 @@ def handover_table(opts: Options) -> None:
         "(with the summary Claude Code really wrote) and UserPromptSubmit each run as a `contextfold hook claude-code` process.",
         "Default hook_context_tokens (2,000); tokens counted as contextfold counts Claude (o200k × 1.2).",
     ]
-    report("hooks_handover", "Claude Code's real compactions, with and without contextfold's hooks", rows, opts, notes=notes)
+    report(
+        "hooks_handover",
+        "Claude Code's real compactions, with and without contextfold's hooks",
+        rows,
+        opts,
+        notes=notes,
+    )
 
 
 UNDER = 0.80
@@ -205,14 +237,13 @@ def summary_notes(replayed: list[Any]) -> list[str]:
         told = sum(len(m.instructions.wanted) for m in measures)
         edited = sum(len(m.edited.wanted) for m in measures)
         notes.append(
-            f"{label}: pooled recall {kept}/{wanted}" + (f" ({kept / wanted:.0%})" if wanted else "")
+            f"{label}: pooled recall {kept}/{wanted}"
+            + (f" ({kept / wanted:.0%})" if wanted else "")
             + f"; {under} of {len(shares)} session(s) with facts to recall under {UNDER:.0%}"
             + f"; instructions kept {sum(m.instructions.kept for m in measures)}/{told}"
             + f"; edited files named {sum(m.edited.kept for m in measures)}/{edited}."
         )
-    per_session = ", ".join(
-        f"{r.name} {_share(r.alone.recall)} → {_share(r.with_context.recall)}" for r in replayed
-    )
+    per_session = ", ".join(f"{r.name} {_share(r.alone.recall)} → {_share(r.with_context.recall)}" for r in replayed)
     notes.append(f"Per-session recall, summary alone → + handover: {per_session}.")
     return notes
 

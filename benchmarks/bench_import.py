@@ -23,7 +23,7 @@ from _harness import Options, mib, ms, options, report, run, timed, timed_async
 
 from contextfold.config import load_settings
 from contextfold.importers import load_transcript
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 OUTPUT = "".join(f"{i:>5}  def handler_{i}(request):  return respond(request, status=200)\n" for i in range(48))
 
@@ -39,10 +39,20 @@ def _turn(i: int, parent: str | None) -> list[dict[str, Any]]:
 
     return [
         {**base, "type": "user", "uuid": u, "parentUuid": parent, "message": {"role": "user", "content": f"step {i}"}},
-        assistant(a, u, [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": f"/src/{i}.py"}}], f"m{i}"),
+        assistant(
+            a, u, [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": f"/src/{i}.py"}}], f"m{i}"
+        ),
         {**base, "type": "progress", "uuid": p, "parentUuid": a, "data": {"type": "hook_progress"}},
-        {**base, "type": "user", "uuid": r, "parentUuid": p,
-         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": OUTPUT}]}},
+        {
+            **base,
+            "type": "user",
+            "uuid": r,
+            "parentUuid": p,
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": OUTPUT}],
+            },
+        },
         assistant(b, r, [{"type": "text", "text": f"Read /src/{i}.py: {i} handlers."}], f"n{i}"),
     ]
 

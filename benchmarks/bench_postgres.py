@@ -62,8 +62,12 @@ def _batch(k: int, i: int, n: int = 10) -> list[dict[str, Any]]:
     out = []
     for j in range(0, n, 2):
         step = i * n + j
-        out.append({"role": "user", "content": f"[c{k} m{step}] Please update pkg/module_{step % 40}.py for step {step}."})
-        out.append({"role": "assistant", "content": f"[c{k} m{step + 1}] Updated pkg/module_{step % 40}.py; the tests pass."})
+        out.append(
+            {"role": "user", "content": f"[c{k} m{step}] Please update pkg/module_{step % 40}.py for step {step}."}
+        )
+        out.append(
+            {"role": "assistant", "content": f"[c{k} m{step + 1}] Updated pkg/module_{step % 40}.py; the tests pass."}
+        )
     return out
 
 

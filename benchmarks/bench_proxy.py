@@ -49,7 +49,9 @@ class Raw:
     async def request(self, method: str, params: dict[str, Any]) -> bytes:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.next_id += 1
-        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}).encode() + b"\n")
+        self.process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}).encode() + b"\n"
+        )
         await self.process.stdin.drain()
         while True:
             line = await self.process.stdout.readline()
@@ -60,7 +62,8 @@ class Raw:
 
     async def initialize(self) -> None:
         await self.request(
-            "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
         )
         assert self.process.stdin is not None
         self.process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
@@ -84,7 +87,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def per_call(env: dict[str, str], upstream: list[str], call: dict[str, Any], calls: int, rounds: int) -> dict[str, Any]:
+async def per_call(
+    env: dict[str, str], upstream: list[str], call: dict[str, Any], calls: int, rounds: int
+) -> dict[str, Any]:
     """Latency of `call`, direct and through the proxy, in alternating batches."""
     arms = {"direct": await Raw.start(upstream, env), "proxy": await Raw.start(proxy(*upstream), env)}
     times: dict[str, list[float]] = {name: [] for name in arms}
@@ -174,10 +179,25 @@ async def main() -> None:
         raw_server = [sys.executable, str(FAULTY)]
         sdk_server = [sys.executable, str(SDK_UPSTREAM)]
         cases = [
-            ("hand-written", raw_server, "small result (40 B)", {"name": "echo", "arguments": {"text": "hello, proxy " * 3}}),
-            ("hand-written", raw_server, "20 KB result, counted, passed", {"name": "echo", "arguments": {"text": ("lorem ipsum dolor sit amet " * 800)}}),
+            (
+                "hand-written",
+                raw_server,
+                "small result (40 B)",
+                {"name": "echo", "arguments": {"text": "hello, proxy " * 3}},
+            ),
+            (
+                "hand-written",
+                raw_server,
+                "20 KB result, counted, passed",
+                {"name": "echo", "arguments": {"text": ("lorem ipsum dolor sit amet " * 800)}},
+            ),
             ("hand-written", raw_server, "300 KB result, stored", {"name": "huge", "arguments": {"mb": 0.3}}),
-            ("MCP SDK (Python)", sdk_server, "small result", {"name": "echo", "arguments": {"text": "hello, proxy " * 3}}),
+            (
+                "MCP SDK (Python)",
+                sdk_server,
+                "small result",
+                {"name": "echo", "arguments": {"text": "hello, proxy " * 3}},
+            ),
             ("MCP SDK (Python)", sdk_server, "300 KB result, stored", {"name": "big", "arguments": {"lines": 6_000}}),
         ]
         if opts.quick:  # the hand-written upstream only: an SDK server takes seconds to start

@@ -31,7 +31,7 @@ from contextfold.domain import Message, ToolPart
 from contextfold.formats import parse
 from contextfold.policy.digest import digest, key_argument
 from contextfold.policy.regions import KEEP_RECENT_TOKENS, TARGET_FRACTION, find_regions
-from contextfold.tokens import count_message, counter_for
+from contextfold.tokens.counting import count_message, counter_for
 
 sys.path.insert(0, str(ROOT / "tests"))
 from region_runs import realistic_run  # noqa: E402
@@ -49,7 +49,9 @@ def one_line_per_call(parts: Sequence[ToolPart], budget: int) -> str:
     top = f"[Summary of {len(parts)} tool calls]"
     lines = []
     for part in parts:
-        first = next((line.strip()[:160] for line in part.result_text.splitlines() if any(c.isalnum() for c in line)), "")
+        first = next(
+            (line.strip()[:160] for line in part.result_text.splitlines() if any(c.isalnum() for c in line)), ""
+        )
         lines.append(f"- {part.name} {key_argument(part.input)} → {'error: ' if part.state == 'error' else ''}{first}")
     n = len(lines)
     for keep in range(n, -1, -1):
@@ -63,8 +65,12 @@ def one_line_per_call(parts: Sequence[ToolPart], budget: int) -> str:
 
 def findings(parts: Sequence[ToolPart]) -> set[str]:
     """Error and verdict lines, stripped of the rules around them (`=== 3 passed ===` → `3 passed`)."""
-    return {_RULES.sub("", line.strip()) for p in parts for line in p.result_text.splitlines()
-            if _FINDING.search(line) and len(line.strip()) <= 300 and not _FILE_LINE.match(line)}
+    return {
+        _RULES.sub("", line.strip())
+        for p in parts
+        for line in p.result_text.splitlines()
+        if _FINDING.search(line) and len(line.strip()) <= 300 and not _FILE_LINE.match(line)
+    }
 
 
 def measure(name: str, regions: list[list[ToolPart]], sizes: list[int]) -> dict[str, object]:
@@ -118,8 +124,10 @@ def transcript_regions(path: Path) -> tuple[list[list[ToolPart]], list[int]]:
         if role == "tool":
             entry["tool_call_id"] = line["tool_call_id"]
         wire.append(entry)
-    messages = [count_message(m.model_copy(update={"id": f"m{i:06d}", "seq": i}), COUNTER)
-                for i, m in enumerate(parse(wire, "openai").messages)]
+    messages = [
+        count_message(m.model_copy(update={"id": f"m{i:06d}", "seq": i}), COUNTER)
+        for i, m in enumerate(parse(wire, "openai").messages)
+    ]
     return regions_of(messages, KEEP_RECENT_TOKENS)
 
 

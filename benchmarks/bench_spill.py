@@ -36,9 +36,9 @@ from typing import Any
 
 from _harness import Memory, Options, PeakRSS, memory, memory_async, mib, ms, options, ratio, report, timed, timed_async
 
+from contextfold.blobs.lines import read_lines
 from contextfold.config import load_settings
-from contextfold.lines import read_lines
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 MB = 1_000_000
 FULL_SIZES = (1 * MB, 20 * MB, 200 * MB)
@@ -166,9 +166,7 @@ async def measure(opts: Options) -> None:
     spread: dict[str, tuple[float, float]] = {"cf": (float("inf"), 0.0), "read-all": (float("inf"), 0.0)}
     with tempfile.TemporaryDirectory(prefix="bench-spill-") as home:
         limit = 2 * max(sizes) + 16 * MB
-        settings = load_settings(
-            {"home": Path(home), "max_message_bytes": limit, "max_batch_bytes": limit}, environ={}
-        )
+        settings = load_settings({"home": Path(home), "max_message_bytes": limit, "max_batch_bytes": limit}, environ={})
         async with await ContextService.open(settings) as service:
             for size in sizes:
                 out = await spill(service, size)

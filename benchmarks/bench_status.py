@@ -38,7 +38,7 @@ from bench_store import call, cycle, server_params
 from mcp import Client
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 MODEL = "gpt-4o"
 WINDOW = 48_000
@@ -58,8 +58,9 @@ class Sizes:
     stdio_append_calls: int
 
 
-FULL = Sizes(stored=(1_000, 10_000, 100_000), status_calls=50, append_calls=10, stdio_status_calls=20,
-             stdio_append_calls=5)
+FULL = Sizes(
+    stored=(1_000, 10_000, 100_000), status_calls=50, append_calls=10, stdio_status_calls=20, stdio_append_calls=5
+)
 QUICK = Sizes(stored=(300, 1_500), status_calls=5, append_calls=3, stdio_status_calls=3, stdio_append_calls=2)
 
 
@@ -258,8 +259,10 @@ async def measure(opts: Options) -> None:
         f"Per call at {large:,} stored messages over {small:,}, per kind (flat is about 1x)",
         ratios,
         opts,
-        notes=["'status vs control': the same size and point, with usage reported (or history hidden) against none "
-               "(n/a when the two are in different states)."],
+        notes=[
+            "'status vs control': the same size and point, with usage reported (or history hidden) against none "
+            "(n/a when the two are in different states)."
+        ],
         packages=("mcp",),
     )
 

@@ -38,7 +38,7 @@ from _harness import Options, Timing, ms, options, ratio, report, timed_async
 from mcp import Client, StdioServerParameters
 
 from contextfold.config import load_settings
-from contextfold.service import ContextService
+from contextfold.service.facade import ContextService
 
 BATCH = 100
 BUILD_BATCH = 1_000
@@ -137,8 +137,13 @@ def mcp_append(client: Client) -> Append:
 
 
 async def throughput(
-    append: Append, open_session: Callable[[str], Awaitable[Any]], prefix: str, messages: list[dict[str, Any]],
-    batch: int, runs: int, warmup: int,
+    append: Append,
+    open_session: Callable[[str], Awaitable[Any]],
+    prefix: str,
+    messages: list[dict[str, Any]],
+    batch: int,
+    runs: int,
+    warmup: int,
 ) -> Timing:
     """Seconds to append `messages` in batches of `batch`, each run (warm-ups too) into a fresh session."""
     ids = [f"{prefix}-{batch}-{k}" for k in range(warmup + runs)]
@@ -166,9 +171,7 @@ def append_row(path: str, batch: int, count: int, timing: Timing) -> dict[str, A
     }
 
 
-async def big_session(
-    service: ContextService, session_id: str, stored: int, repeat: int, calls: int
-) -> dict[str, Any]:
+async def big_session(service: ContextService, session_id: str, stored: int, repeat: int, calls: int) -> dict[str, Any]:
     """Build a session of `stored` messages by batched append, then time reading it back.
 
     A function of its own so that the messages and the rendered context are garbage once it

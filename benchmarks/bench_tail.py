@@ -39,8 +39,8 @@ from contextfold.domain import MessageRow
 from contextfold.formats import parse
 from contextfold.policy.turns import rows as message_rows
 from contextfold.policy.turns import select_tail
-from contextfold.service import ContextService
-from contextfold.tokens import MESSAGE_OVERHEAD, TOOL_OVERHEAD, count_message, counter_for, encoding
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import MESSAGE_OVERHEAD, TOOL_OVERHEAD, count_message, counter_for, encoding
 
 MODEL = "gpt-4o"
 BUDGETS = (20_000, 100_000, 200_000)
@@ -66,7 +66,12 @@ def to_langchain(session: Sequence[dict[str, Any]]) -> list[BaseMessage]:
             result.append(HumanMessage(content=m["content"]))
         elif m["role"] == "assistant":
             calls = [
-                {"id": c["id"], "name": c["function"]["name"], "args": json.loads(c["function"]["arguments"]), "type": "tool_call"}
+                {
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "args": json.loads(c["function"]["arguments"]),
+                    "type": "tool_call",
+                }
                 for c in m.get("tool_calls") or []
             ]
             result.append(AIMessage(content=m["content"], tool_calls=calls))
@@ -144,7 +149,9 @@ def prepare(size: int) -> Prepared:
     lc_counts = {id(m): exact_message_tokens(m) for m in lc}
     total = sum(r.tokens for r in rows)
     if total != sum(lc_counts.values()):
-        raise AssertionError(f"the two counters disagree: contextfold {total:,}, LangChain counter {sum(lc_counts.values()):,}")
+        raise AssertionError(
+            f"the two counters disagree: contextfold {total:,}, LangChain counter {sum(lc_counts.values()):,}"
+        )
     return Prepared(size, wire, lc, rows, wire_of_row, lc_counts, total)
 
 
@@ -199,7 +206,9 @@ def evaluate_windows(prep: Prepared, budget: int, ends: Sequence[int]) -> dict[s
         stats["select_tail"].add(window, selection.tail_tokens, budget)
         history = prep.lc[:end]
         for name, start_on in START_ON.items():
-            trimmed = trim_messages(history, strategy="last", max_tokens=budget, token_counter=counter, start_on=start_on)
+            trimmed = trim_messages(
+                history, strategy="last", max_tokens=budget, token_counter=counter, start_on=start_on
+            )
             stats[name].add(trimmed, counter(trimmed), budget)
     return stats
 

@@ -39,8 +39,14 @@ from contextfold.domain import Message, ReasoningPart, Session, SystemPrompt, Te
 from contextfold.formats import parse
 from contextfold.importers.base import ImportedTranscript
 from contextfold.importers.normalized import load_normalized
-from contextfold.service import ContextService
-from contextfold.tokens import TokenCounter, count_message, count_system, counter_for, tool_input_text
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import (
+    TokenCounter,
+    count_message,
+    count_system,
+    counter_for,
+    tool_input_text,
+)
 
 MODEL = "gpt-4o"
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -164,11 +170,15 @@ def throughput_rows(corpus: Corpus, opts: Options) -> tuple[list[dict[str, Any]]
                 "MB/s": f"{megabytes / timing.best:.2f}" if tokenizes else "—",
                 "Mtok/s": f"{content_tokens / timing.best / 1e6:.2f}" if tokenizes else "—",
                 "vs raw": (
-                    "—" if name == RAW
-                    else f"{100 * (timing.best / raw - 1):+.1f} %" if tokenizes
+                    "—"
+                    if name == RAW
+                    else f"{100 * (timing.best / raw - 1):+.1f} %"
+                    if tokenizes
                     else f"{100 * timing.best / raw:.1f} % of it"
                 ),
-                "tokens": {MESSAGES: f"{stored_tokens:,} with overheads", BOOKKEEPING: "—"}.get(name, f"{content_tokens:,}"),
+                "tokens": {MESSAGES: f"{stored_tokens:,} with overheads", BOOKKEEPING: "—"}.get(
+                    name, f"{content_tokens:,}"
+                ),
             }
         )
     return rows, {name: timings[name].best / raw - 1 for name in (COUNTER, MESSAGES)}
@@ -266,7 +276,9 @@ async def main(opts: Options) -> None:
             files = transcripts()
         if not files:
             if not opts.quick:
-                raise SystemExit(f"the corpus is not at {CORPUS} (set CONTEXTFOLD_CORPUS); --quick runs on generated data")
+                raise SystemExit(
+                    f"the corpus is not at {CORPUS} (set CONTEXTFOLD_CORPUS); --quick runs on generated data"
+                )
             files = [write_normalized(synthetic_session(200), Path(scratch) / "synthetic.jsonl")]
             notes.append(f"The corpus is not at {CORPUS}: a generated 200-message session was measured instead.")
         corpus = load(files)

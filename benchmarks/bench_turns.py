@@ -45,16 +45,16 @@ def _timed(phase, info):
     else:
         pauses.append(time.perf_counter() - started[0])
 gc.callbacks.append(_timed)
-import contextfold.server as server
+import contextfold.mcpserver.tools as server
 if os.environ.get("BENCH_NO_FREEZE"):
-    import contextfold.cli as cli
+    import contextfold.cli.dispatch as cli
     cli._started = True  # the command line's own start-up freeze, off too
     server._heap_settled = True
 if os.environ.get("BENCH_SDK_TEXT"):
     server._answered_once = lambda fn: fn
 atexit.register(lambda: open(os.environ["BENCH_PAUSES"], "w").write(json.dumps(pauses)))
 sys.argv = ["contextfold", "serve"]
-from contextfold.cli import main
+from contextfold.cli.dispatch import main
 main()
 """
 
@@ -77,8 +77,10 @@ class Stdio:
             [sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
         )
         self.next_id = 0
-        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                    "clientInfo": {"name": "bench", "version": "1"}})
+        self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+        )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def _send(self, message: dict[str, Any]) -> None:
@@ -165,8 +167,15 @@ def _loop(arm: str, env: dict[str, str], since: bool, turns: list[list[dict[str,
             server.close()
         wall = time.perf_counter() - wall
         pauses = json.loads(pauses_file.read_text()) if pauses_file.exists() else []
-    return {"arm": arm, "times": times, "floors": floors, "answer_bytes": answer_bytes,
-            "messages_bytes": messages_bytes, "pauses": pauses, "wall": wall}
+    return {
+        "arm": arm,
+        "times": times,
+        "floors": floors,
+        "answer_bytes": answer_bytes,
+        "messages_bytes": messages_bytes,
+        "pauses": pauses,
+        "wall": wall,
+    }
 
 
 def _p(values: list[float], q: float) -> float:
@@ -210,7 +219,8 @@ def main() -> None:
         notes=[
             f"{len(turns):,} turns ({count:,} messages, seeded), {MODEL}: per turn append, status, get_context "
             f"(openai); prune on soft, extractive compaction on hard. Calls in the last run: "
-            + ", ".join(f"{n} {name}" for name, n in calls.items()) + ".",
+            + ", ".join(f"{n} {name}" for name, n in calls.items())
+            + ".",
             "floor: json.dumps + json.loads of the whole view's messages, in the client (with since=version, "
             "the view it holds after the answer: what it kept plus what came). answer/messages bytes: the "
             "JSON-RPC answer lines over that view's JSON.",

@@ -83,9 +83,17 @@ async def anthropic_reply(context: dict[str, Any]) -> dict[str, Any]:  # needs A
     """
     import anthropic
 
-    tool = {"name": "bash", "description": "Run a shell command.", "input_schema": {
-        "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
-    request: dict[str, Any] = {"model": "claude-haiku-4-5", "max_tokens": 1024, "messages": context["messages"], "tools": [tool]}
+    tool = {
+        "name": "bash",
+        "description": "Run a shell command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    }
+    request: dict[str, Any] = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 1024,
+        "messages": context["messages"],
+        "tools": [tool],
+    }
     if context.get("system"):
         request["system"] = context["system"]
     response = await anthropic.AsyncAnthropic().messages.create(**request)
@@ -93,9 +101,14 @@ async def anthropic_reply(context: dict[str, Any]) -> dict[str, Any]:  # needs A
     text = "".join(b.text for b in response.content if b.type == "text")
     if not calls:
         return {"role": "assistant", "content": text}
-    return {"role": "assistant", "content": text or None, "tool_calls": [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.input)}} for c in calls
-    ]}
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.input)}}
+            for c in calls
+        ],
+    }
 
 
 async def main() -> None:
@@ -104,8 +117,10 @@ async def main() -> None:
     if os.environ.get("CONTEXTFOLD_HOME"):
         print(f"the session is kept in {home}: look at it with `contextfold --home {home} show {SESSION}`")
     else:
-        print(f"(the throwaway data home is removed; set CONTEXTFOLD_HOME=DIR to keep the session, then "
-              f"`contextfold --home DIR show {SESSION}`)")
+        print(
+            f"(the throwaway data home is removed; set CONTEXTFOLD_HOME=DIR to keep the session, then "
+            f"`contextfold --home DIR show {SESSION}`)"
+        )
 
 
 async def run(home: str, cwd: str) -> None:
@@ -115,7 +130,9 @@ async def run(home: str, cwd: str) -> None:
     model = ScriptedModel()
     use_anthropic = bool(os.environ.get("ANTHROPIC_API_KEY"))
     async with Client(server) as cf:
-        await cf.call_tool("session_open", {"session_id": SESSION, "model": "gpt-4o", "system": "You are a careful agent."})
+        await cf.call_tool(
+            "session_open", {"session_id": SESSION, "model": "gpt-4o", "system": "You are a careful agent."}
+        )
         pending: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
         for turn in range(8):
             appended = await cf.call_tool("append", {"session_id": SESSION, "messages": pending})

@@ -51,12 +51,22 @@ async def run(home: str) -> None:
     )
     async with Client(server) as cf:
         await cf.call_tool("session_open", {"session_id": SESSION, "model": "gpt-4o"})
-        call = {"id": "run_tests", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "pytest"})}}
-        appended = await cf.call_tool("append", {"session_id": SESSION, "messages": [
-            {"role": "user", "content": "Run the test suite and tell me what failed."},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "run_tests", "content": fake_test_run()},
-        ]})
+        call = {
+            "id": "run_tests",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": "pytest"})},
+        }
+        appended = await cf.call_tool(
+            "append",
+            {
+                "session_id": SESSION,
+                "messages": [
+                    {"role": "user", "content": "Run the test suite and tell me what failed."},
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "run_tests", "content": fake_test_run()},
+                ],
+            },
+        )
         spilled = appended.structured_content["spilled"][0]
         print(f"spilled {spilled['bytes']:,} bytes in {spilled['lines']:,} lines as {spilled['output_id']}")
 
@@ -67,11 +77,15 @@ async def run(home: str) -> None:
         output_id = re.search(r"out_[0-9A-Z]+", seen).group(0)
 
         # The agent searches instead of reading everything.
-        found = (await cf.call_tool("read_output", {"id": output_id, "pattern": "FAILED", "context": 1})).structured_content
+        found = (
+            await cf.call_tool("read_output", {"id": output_id, "pattern": "FAILED", "context": 1})
+        ).structured_content
         print(f"grep FAILED → {found['matches']} match(es):\n{found['text']}")
         match = re.search(r"^(\d+):(.*)$", found["text"], re.M)  # `N:` is a match, `N-` its context
         line, failure = int(match.group(1)), match.group(2)
-        around = (await cf.call_tool("read_output", {"id": output_id, "offset": line - 2, "limit": 5})).structured_content
+        around = (
+            await cf.call_tool("read_output", {"id": output_id, "offset": line - 2, "limit": 5})
+        ).structured_content
         print(f"lines {line - 2}–{line + 2}:\n{around['text']}")
         answer = f"One test failed (line {line:,} of the output): {failure}"
         await cf.call_tool("append", {"session_id": SESSION, "messages": [{"role": "assistant", "content": answer}]})

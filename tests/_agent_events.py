@@ -89,7 +89,10 @@ class ClaudeTranscript:
         self._record("assistant", _assistant([{"type": "tool_use", "id": call, "name": name, "input": arguments}]))
         self._record(
             "user",
-            {"role": "user", "content": [{"tool_use_id": call, "type": "tool_result", "content": output, "is_error": False}]},
+            {
+                "role": "user",
+                "content": [{"tool_use_id": call, "type": "tool_result", "content": output, "is_error": False}],
+            },
             toolUseResult={"stdout": output, "stderr": "", "interrupted": False, "isImage": False},
         )
         return call
@@ -112,7 +115,12 @@ def _assistant(content: list[dict[str, Any]]) -> dict[str, Any]:
         "model": "claude-opus-4-8",
         "content": content,
         "stop_reason": "tool_use" if content[0]["type"] == "tool_use" else "end_turn",
-        "usage": {"input_tokens": 1200, "output_tokens": 40, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+        "usage": {
+            "input_tokens": 1200,
+            "output_tokens": 40,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        },
     }
 
 
@@ -126,7 +134,9 @@ class CodexRollout:
     _calls: int = 0
 
     def __post_init__(self) -> None:
-        self._write("session_meta", {"id": self.session, "cwd": self.cwd, "originator": "codex_exec", "cli_version": "0.169.0"})
+        self._write(
+            "session_meta", {"id": self.session, "cwd": self.cwd, "originator": "codex_exec", "cli_version": "0.169.0"}
+        )
         self._write("turn_context", {"cwd": self.cwd, "model": "gpt-5"})
 
     def _write(self, kind: str, payload: dict[str, Any]) -> None:
@@ -134,11 +144,14 @@ class CodexRollout:
             handle.write(json.dumps({"timestamp": "2026-11-26T17:58:57.363Z", "type": kind, "payload": payload}) + "\n")
 
     def user(self, text: str) -> None:
-        self._write("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+        self._write(
+            "response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        )
 
     def assistant(self, text: str) -> None:
         self._write(
-            "response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+            "response_item",
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]},
         )
 
     def command(self, cmd: str, output: str) -> None:
@@ -150,7 +163,11 @@ class CodexRollout:
         )
         self._write(
             "response_item",
-            {"type": "function_call_output", "call_id": call, "output": f"Process exited with code 0\nOutput:\n{output}"},
+            {
+                "type": "function_call_output",
+                "call_id": call,
+                "output": f"Process exited with code 0\nOutput:\n{output}",
+            },
         )
 
     def compacted(self, summary: str) -> None:

@@ -57,7 +57,13 @@ def calls(records: Sequence[dict[str, Any]]) -> Iterator[Call]:
                 content = record.get("content")
                 results[waiting.pop()] = content if isinstance(content, str) else json.dumps(content)
     for position, (index, call) in enumerate(made):
-        yield Call(index, str(call.get("id")), str(call.get("name") or ""), decode(call.get("arguments")), results.get(position))
+        yield Call(
+            index,
+            str(call.get("id")),
+            str(call.get("name") or ""),
+            decode(call.get("arguments")),
+            results.get(position),
+        )
 
 
 def edit_path(call: Call) -> str | None:
@@ -82,7 +88,5 @@ def edited(call: Call) -> str | None:
 def edited_paths(records: Sequence[dict[str, Any]], lines: range | None = None) -> set[str]:
     """Files the Claude Code edit calls made on `lines` (default: all) edited."""
     return {
-        path
-        for call in calls(records)
-        if (lines is None or call.line in lines) and (path := edited(call)) is not None
+        path for call in calls(records) if (lines is None or call.line in lines) and (path := edited(call)) is not None
     }

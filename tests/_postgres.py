@@ -93,8 +93,20 @@ def start_cluster() -> Cluster:
         run_as = ["runuser", "-u", "postgres", "--"]
     user = "contextfold"
     init = subprocess.run(
-        [*run_as, str(bin_dir / "initdb"), "-D", str(data), "-U", user, "-A", "trust", "-E", "UTF8", "--no-sync",
-         "--locale=C"],
+        [
+            *run_as,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            user,
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--locale=C",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -108,8 +120,20 @@ def start_cluster() -> Cluster:
             "-c full_page_writes=off -c max_connections=300 -c shared_buffers=128MB"
         )
         started = subprocess.run(
-            [*run_as, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w",
-             "-t", str(START_TIMEOUT), "start"],
+            [
+                *run_as,
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(root / "log"),
+                "-w",
+                "-t",
+                str(START_TIMEOUT),
+                "start",
+            ],
             capture_output=True,
             text=True,
             timeout=START_TIMEOUT + 30,

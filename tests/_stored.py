@@ -91,7 +91,12 @@ def read_store(database: Path) -> Stored:
         for r in db.execute("SELECT id, session_id, seq, role, summary, hidden FROM messages ORDER BY session_id, seq"):
             messages.setdefault(r["session_id"], []).append(
                 StoredMessage(
-                    r["id"], r["session_id"], r["seq"], r["role"], bool(r["summary"]), bool(r["hidden"]),
+                    r["id"],
+                    r["session_id"],
+                    r["seq"],
+                    r["role"],
+                    bool(r["summary"]),
+                    bool(r["hidden"]),
                     tuple(parts.get(r["id"], ())),
                 )
             )
@@ -132,8 +137,15 @@ def read_store_pg(url: str, owner: str) -> Stored:
             (owner,),
         ):
             messages.setdefault(r["session_id"], []).append(
-                StoredMessage(r["id"], r["session_id"], r["seq"], r["role"], r["summary"], r["hidden"],
-                              tuple(parts.get(r["id"], ())))
+                StoredMessage(
+                    r["id"],
+                    r["session_id"],
+                    r["seq"],
+                    r["role"],
+                    r["summary"],
+                    r["hidden"],
+                    tuple(parts.get(r["id"], ())),
+                )
             )
         compactions: dict[str, list[dict[str, Any]]] = {}
         for r in db.execute(

@@ -17,7 +17,7 @@ in), and a fake model on 127.0.0.1 that the test scripts (tests/fake_models.py):
 
 Other CLI commands go through `run` (`claude.run("mcp", "add", "name", "--", "contextfold", "proxy", ...)`).
 Without Node.js or the installed CLIs the fixtures skip locally and fail under CI=true (like
-tests/test_inspector.py), so CI cannot pass without running these tests.
+tests/e2e/test_inspector.py), so CI cannot pass without running these tests.
 
 `hook_recorder_command` gives a hook command line that appends every event it is handed to a JSON-lines
 file; `read_hook_log` reads it back. A hook process sees the `CONTEXTFOLD_HOME` the agent was started with.
@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fake_models import FakeMessagesAPI, FakeModelAPI, FakeResponsesAPI, serve_messages_api, serve_responses_api
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +85,9 @@ def installed_version(package: str) -> str | None:
 
 def _platform_tags() -> list[str]:
     """npm's `<os>-<arch>` for this machine, e.g. `linux-x64` (a musl build has `-musl` after it)."""
-    system = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}.get(platform.system(), platform.system().lower())
+    system = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}.get(
+        platform.system(), platform.system().lower()
+    )
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
         platform.machine().lower(), platform.machine().lower()
     )
@@ -132,7 +133,7 @@ def codex_binary() -> Path:
     return launcher
 
 
-def _required(find: Callable[[], Path]) -> Path:
+def required(find: Callable[[], Path]) -> Path:
     """`find()`, or a skip (a failure under CI) saying what is missing."""
     try:
         return find()
@@ -194,7 +195,9 @@ class AgentRun:
         return events
 
 
-def _run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float, context: Callable[[], str]) -> AgentRun:
+def _run(
+    argv: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float, context: Callable[[], str]
+) -> AgentRun:
     """Run `argv` to the end, in its own process group so a timeout also ends the hooks it started."""
     started = time.monotonic()
     process = subprocess.Popen(
@@ -266,7 +269,9 @@ class Agent:
 class ClaudeCode(Agent):
     """The real `claude` CLI in a scratch home, talking to a fake Messages API."""
 
-    def __init__(self, binary: Path, workdir: Path, fake: FakeMessagesAPI, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, binary: Path, workdir: Path, fake: FakeMessagesAPI, extra_env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(workdir, extra_env)
         self.binary = binary
         self.fake = fake
@@ -461,7 +466,7 @@ def read_hook_log(log: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def claude(tmp_path: Path) -> Iterator[ClaudeCode]:
     """The real Claude Code in a scratch home under tmp_path, with its own fake Messages API running."""
-    binary = _required(claude_binary)
+    binary = required(claude_binary)
     with serve_messages_api() as fake:
         yield ClaudeCode(binary, tmp_path / "claude", fake)
 
@@ -469,6 +474,6 @@ def claude(tmp_path: Path) -> Iterator[ClaudeCode]:
 @pytest.fixture
 def codex(tmp_path: Path) -> Iterator[Codex]:
     """The real Codex in a scratch home under tmp_path, with its own fake Responses API running."""
-    launcher = _required(codex_binary)
+    launcher = required(codex_binary)
     with serve_responses_api() as fake:
         yield Codex(launcher, tmp_path / "codex", fake)

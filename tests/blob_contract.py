@@ -2,11 +2,11 @@
 
 A backend's test module imports these tests and provides two fixtures: `blobs`, an empty
 `BlobStore`, and `reopen`, a function returning a second instance on the same storage (another
-process's view of it). `tests/test_blob_contract.py` runs them on the filesystem; a PostgreSQL
+process's view of it). `tests/contract/test_blob_contract.py` runs them on the filesystem; a PostgreSQL
 or object-store backend adds a module of its own with its fixtures and the same
 `from blob_contract import *`.
 
-Only the interface in `contextfold.blobs` is used (and the reads built on it): nothing here knows
+Only the interface in `contextfold.blobs.base` is used (and the reads built on it): nothing here knows
 about paths, files or directories.
 """
 
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from contextfold import lineindex
-from contextfold.blobs import BlobStore, StoredBlob
-from contextfold.lines import read_lines, read_text
-from contextfold.linesearch import grep
+from contextfold.blobs import lineindex
+from contextfold.blobs.base import BlobStore, StoredBlob
+from contextfold.blobs.lines import read_lines, read_text
+from contextfold.blobs.search import grep
 
 TEXT = b"first line\nsecond \xc3\xa9 line\n\nlast line without newline"
 
@@ -231,7 +231,11 @@ def test_big_content_streams_in_and_out_in_bounded_memory(blobs: BlobStore) -> N
     finally:
         tracemalloc.stop()
     try:
-        assert (stored.digest, stored.bytes, stored.lines) == (expected.hexdigest(), count * len(chunk), count * 100_000)
+        assert (stored.digest, stored.bytes, stored.lines) == (
+            expected.hexdigest(),
+            count * len(chunk),
+            count * 100_000,
+        )
         assert hasher.hexdigest() == stored.digest
         assert put_peak < 8 * 2**20, f"peak {put_peak:,} bytes while putting {count} MB"
         assert read_peak < 8 * 2**20, f"peak {read_peak:,} bytes while reading {count} MB"

@@ -248,7 +248,11 @@ class FakeModelAPI:
 
     def _render_error(self, status: int, message: str) -> tuple[int, str, bytes]:
         kind = "invalid_request_error" if status == 400 else "not_found_error"
-        return status, "application/json", json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+        return (
+            status,
+            "application/json",
+            json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode(),
+        )
 
     def describe(self) -> str:
         """The kinds of requests received, and any scripted step that raised (for failure messages)."""
@@ -311,7 +315,9 @@ def _last_user_text(messages: Any) -> str:
                 return content
             if isinstance(content, list):
                 return "\n".join(
-                    block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"
+                    block.get("text", "")
+                    for block in content
+                    if isinstance(block, dict) and block.get("type") == "text"
                 )
             return ""
     return ""
@@ -449,7 +455,9 @@ class FakeResponsesAPI(FakeModelAPI):
             started = {**message, "status": "in_progress", "content": []}
             events.append(_event("response.output_item.added", output_index=index, item=started))
             events.append(
-                _event("response.output_text.delta", output_index=index, content_index=0, item_id=item_id, delta=turn.text)
+                _event(
+                    "response.output_text.delta", output_index=index, content_index=0, item_id=item_id, delta=turn.text
+                )
             )
             events.append(_event("response.output_item.done", output_index=index, item=message))
             items.append(message)

@@ -1,4 +1,4 @@
-"""A misbehaving MCP server, written by hand in raw JSON-RPC lines, for tests/test_proxy_faults.py.
+"""A misbehaving MCP server, written by hand in raw JSON-RPC lines, for tests/e2e/test_proxy_faults.py.
 
 It answers the handshake and lists its tools like any server; each tool then fails in its own way:
 `exit` dies mid-call (stderr says why), `hang` never answers, `garbage` writes a line that is not
@@ -53,11 +53,17 @@ def main() -> None:
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
         if method == "initialize":
-            send({"jsonrpc": "2.0", "id": request_id, "result": {
-                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"resources": {}} if no_tools else {"tools": {}},
-                "serverInfo": {"name": "faulty", "version": "0"},
-            }})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                        "capabilities": {"resources": {}} if no_tools else {"tools": {}},
+                        "serverInfo": {"name": "faulty", "version": "0"},
+                    },
+                }
+            )
         elif method == "tools/list" and not no_tools:
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
         elif method == "tools/call":

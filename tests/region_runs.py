@@ -11,12 +11,13 @@ from __future__ import annotations
 from contextfold.domain import ToolPart
 
 ERROR_MESSAGE = "E       AssertionError: expected 200, got 503"
-FAILED_TEST = "FAILED tests/test_server.py::test_health - AssertionError: expected 200, got 503"
+FAILED_TEST = "FAILED tests/e2e/test_server.py::test_health - AssertionError: expected 200, got 503"
 FIRST_VERDICT = "1 failed, 41 passed in 3.21s"
 LAST_VERDICT = "42 passed in 3.05s"
 LINT_ERROR = "src/app/server.py:88:5: F841 local variable 'started' is assigned to but never used"
 GREP_HIT = "src/app/server.py:87:def handle_health(request):"
-COMMANDS = ("git status --short", "pytest -x tests/test_server.py", "ruff check src", "pytest -q tests")
+COMMANDS = ("git status --short", "pytest -x tests/e2e/test_server.py", "ruff check src", "pytest -q tests")
+
 
 def _call(name: str, arguments: dict[str, object], output: str, *, error: bool = False) -> ToolPart:
     return ToolPart(
@@ -62,7 +63,7 @@ def _pytest(verdict_failed: bool) -> str:
         lines.append(f"tests/test_module_{i}.py ...                                              [{(i + 1) * 7:3d}%]")
     if verdict_failed:
         lines += [
-            "tests/test_server.py F",
+            "tests/e2e/test_server.py F",
             "",
             "=================================== FAILURES ===================================",
             "_________________________________ test_health __________________________________",
@@ -76,7 +77,7 @@ def _pytest(verdict_failed: bool) -> str:
             "E       assert 503 == 200",
             "E        +  where 503 = <Response [503]>.status_code",
             "",
-            "tests/test_server.py:14: AssertionError",
+            "tests/e2e/test_server.py:14: AssertionError",
             "------------------------------ Captured log call -------------------------------",
         ]
         lines += [f"WARNING  app.server:server.py:{90 + i} pool warm-up {i} pending" for i in range(20)]
@@ -86,22 +87,37 @@ def _pytest(verdict_failed: bool) -> str:
             f"========================= {FIRST_VERDICT} ==========================",
         ]
     else:
-        lines += ["tests/test_server.py .", "", f"============================== {LAST_VERDICT} =============================="]
+        lines += [
+            "tests/e2e/test_server.py .",
+            "",
+            f"============================== {LAST_VERDICT} ==============================",
+        ]
     return "\n".join(lines)
 
 
 def realistic_run() -> list[ToolPart]:
     """Fourteen calls (ids `toolu_0000` … `toolu_0013`), about 8,000 tokens in the view (gpt-4o's tokenizer)."""
-    status = "\n".join([" M src/app/server.py", " M tests/test_server.py", "?? notes/health.md"])
+    status = "\n".join([" M src/app/server.py", " M tests/e2e/test_server.py", "?? notes/health.md"])
     hits = [GREP_HIT] + [
         f"src/app/{mod}.py:{10 + 7 * i}:def {mod}_step_{i}(request, *, retries: int = 3) -> dict:"
-        for mod in ("routes", "views", "auth") for i in range(12)
+        for mod in ("routes", "views", "auth")
+        for i in range(12)
     ]
     server = _module("server", 14)
     server[86:88] = ["def handle_health(request):", "    started = time.monotonic()"]
     settings = "\n".join(
-        ["[project]", 'name = "app"', 'version = "2.3.1"', 'requires-python = ">=3.11"', "",
-         "[tool.app]", "pool_size = 8", "health_timeout_seconds = 2.5", 'database_url = "postgresql://db/app"', ""]
+        [
+            "[project]",
+            'name = "app"',
+            'version = "2.3.1"',
+            'requires-python = ">=3.11"',
+            "",
+            "[tool.app]",
+            "pool_size = 8",
+            "health_timeout_seconds = 2.5",
+            'database_url = "postgresql://db/app"',
+            "",
+        ]
         + [f'option_{i} = "value {i}"' for i in range(40)]
     )
     lint = "\n".join([LINT_ERROR, "Found 1 error.", "[*] 1 fixable with the `--fix` option."])
@@ -112,31 +128,51 @@ def realistic_run() -> list[ToolPart]:
     calls = [
         _call("Bash", {"command": COMMANDS[0], "description": "Show changed files"}, status),
         _call("Glob", {"pattern": "**/*.py", "path": "/srv/app"}, listing),
-        _call("Grep", {"pattern": r"def \w+\(request", "path": "src/app", "output_mode": "content", "-n": True},
-              "\n".join(hits)),
+        _call(
+            "Grep",
+            {"pattern": r"def \w+\(request", "path": "src/app", "output_mode": "content", "-n": True},
+            "\n".join(hits),
+        ),
         _call("Read", {"file_path": "/srv/app/src/app/server.py"}, _numbered(server)),
         _call("Bash", {"command": COMMANDS[1], "description": "Run the server tests"}, _pytest(True), error=True),
-        _call("Read", {"file_path": "/srv/app/src/app/routes.py", "offset": 1, "limit": 60},
-              _numbered(_module("routes", 8)[:60])),
-        _call("Edit", {"file_path": "/srv/app/src/app/server.py", "old_string": "return 503",
-                       "new_string": "return 200"},
-              "The file /srv/app/src/app/server.py has been updated. Here's the result of running `cat -n` "
-              "on a snippet of the edited file:\n" + _numbered(server[80:100], 81)),
+        _call(
+            "Read",
+            {"file_path": "/srv/app/src/app/routes.py", "offset": 1, "limit": 60},
+            _numbered(_module("routes", 8)[:60]),
+        ),
+        _call(
+            "Edit",
+            {"file_path": "/srv/app/src/app/server.py", "old_string": "return 503", "new_string": "return 200"},
+            "The file /srv/app/src/app/server.py has been updated. Here's the result of running `cat -n` "
+            "on a snippet of the edited file:\n" + _numbered(server[80:100], 81),
+        ),
         _call("Bash", {"command": COMMANDS[2], "description": "Lint"}, lint, error=True),
         _call("Read", {"file_path": "/srv/app/pyproject.toml"}, _numbered(settings.splitlines())),
         _call("Read", {"file_path": "/srv/app/src/app/views.py"}, _numbered(_module("views", 15))),
         _call("Bash", {"command": COMMANDS[3], "description": "Run all tests"}, _pytest(False)),
-        _call("Bash", {"command": "git diff --stat"},
-              " src/app/server.py     | 4 ++--\n tests/test_server.py | 2 +-\n 2 files changed, 3 insertions(+), 3 deletions(-)"),
+        _call(
+            "Bash",
+            {"command": "git diff --stat"},
+            " src/app/server.py     | 4 ++--\n tests/e2e/test_server.py | 2 +-\n 2 files changed, 3 insertions(+), 3 deletions(-)",
+        ),
         _call("Bash", {"command": "ls notes"}, "health.md\nplan.md"),
-        _call("Bash", {"command": "wc -l src/app/*.py"},
-              "\n".join(f"  {100 + 13 * i} src/app/{n}.py" for i, n in enumerate(("server", "routes", "views")))
-              + "\n  417 total"),
+        _call(
+            "Bash",
+            {"command": "wc -l src/app/*.py"},
+            "\n".join(f"  {100 + 13 * i} src/app/{n}.py" for i, n in enumerate(("server", "routes", "views")))
+            + "\n  417 total",
+        ),
     ]
     return [call.model_copy(update={"call_id": f"toolu_{i:04d}"}) for i, call in enumerate(calls)]
 
 
 __all__ = [
-    "COMMANDS", "ERROR_MESSAGE", "FAILED_TEST", "FIRST_VERDICT", "GREP_HIT", "LAST_VERDICT", "LINT_ERROR",
+    "COMMANDS",
+    "ERROR_MESSAGE",
+    "FAILED_TEST",
+    "FIRST_VERDICT",
+    "GREP_HIT",
+    "LAST_VERDICT",
+    "LINT_ERROR",
     "realistic_run",
 ]

@@ -2,7 +2,7 @@
 
 A backend's test module imports these tests and provides one fixture, `store`: an open `Store`
 on a fresh database, closed after the test, and `reopen`: a second `Store` on the same database
-(another process's view of it). `tests/test_store_contract.py` runs them on SQLite; a PostgreSQL
+(another process's view of it). `tests/contract/test_store_contract.py` runs them on SQLite; a PostgreSQL
 backend adds a module of its own with its fixtures and the same `from store_contract import *`.
 
 Only the interfaces in `contextfold.store.base` are used: nothing here knows about SQL.
@@ -16,7 +16,8 @@ import anyio
 import pytest
 
 from contextfold.domain import CompactionRecord, Message, Session, TextPart, ToolPart, Usage
-from contextfold.store import ConflictError, NotFoundError, OutputRecord, PartMark
+from contextfold.errors import ConflictError, NotFoundError
+from contextfold.store import OutputRecord, PartMark
 
 pytestmark = pytest.mark.anyio
 
@@ -35,8 +36,15 @@ def _call(call_id: str, name: str = "bash") -> Message:
 
 def _output(output_id: str, session_id: str, owner: str, digest: str, size: int = 100) -> OutputRecord:
     return OutputRecord(
-        id=output_id, session_id=session_id, owner=owner, digest=digest, bytes=size, lines=3,
-        tool="bash", call_id=None, created_at=time.time(),
+        id=output_id,
+        session_id=session_id,
+        owner=owner,
+        digest=digest,
+        bytes=size,
+        lines=3,
+        tool="bash",
+        call_id=None,
+        created_at=time.time(),
     )
 
 
@@ -87,8 +95,11 @@ async def test_deleting_a_session_takes_its_rows_and_nothing_else(store):
         async with alice.write(name) as tx:
             await tx.insert_messages([_text("user", f"in {name}")])
             await tx.add_output(_output(f"out_{name}", name, "alice", f"digest-{name}"))
-            await tx.add_compaction(CompactionRecord(summarizer="x", tokens_before=10, tokens_after=5,
-                                                     head_messages=1, head_tokens=5, summary_tokens=2))
+            await tx.add_compaction(
+                CompactionRecord(
+                    summarizer="x", tokens_before=10, tokens_after=5, head_messages=1, head_tokens=5, summary_tokens=2
+                )
+            )
     await alice.delete_session("gone")
     with pytest.raises(NotFoundError):
         await alice.get_session("gone")
@@ -126,7 +137,11 @@ async def test_messages_get_ids_seqs_and_times_in_order(store):
     assert [m.seq for m in stored] == [1, 2, 3]
     assert len({m.id for m in stored}) == 3 and all(m.created_at > 0 for m in stored)
     loaded = await alice.load_messages("s")
-    assert [(m.seq, m.role, m.text) for m in loaded] == [(1, "user", "one"), (2, "assistant", "two"), (3, "user", "three")]
+    assert [(m.seq, m.role, m.text) for m in loaded] == [
+        (1, "user", "one"),
+        (2, "assistant", "two"),
+        (3, "user", "three"),
+    ]
     assert [m.text for m in await alice.load_messages("s", after_seq=1, limit=1)] == ["two"]
     assert [r.seq for r in await alice.rows("s", after_seq=1)] == [2, 3]
     assert await store.tenant("bob").load_messages("s") == []
@@ -243,8 +258,16 @@ async def test_compactions_newest_first_with_totals(store):
     alice = store.tenant("alice")
     for before, after in ((100, 40), (90, 30)):
         async with alice.write("s") as tx:
-            await tx.add_compaction(CompactionRecord(summarizer="x", tokens_before=before, tokens_after=after,
-                                                     head_messages=1, head_tokens=1, summary_tokens=1))
+            await tx.add_compaction(
+                CompactionRecord(
+                    summarizer="x",
+                    tokens_before=before,
+                    tokens_after=after,
+                    head_messages=1,
+                    head_tokens=1,
+                    summary_tokens=1,
+                )
+            )
     records = await alice.compactions("s")
     assert [(r.tokens_before, r.tokens_after) for r in records] == [(90, 30), (100, 40)]
     assert all(r.id and r.session_id == "s" for r in records)
@@ -253,8 +276,9 @@ async def test_compactions_newest_first_with_totals(store):
 
 
 def _compaction(before: int, after: int) -> CompactionRecord:
-    return CompactionRecord(summarizer="x", tokens_before=before, tokens_after=after, head_messages=1,
-                            head_tokens=1, summary_tokens=1)
+    return CompactionRecord(
+        summarizer="x", tokens_before=before, tokens_after=after, head_messages=1, head_tokens=1, summary_tokens=1
+    )
 
 
 async def test_the_session_carries_its_compaction_totals_kept_by_the_store(store, reopen):
@@ -295,6 +319,7 @@ async def test_concurrent_writers_on_two_connections_serialize(store, reopen):
     await _session(store, "alice", "s")
     other = await reopen()
     try:
+
         async def writer(s, tag: str) -> None:
             for i in range(10):
                 async with s.tenant("alice").write("s") as tx:

@@ -20,7 +20,7 @@ SUMMARY_HEADINGS = (
     "## Critical Context",
     "## Relevant Files",
 )
-"""The anchored summary's headings in order (SPEC §10), written out here rather than taken from
+"""The anchored summary's headings in order (docs/design.md §8–§11), written out here rather than taken from
 the code, so a test cannot pass by agreeing with a template that drifted."""
 
 _ANTHROPIC_BLOCKS = {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}

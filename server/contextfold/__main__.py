@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from contextfold.cli.dispatch import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""Settings: every constant in SPEC.md is one, with the documented default.
+"""Settings: the tunable constants of docs/design.md, each with its documented default.
 
 Precedence, highest first: CLI flags → `CONTEXTFOLD_*` environment variables → the TOML file
 (`$CONTEXTFOLD_CONFIG`, else `config.toml` in the data home) → defaults. Settings are of two
@@ -17,14 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ContextfoldError
+from contextfold.errors import SettingsError
 
 ENV_PREFIX = "CONTEXTFOLD_"
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-class SettingsError(ContextfoldError, ValueError):
-    """A setting with a bad name or value; the message names it and the allowed values."""
 
 
 def default_home() -> Path:
@@ -139,7 +135,9 @@ class Settings(BaseModel):
         5 * 1024**2, ge=0, description="An image, audio clip or blob over this many bytes is saved, not passed on."
     )
     proxy_timeout_seconds: float = Field(
-        600.0, ge=0, description="A request the upstream leaves unanswered this long fails (progress restarts it; 0 = never)."
+        600.0,
+        ge=0,
+        description="A request the upstream leaves unanswered this long fails (progress restarts it; 0 = never).",
     )
 
     # -- compaction, recovery and the strategies without an LLM -----------------------------------
@@ -317,15 +315,12 @@ def check_session_overrides(overrides: Mapping[str, Any]) -> None:
     unknown = sorted(set(overrides) - SESSION_SETTINGS)
     if unknown:
         raise SettingsError(
-            f"unknown session setting(s) {', '.join(unknown)}; "
-            f"allowed: {', '.join(sorted(SESSION_SETTINGS))}"
+            f"unknown session setting(s) {', '.join(unknown)}; allowed: {', '.join(sorted(SESSION_SETTINGS))}"
         )
 
 
 def _describe(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(x) for x in err['loc']) or 'settings'}: {err['msg']}" for err in exc.errors()
-    )
+    return "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'settings'}: {err['msg']}" for err in exc.errors())
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -336,9 +331,9 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         # Lists come as JSON (`["skill","todo"]`) or comma-separated; pydantic coerces scalars.
         if name == "prune_protected_tools":
-            values[name] = json.loads(raw) if raw.lstrip().startswith("[") else [
-                t.strip() for t in raw.split(",") if t.strip()
-            ]
+            values[name] = (
+                json.loads(raw) if raw.lstrip().startswith("[") else [t.strip() for t in raw.split(",") if t.strip()]
+            )
         else:
             values[name] = raw
     return values

@@ -288,7 +288,7 @@ class SessionState(BaseModel):
 
 class Session(_Model):
     id: str
-    owner: str = Field("", exclude=True)
+    owner: str = Field(default="", exclude=True)
     """The tenant that owns the session ('' locally); set by the store, never shown to clients.
     Session ids are per owner: two tenants may each have a session called "x"."""
     title: str | None = None

@@ -1,8 +1,9 @@
-"""Names the command line offers before it loads what they name.
+"""Names the light paths use before they load what they name; this module imports nothing.
 
 `contextfold --help` lists the import formats and the removal strategies and mentions the tokens
 variable; defined here, with nothing imported, they cost the parser nothing. The modules that
-implement them (`importers`, `strategies`, `auth`) re-export them from here.
+implement them (`importers`, `strategies`, `auth`) re-export them from here. The hooks' status
+line shows an overflow state without loading pydantic.
 """
 
 from __future__ import annotations
@@ -28,3 +29,6 @@ REMOVAL_STRATEGIES = ("middle", "oldest", "hybrid")
 
 TOKENS_ENV = "CONTEXTFOLD_TOKENS"
 """Bearer tokens for `serve --http` from the environment: `tenant=token;…`."""
+
+OverflowState = Literal["ok", "soft", "hard", "overflow"]
+"""Where a session stands against its budget (`policy.overflow` assesses it); a status line shows it."""

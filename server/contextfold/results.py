@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from .policy.overflow import State
+from contextfold.names import OverflowState as State
 
 
 class TokenCount(BaseModel):

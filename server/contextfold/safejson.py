@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import LimitExceeded
+from contextfold.errors import LimitExceeded
 
 MAX_DEPTH = 100
 """How deep arrays and objects may nest in one value. Real transcripts stay within about 10."""

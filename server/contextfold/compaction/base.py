@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain import Message, Usage
-from ..tokens import TokenCounter
-from .facts import Facts
+from contextfold.compaction.facts import Facts
+from contextfold.domain import Message, Usage
+from contextfold.tokens.counting import TokenCounter
 
 
 class SummarizerError(Exception):

@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from ..config import Settings
-from ..errors import InvalidInput
-from .anthropic import AnthropicSummarizer
-from .base import Summarizer, SummarizerError, SummaryOutcome, SummaryRequest
-from .extractive import ExtractiveSummarizer
-from .template import missing_sections
+from contextfold.compaction.base import Summarizer, SummarizerError, SummaryOutcome, SummaryRequest
+from contextfold.compaction.extractive import ExtractiveSummarizer
+from contextfold.compaction.summarizers.anthropic import AnthropicSummarizer
+from contextfold.compaction.template import missing_sections
+from contextfold.config import Settings
+from contextfold.errors import InvalidInput
 
 SummarizerChoice = Literal["auto", "anthropic", "sampling", "extractive"]
 CHOICES: tuple[SummarizerChoice, ...] = ("auto", "anthropic", "sampling", "extractive")
@@ -87,9 +87,11 @@ def build_chain(
         if sampled is not None:
             chain.append(SampledSummarizer(sampled))
         elif offered and choice == "auto":
-            chain.append(Unavailable("sampling", "not asked: the anthropic summarizer was configured and tried instead"))
+            chain.append(
+                Unavailable("sampling", "not asked: the anthropic summarizer was configured and tried instead")
+            )
         else:
-            chain.append(Unavailable("sampling", "the client did not offer its model (no sampling capability)"))
+            chain.append(Unavailable("sampling", "no model was offered to ask (an MCP client's sampling)"))
     chain.append(ExtractiveSummarizer())
     return chain
 

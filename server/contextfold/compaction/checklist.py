@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import re
 
-from .agents import PlanItem
-from .agents.base import PlanStatus
+from contextfold.compaction.agents import PlanItem
+from contextfold.compaction.agents.base import PlanStatus
 
 _ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+\[([ xX✓✔~>/-])\]\s+(.+?)\s*$")
 _STATUS: dict[str, PlanStatus] = {
-    " ": "pending", "x": "completed", "X": "completed", "✓": "completed", "✔": "completed",
-    "~": "in_progress", ">": "in_progress", "/": "in_progress", "-": "in_progress",
+    " ": "pending",
+    "x": "completed",
+    "X": "completed",
+    "✓": "completed",
+    "✔": "completed",
+    "~": "in_progress",
+    ">": "in_progress",
+    "/": "in_progress",
+    "-": "in_progress",
 }
 MIN_ITEMS = 2
 """One box alone is as likely a remark as a plan."""

@@ -1,4 +1,4 @@
-"""The anchored compaction pipeline, as pure steps (SPEC §10).
+"""The anchored compaction pipeline, as pure steps (docs/design.md §8).
 
 plan (select the tail, keep the newest request and the last answer in it — `thread.py` — find
 the head and the previous summary) → the summarizer writes (elsewhere: it may be a network call)
@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..domain import CompactionPart, Message, Session, TextPart, ViewAnchor
-from ..policy.cut import CutCaps
-from ..policy.turns import TailSelection, rows, select_tail
-from ..store.base import PartMark
-from ..tokens import TokenCounter, count_message
-from .base import SummarizerError
-from .facts import Facts, extract_facts
-from .pins import PinReport, pin_facts
-from .thread import keep_thread
+from contextfold.compaction.base import SummarizerError
+from contextfold.compaction.facts import Facts, extract_facts
+from contextfold.compaction.pins import PinReport, pin_facts
+from contextfold.compaction.thread import keep_thread
+from contextfold.domain import CompactionPart, Message, Session, TextPart, ViewAnchor
+from contextfold.policy.cut import CutCaps
+from contextfold.policy.turns import TailSelection, rows, select_tail
+from contextfold.store.base import PartMark
+from contextfold.tokens.counting import TokenCounter, count_message
 
 CONTINUE_TEXT = (
     "Continue with the task from where you left off, using the summary above. "
@@ -92,8 +92,7 @@ class Plan:
         """The previous summary in view was written by another agent and imported."""
         return self.previous_summary is not None and bool(self.previous_summary.metadata.get("imported_from"))
 
-
-    def with_earlier(self, stored: Sequence[Message]) -> "Plan":
+    def with_earlier(self, stored: Sequence[Message]) -> Plan:
         """This plan with `earlier` set from the session's stored messages (any order, any span):
         those before the previous summary that are history, not markers or summaries."""
         if self.previous_summary is None:
@@ -105,7 +104,9 @@ class Plan:
 
 def summary_budget(usable: int, replaced_tokens: int) -> int:
     """Room for the summary: a tenth of usable within [500, 4,500], and under half of what it replaces."""
-    return max(SUMMARY_MIN_TOKENS // 2, min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, usable // 10), replaced_tokens // 2))
+    return max(
+        SUMMARY_MIN_TOKENS // 2, min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, usable // 10), replaced_tokens // 2)
+    )
 
 
 def plan_compaction(
@@ -210,8 +211,10 @@ def request_copy(prompt: Message) -> Message:
 
 def is_continue(message: Message) -> bool:
     """The continue note an automatic compaction writes."""
-    return message.role == "user" and message.text == CONTINUE_TEXT and all(
-        isinstance(p, TextPart) and p.synthetic for p in message.parts
+    return (
+        message.role == "user"
+        and message.text == CONTINUE_TEXT
+        and all(isinstance(p, TextPart) and p.synthetic for p in message.parts)
     )
 
 
@@ -241,4 +244,3 @@ def compacted(session: Session, anchor: ViewAnchor, stored: Sequence[Message], t
             "usage_baseline": 0,
         }
     )
-

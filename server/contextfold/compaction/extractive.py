@@ -1,4 +1,4 @@
-"""The offline summarizer: every section filled by code from the history (SPEC §10, item 3).
+"""The offline summarizer: every section filled by code from the history (docs/design.md §11).
 
 No model, no network, deterministic: the same request always gives the same summary. It is the
 last link of the summarizer chain, so it never fails; it is also what a session without any LLM
@@ -63,10 +63,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..domain import Message
-from ..tokens import TokenCounter
-from .base import SummaryOutcome, SummaryRequest
-from .facts import (
+from contextfold.compaction import userwords, workingset
+from contextfold.compaction.base import SummaryOutcome, SummaryRequest
+from contextfold.compaction.facts import (
     MAX_EDITED_FILES,
     ErrorFact,
     Facts,
@@ -84,10 +83,9 @@ from .facts import (
     user_instruction,
     user_prose,
 )
-from . import userwords, workingset
-from .outcomes import files_phrase, outcomes, project_root
-from .pins import newest_constraints
-from .template import (
+from contextfold.compaction.outcomes import files_phrase, outcomes, project_root
+from contextfold.compaction.pins import newest_constraints
+from contextfold.compaction.template import (
     BLOCKED,
     CONSTRAINTS,
     CRITICAL,
@@ -104,6 +102,8 @@ from .template import (
     cite,
     parse_summary,
 )
+from contextfold.domain import Message
+from contextfold.tokens.counting import TokenCounter
 
 EARLIER_REQUEST = "Earlier request: "
 REQUEST = "Request: "
@@ -386,9 +386,7 @@ def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         draft.add(DECISIONS, text, _DECISION_TIER, index)
 
 
-def _context(
-    draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[Message], keywords: list[str]
-) -> None:
+def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[Message], keywords: list[str]) -> None:
     rank = 0.0
     tests = [c for c in facts.commands if suite_runner(c)]
     if prior:
@@ -406,7 +404,12 @@ def _context(
         rank += 1
     root = _root(facts)
     if root:
-        draft.add(CRITICAL, f"{PROJECT_ROOT}`{root}` (Done and the working set name files relative to it)", _CONTEXT_TIER, rank)
+        draft.add(
+            CRITICAL,
+            f"{PROJECT_ROOT}`{root}` (Done and the working set name files relative to it)",
+            _CONTEXT_TIER,
+            rank,
+        )
         rank += 1
     for sentence in _focus_sentences(head, keywords):
         draft.add(CRITICAL, sentence, _FOCUS_TIER, rank)
@@ -728,9 +731,7 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
     # A budget too small for the essentials: the oldest constraints and files go first, the goal
     # and the error that blocks the work last.
     order = {CONSTRAINTS: 0, FILES: 1, GOAL: 2, BLOCKED: 3}
-    essentials = [
-        (name, item) for name in SECTIONS for item in draft.sections[name] if item.tier >= _ESSENTIAL_TIER
-    ]
+    essentials = [(name, item) for name in SECTIONS for item in draft.sections[name] if item.tier >= _ESSENTIAL_TIER]
     essentials.sort(key=lambda pair: (order.get(pair[0], -1), pair[1].rank))
     fitted = _drop(draft, [item for _, item in essentials], counter, budget, total)
     return fitted if fitted is not None else draft.render()

@@ -30,20 +30,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ..domain import Message, TextPart, ToolPart
-from .agents import AgentAdapter, Outcome, PlanItem, ToolCall, pick
-from .agents import adapters as registered_adapters
-from .agents.output import error_line, judged, suite_verdict
-from .agents.shell import (
+from contextfold.compaction.agents import AgentAdapter, Outcome, PlanItem, ToolCall, pick
+from contextfold.compaction.agents import adapters as registered_adapters
+from contextfold.compaction.agents.output import error_line, judged, suite_verdict
+from contextfold.compaction.agents.shell import (
     ShellTouch,
     command_key,
-    commit_subject,
-    is_plumbing,
-    readable,
     command_touches,
+    commit_subject,
     is_inspection,
     is_path,
+    is_plumbing,
     patch_files,
+    readable,
     resolves,
     shell_touches,
     simple_commands,
@@ -51,9 +50,9 @@ from .agents.shell import (
     suite_invocation,
     suite_runner,
 )
-from .agents.text import MAX_ITEM_CHARS, clip, collapse
-from .checklist import checklist
-from .prose import (
+from contextfold.compaction.agents.text import MAX_ITEM_CHARS, clip, collapse
+from contextfold.compaction.checklist import checklist
+from contextfold.compaction.prose import (
     MAX_INSTRUCTION_CHARS,
     assistant_prose,
     assistant_text,
@@ -67,12 +66,32 @@ from .prose import (
     user_prose,
     user_words,
 )
-from .record import Choice, Said, Step
+from contextfold.compaction.record import Choice, Said, Step
+from contextfold.domain import Message, TextPart, ToolPart
 
 __all__ = [
-    "MAX_ITEM_CHARS", "ErrorFact", "Facts", "FileTouch", "assistant_prose", "clip", "collapse", "command_key",
-    "constraint_sentences", "error_line", "extract_facts", "is_decision", "is_path", "is_rule", "names_path",
-    "resolves", "sentences", "shell_touches", "suite_invocation", "suite_runner", "user_instruction", "user_prose",
+    "MAX_ITEM_CHARS",
+    "ErrorFact",
+    "Facts",
+    "FileTouch",
+    "assistant_prose",
+    "clip",
+    "collapse",
+    "command_key",
+    "constraint_sentences",
+    "error_line",
+    "extract_facts",
+    "is_decision",
+    "is_path",
+    "is_rule",
+    "names_path",
+    "resolves",
+    "sentences",
+    "shell_touches",
+    "suite_invocation",
+    "suite_runner",
+    "user_instruction",
+    "user_prose",
 ]
 
 MAX_CONSTRAINTS = 20
@@ -455,8 +474,10 @@ class _Walker:
     def edit(self, call: ToolCall, path: str, how: str) -> None:
         part = call.part
         outcome = _outcome(part, self.adapters)
-        failed = outcome.ok is False or _marked_failed(outcome.body, self.adapters) or re.match(
-            r"\s*(?:ERROR|Error)\b", outcome.body[:100]
+        failed = (
+            outcome.ok is False
+            or _marked_failed(outcome.body, self.adapters)
+            or re.match(r"\s*(?:ERROR|Error)\b", outcome.body[:100])
         )
         if failed:
             self.error(outcome.body, f"{part.name} `{path}`", path)
@@ -661,7 +682,11 @@ def _reason(said: Sequence[str], path: str) -> str:
 
 def _why(action: str, state: _FileState) -> str:
     hows = ", ".join(how if count == 1 else f"{how} ×{count}" for how, count in state.hows.items())
-    why = f"{action}: {hows}" if action == "read" and not hows.startswith(("read", "searched", "viewed", "opened", "ran")) else hows
+    why = (
+        f"{action}: {hows}"
+        if action == "read" and not hows.startswith(("read", "searched", "viewed", "opened", "ran"))
+        else hows
+    )
     if action == "edited" and not why.startswith(("edited", "created", "updated", "added", "deleted", "moved")):
         why = f"edited ({why})"
     if state.reason:

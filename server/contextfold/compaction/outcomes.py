@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .agents.text import clip
-from .record import Step
-from .template import cite
+from contextfold.compaction.agents.text import clip
+from contextfold.compaction.record import Step
+from contextfold.compaction.template import cite
 
 MAX_FILES_NAMED = 8
 MAX_COMMANDS_NAMED = 3

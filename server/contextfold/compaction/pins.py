@@ -1,4 +1,4 @@
-"""Invariants by code: what every summary must carry, whoever wrote it (SPEC §10 "Pinned facts").
+"""Invariants by code: what every summary must carry, whoever wrote it (docs/design.md §10).
 
 A model asked to keep paths, the user's rules and the error that blocks the work may paraphrase
 or forget them. So after any summarizer the summary is parsed into the template (every section
@@ -25,11 +25,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..domain import Message
-from . import userwords
-from .facts import Facts, collapse, extract_facts, names_path
-from .template import BLOCKED, CONSTRAINTS, CRITICAL, FILES, GOAL, LATEST_REQUEST, NEXT_STEPS, cite, parse_summary
-
+from contextfold.compaction import userwords
+from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
+from contextfold.compaction.template import (
+    BLOCKED,
+    CONSTRAINTS,
+    CRITICAL,
+    FILES,
+    GOAL,
+    LATEST_REQUEST,
+    NEXT_STEPS,
+    cite,
+    parse_summary,
+)
+from contextfold.domain import Message
 
 __all__ = ["MAX_PINNED_CONSTRAINTS", "PinReport", "names_path", "newest_constraints", "pin_facts"]
 
@@ -84,7 +93,11 @@ def pin_facts(
 
     latest = facts.latest_instruction
     quoted = [b for b in summary[CONSTRAINTS] if userwords.parse_quote(b) is not None]
-    if latest and not _contains(summary[GOAL] + summary[NEXT_STEPS], latest) and not _contains(quoted, _opening(latest)):
+    if (
+        latest
+        and not _contains(summary[GOAL] + summary[NEXT_STEPS], latest)
+        and not _contains(quoted, _opening(latest))
+    ):
         summary.add(GOAL, LATEST_REQUEST + latest)
         added.append(f"instruction: {latest}")
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ..domain import Message, TextPart
-from ..formats._common import instruction_role
-from .agents import AgentAdapter
-from .agents import adapters as registered_adapters
-from .agents.text import clip, collapse
+from contextfold.compaction.agents import AgentAdapter
+from contextfold.compaction.agents import adapters as registered_adapters
+from contextfold.compaction.agents.text import clip, collapse
+from contextfold.domain import Message, TextPart
+from contextfold.formats.base import instruction_role
 
 MAX_INSTRUCTION_CHARS = 400
 
@@ -174,7 +174,7 @@ def _harness_blocks(text: str) -> bool:
     if not text.startswith("<") or not _TAGGED_ONLY.match(text[:20_000]):
         return False
     outer = _outer_tags(text[:20_000])
-    return bool(outer) and all(_HARNESS_TAG.search(name) for name in outer)
+    return outer is not None and bool(outer) and all(_HARNESS_TAG.search(name) for name in outer)
 
 
 INJECTED_MIN_CHARS = 1_000
@@ -329,7 +329,19 @@ def plan_steps(text: str) -> list[str]:
 
 
 __all__ = [
-    "MAX_INSTRUCTION_CHARS", "MAX_WORDS_CHARS", "assistant_prose", "assistant_text", "constraint_sentences",
-    "expands_command", "is_decision", "is_rule", "names_path", "plan_steps", "prose", "sentences", "user_instruction", "user_prose",
+    "MAX_INSTRUCTION_CHARS",
+    "MAX_WORDS_CHARS",
+    "assistant_prose",
+    "assistant_text",
+    "constraint_sentences",
+    "expands_command",
+    "is_decision",
+    "is_rule",
+    "names_path",
+    "plan_steps",
+    "prose",
+    "sentences",
+    "user_instruction",
+    "user_prose",
     "user_words",
 ]

@@ -27,16 +27,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..config import Settings
-from ..domain import ToolPart, Usage
-from ..errors import InvalidInput
-from ..policy.digest import header
-from ..shown import tool_input_text
-from ..tokens import TokenCounter
-from .anthropic import AnthropicSummarizer
-from .base import SummarizerError, SummaryOutcome
-from .chain import CHOICES, Sampled
-from .transcript import cap_text, neutralise_delimiters
+from contextfold.compaction.base import SummarizerError, SummaryOutcome
+from contextfold.compaction.chain import CHOICES, Sampled
+from contextfold.compaction.summarizers.anthropic import AnthropicSummarizer
+from contextfold.compaction.transcript import cap_text, neutralise_delimiters
+from contextfold.config import Settings
+from contextfold.domain import ToolPart, Usage
+from contextfold.errors import InvalidInput
+from contextfold.formats.shown import tool_input_text
+from contextfold.policy.digest import header
+from contextfold.tokens.counting import TokenCounter
 
 REPLY_TAG = "digest"
 BATCH_BUDGET = 4_000
@@ -169,9 +169,7 @@ def _transcript(ask: RegionAsk) -> str:
 # -- reading the reply -----------------------------------------------------------------------------
 
 
-def parse_digests(
-    text: str, batch: Sequence[RegionAsk], counter: TokenCounter
-) -> tuple[dict[str, str], list[str]]:
+def parse_digests(text: str, batch: Sequence[RegionAsk], counter: TokenCounter) -> tuple[dict[str, str], list[str]]:
     """The reply's digests that fit (each with its header), and what was wrong with the others."""
     found: dict[str, str] = {}
     for key, body in _REPLY.findall(text or ""):
@@ -187,7 +185,9 @@ def parse_digests(
         tokens = counter.count(written)
         limit = math.floor(ask.budget * OVERSHOOT)
         if tokens > limit:
-            problems.append(f"region {ask.key}: a digest of {tokens:,} tokens is over {limit:,} (budget {ask.budget:,})")
+            problems.append(
+                f"region {ask.key}: a digest of {tokens:,} tokens is over {limit:,} (budget {ask.budget:,})"
+            )
             continue
         digests[ask.key] = written
     return digests, problems
@@ -218,8 +218,10 @@ async def write_digests(
     groups = batches(asks)
     skipped = len(asks) - sum(len(g) for g in groups)
     if skipped:
-        written.fallbacks.append(f"{choice}: {skipped} region(s) too large to send (a digest budget over "
-                                 f"{MAX_REGION_BUDGET:,} tokens): digested by rule")
+        written.fallbacks.append(
+            f"{choice}: {skipped} region(s) too large to send (a digest budget over "
+            f"{MAX_REGION_BUDGET:,} tokens): digested by rule"
+        )
     if choice in ("auto", "anthropic"):
         anthropic = AnthropicSummarizer.from_env(settings)
         if anthropic is None:
@@ -233,7 +235,7 @@ async def write_digests(
         elif offered and choice == "auto":
             written.fallbacks.append("sampling: not asked: the anthropic summarizer was configured and tried instead")
         else:
-            written.fallbacks.append("sampling: the client did not offer its model (no sampling capability)")
+            written.fallbacks.append("sampling: no model was offered to ask (an MCP client's sampling)")
     return written
 
 

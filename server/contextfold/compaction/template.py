@@ -41,7 +41,7 @@ USER_SAID = "User"
 `User [m12]: <their words>`."""
 HISTORY_NOTE = (
     "The full earlier history is stored: search it with `search_history` (a `pattern`), or read "
-    "the message a citation such as [m12] names with `search_history(at=\"m12\")`."
+    'the message a citation such as [m12] names with `search_history(at="m12")`.'
 )
 """The line every summary ends with (added by `Summary.render`, dropped by `parse_summary`)."""
 
@@ -85,6 +85,7 @@ def cited_seqs(text: str) -> list[int]:
 def strip_citations(text: str) -> str:
     """`text` without its citations (to compare what two bullets say)."""
     return " ".join(_CITATION.sub("", text).split())
+
 
 _HEADING = re.compile(r"^(#{2,3})\s+(.+?)\s*#*\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.*\S)\s*$")

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..domain import Message, TextPart, ToolPart
-from ..policy.cut import CutCaps, cut_in_view
-from ..store.base import PartMark
-from ..tokens import TokenCounter
+from contextfold.domain import Message, TextPart, ToolPart
+from contextfold.policy.cut import CutCaps, cut_in_view
+from contextfold.store.base import PartMark
+from contextfold.tokens.counting import TokenCounter
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,10 @@ def _cuts(tail: Sequence[Message], budget: int, counter: TokenCounter, caps: Cut
     options = []
     for message in tail:
         for index, part in enumerate(message.parts):
-            if isinstance(part, ToolPart) and (
-                cut := cut_in_view(part, counter, max_tokens=caps.tokens, max_chars=caps.chars)
-            ) is not None:
+            if (
+                isinstance(part, ToolPart)
+                and (cut := cut_in_view(part, counter, max_tokens=caps.tokens, max_chars=caps.chars)) is not None
+            ):
                 options.append(PartMark(message.id, index, cut[0], cut[1]))
     chosen: list[PartMark] = []
     for mark in sorted(options, key=lambda m: m.freed, reverse=True):

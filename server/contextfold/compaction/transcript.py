@@ -14,7 +14,7 @@ What is left out or shortened, and why:
   context sits at the top of its output and its verdict (the traceback's last line, the test
   summary) at the bottom.
 
-Otherwise a part reads as the model sees it in its view (`contextfold.shown`): a pruned output as
+Otherwise a part reads as the model sees it in its view (`contextfold.formats.shown`): a pruned output as
 the placeholder, a cut one as its first characters and the note, a digested one as its digest,
 an attachment left out with its note.
 
@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..domain import FilePart, Message, ReasoningPart, TextPart, ToolPart
-from ..formats import RenderOptions
-from ..shown import media_placeholder, shown_result, tool_input_text
+from contextfold.domain import FilePart, Message, ReasoningPart, TextPart, ToolPart
+from contextfold.formats import RenderOptions
+from contextfold.formats.shown import media_placeholder, shown_result, tool_input_text
 
 TRANSCRIPT_TAG = "transcript"
 """The prompt wraps the transcript in `<transcript>` … `</transcript>`."""

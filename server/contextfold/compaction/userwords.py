@@ -21,9 +21,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .agents.text import clip, collapse
-from .record import Said
-from .template import USER_SAID, cite
+from contextfold.compaction.agents.text import clip, collapse
+from contextfold.compaction.record import Said
+from contextfold.compaction.template import USER_SAID, cite
 
 QUOTE_CHARS = 8_000
 """All quotes together at most (about 2,000 tokens of a 4,500-token summary)."""
@@ -119,4 +119,13 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     return chosen
 
 
-__all__ = ["FULL_CHARS", "MIN_OPENING_CHARS", "OPENING_CHARS", "QUOTE_CHARS", "Quote", "parse_quote", "quote_budget", "quotes"]
+__all__ = [
+    "FULL_CHARS",
+    "MIN_OPENING_CHARS",
+    "OPENING_CHARS",
+    "QUOTE_CHARS",
+    "Quote",
+    "parse_quote",
+    "quote_budget",
+    "quotes",
+]

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..domain import Message
-from .agents import ToolCall, pick
-from .agents import adapters as registered_adapters
-from ..tokens import TokenCounter
-from .prose import assistant_prose, user_words
+from contextfold.compaction.agents import ToolCall, pick
+from contextfold.compaction.agents import adapters as registered_adapters
+from contextfold.compaction.prose import assistant_prose, user_words
+from contextfold.domain import Message
+from contextfold.tokens.counting import TokenCounter
 
 SHARE = 0.4
 """Of the summary's budget, what the working set always may take (1,800 tokens of 4,500): on the
@@ -146,7 +146,13 @@ def _code_like(word: str, kebab: bool = False) -> bool:
         return False
     core = word[:-2] if word.endswith("()") else word
     return bool(
-        _DUNDER.match(core) or (kebab and _KEBAB.match(core)) or _ARITY.match(core) or _SNAKE.match(core) or _CAMEL.match(core) or _DOTTED.match(core) or _UPPER.match(core)
+        _DUNDER.match(core)
+        or (kebab and _KEBAB.match(core))
+        or _ARITY.match(core)
+        or _SNAKE.match(core)
+        or _CAMEL.match(core)
+        or _DOTTED.match(core)
+        or _UPPER.match(core)
     )
 
 
@@ -166,7 +172,13 @@ class _Scores:
         term = _hit_file(term) or term
         if term.endswith(")") and not term.endswith("()"):
             term = term.rstrip(")")
-        if len(term) < 3 or len(term) > (250 if is_file_name(term) else 120) or term.isdigit() or term.casefold() in _NOT_NAMES or _JUNK.search(term):
+        if (
+            len(term) < 3
+            or len(term) > (250 if is_file_name(term) else 120)
+            or term.isdigit()
+            or term.casefold() in _NOT_NAMES
+            or _JUNK.search(term)
+        ):
             return
         gain = weight * (1 + RECENCY * (self.at / self.size) ** 2)
         self.score[term] = self.score.get(term, 0.0) + gain
@@ -352,4 +364,17 @@ def listed(bullet: str) -> list[tuple[str, str]] | None:
     return None
 
 
-__all__ = ["IDENTIFIERS", "MAX_SHARE", "MAX_TOKENS", "NAMED", "READ", "SHARE", "TESTS", "WorkingSet", "fit_working_set", "is_file_name", "listed", "working_set"]
+__all__ = [
+    "IDENTIFIERS",
+    "MAX_SHARE",
+    "MAX_TOKENS",
+    "NAMED",
+    "READ",
+    "SHARE",
+    "TESTS",
+    "WorkingSet",
+    "fit_working_set",
+    "is_file_name",
+    "listed",
+    "working_set",
+]

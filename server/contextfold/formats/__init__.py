@@ -9,46 +9,11 @@ Importers for whole transcript files (Claude Code, Codex, normalized JSONL) live
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..domain import Message, SystemPrompt, ToolResult
-from ..errors import ContextfoldError
-
-WireFormat = Literal["anthropic", "openai"]
-
-
-class FormatError(ContextfoldError, ValueError):
-    """A message that cannot be read. `path` names the field, e.g. `messages[3].content[0].tool_use_id`."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
-
-
-@dataclass
-class ParsedBatch:
-    system: list[SystemPrompt] | None = None
-    """The batch's system prompt, or None when the batch says nothing about it."""
-    messages: list[Message] = field(default_factory=list)
-    """New messages in order. Results for calls made in this same batch are already attached."""
-    results: list[ToolResult] = field(default_factory=list)
-    """Results whose call is not in this batch: the caller attaches them to stored calls."""
-
-
-@dataclass(frozen=True)
-class RenderOptions:
-    interrupt_pending: bool = True
-    """Answer a call still pending or running with an error result (both APIs reject an unanswered call)."""
-    strip_media: bool = False
-    """Replace images and documents with a short text placeholder."""
-    pruned_placeholder: str = "[Old tool result content cleared]"
-    output_cap: int | None = None
-    """Cap each tool output at this many characters, with a note of how many were omitted."""
-
-
-INTERRUPTED_RESULT = "[Tool execution was interrupted]"
+from contextfold.domain import Message, SystemPrompt
+from contextfold.errors import FormatError
+from contextfold.formats.base import INTERRUPTED_RESULT, ParsedBatch, RenderOptions, WireFormat
 
 
 def detect_format(messages: Sequence[Any]) -> WireFormat:
@@ -77,9 +42,9 @@ def parse(messages: Sequence[Any], format: WireFormat | Literal["auto"] = "auto"
         raise FormatError("messages", "expected a list of messages")
     chosen = detect_format(messages) if format == "auto" else format
     if chosen == "anthropic":
-        from .anthropic import parse_messages
+        from contextfold.formats.anthropic import parse_messages
     elif chosen == "openai":
-        from .openai import parse_messages
+        from contextfold.formats.openai import parse_messages
     else:
         raise FormatError("format", f"unknown format {format!r}; use 'anthropic', 'openai' or 'auto'")
     return parse_messages(messages)
@@ -98,11 +63,11 @@ def render(
     by one (OpenAI); Anthropic's merges neighbours and renders everything each time.
     """
     if format == "anthropic":
-        from .anthropic import render_messages as render_anthropic
+        from contextfold.formats.anthropic import render_messages as render_anthropic
 
         return render_anthropic(system, messages, options)
     if format == "openai":
-        from .openai import render_messages as render_openai
+        from contextfold.formats.openai import render_messages as render_openai
 
         return render_openai(system, messages, options, memo)
     raise FormatError("format", f"unknown format {format!r}; use 'anthropic' or 'openai'")

@@ -1,7 +1,7 @@
 """Helpers shared by the Anthropic and OpenAI formats: field checks, media payloads, call/result pairing.
 
 Private to `formats/`: the two format modules are the public surface. What a part shows in the
-view (placeholders, cuts, digests, media notes) is decided in `contextfold.shown`.
+view (placeholders, cuts, digests, media notes) is decided in `contextfold.formats.shown`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from ..domain import Message, SystemPrompt, TextPart, ToolPart, ToolResult, complete_tool_part
-from . import FormatError, ParsedBatch
+from contextfold.domain import Message, SystemPrompt, ToolPart, ToolResult, complete_tool_part
+from contextfold.errors import FormatError
+from contextfold.formats.base import ParsedBatch
 
 CONTINUATION_TEXT = "(conversation continues)"
 """A user message both formats send where the assistant would otherwise speak twice in a row
@@ -25,26 +26,6 @@ def after_summary(previous: Message | None, message: Message) -> bool:
     """`message` is the assistant speaking right after a compaction summary: both formats put a
     `CONTINUATION_TEXT` user message between, so neither merges the two nor sends them in a row."""
     return previous is not None and previous.summary and message.role == "assistant" and not message.summary
-
-
-INSTRUCTION_ROLE = "instruction_role"
-"""Message metadata key: this user message was a `system`/`developer` message sent mid-conversation."""
-
-
-def instruction_message(prompt: SystemPrompt) -> Message:
-    """A system/developer message that came after the conversation began, kept where it was sent.
-
-    Only the leading ones are the system prompt; a later one (Codex's `<model_switch>`) speaks at
-    its place in the conversation. The domain has user and assistant roles only, so it is stored as
-    a user message that remembers its role; the OpenAI renderer sends it back with that role.
-    """
-    return Message(role="user", parts=[TextPart(text=prompt.text)], metadata={INSTRUCTION_ROLE: prompt.role})
-
-
-def instruction_role(message: Message) -> str | None:
-    """`system` or `developer` for a message made by `instruction_message`, else None."""
-    role = message.metadata.get(INSTRUCTION_ROLE)
-    return role if role in ("system", "developer") and message.role == "user" else None
 
 
 # -- field checks ---------------------------------------------------------------------------------

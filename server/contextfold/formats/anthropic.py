@@ -9,22 +9,22 @@ the next message, and no text block is blank.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
-from ..domain import (
+from contextfold.domain import (
     CompactionPart,
     FilePart,
     Message,
     Part,
     ReasoningPart,
+    Role,
     SystemPrompt,
     TextPart,
     ToolPart,
     ToolResult,
 )
-from ..shown import COMPACTION_PROMPT, ShownResult, media_placeholder, shown_input, shown_result, shows_media
-from . import FormatError, ParsedBatch, RenderOptions
-from ._common import (
+from contextfold.errors import FormatError
+from contextfold.formats._common import (
     CONTINUATION_TEXT,
     BatchBuilder,
     after_summary,
@@ -38,6 +38,15 @@ from ._common import (
     optional_bool,
     optional_str,
     require_str,
+)
+from contextfold.formats.base import ParsedBatch, RenderOptions
+from contextfold.formats.shown import (
+    COMPACTION_PROMPT,
+    ShownResult,
+    media_placeholder,
+    shown_input,
+    shown_result,
+    shows_media,
 )
 
 __all__ = ["COMPACTION_PROMPT", "CONTINUATION_TEXT", "EMPTY_ERROR_TEXT", "parse_messages", "render_messages"]
@@ -78,7 +87,7 @@ def _parse_message(raw: Any, path: str, builder: BatchBuilder) -> None:
         builder.add_message(Message(role=role, parts=parts))
 
 
-def _parse_role(message: dict[str, Any], path: str) -> str:
+def _parse_role(message: dict[str, Any], path: str) -> Role:
     if "role" not in message:
         raise FormatError(f"{path}.role", "missing; expected 'user' or 'assistant'")
     role = message["role"]
@@ -90,7 +99,7 @@ def _parse_role(message: dict[str, Any], path: str) -> str:
     if role not in _ROLES:
         shown = repr(role) if isinstance(role, str) else json_type(role)
         raise FormatError(f"{path}.role", f"expected 'user' or 'assistant', got {shown}")
-    return role
+    return cast(Role, role)  # one of _ROLES, checked above
 
 
 def _parse_content(message: dict[str, Any], path: str, role: str) -> list[Part | ToolResult]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
-from .. import safejson
-from ..domain import (
+from contextfold import safejson
+from contextfold.domain import (
     CompactionPart,
     FilePart,
     Message,
@@ -24,17 +24,8 @@ from ..domain import (
     ToolPart,
     ToolResult,
 )
-from ..shown import (
-    COMPACTION_PROMPT,
-    ShownResult,
-    media_placeholder,
-    shown_input,
-    shown_raw_arguments,
-    shown_result,
-    shows_media,
-)
-from . import FormatError, ParsedBatch, RenderOptions
-from ._common import (
+from contextfold.errors import FormatError
+from contextfold.formats._common import (
     CONTINUATION_TEXT,
     BatchBuilder,
     after_summary,
@@ -43,12 +34,20 @@ from ._common import (
     expect_list,
     expect_object,
     guess_mime,
-    instruction_message,
-    instruction_role,
     json_type,
     optional_str,
     parse_data_url,
     require_str,
+)
+from contextfold.formats.base import ParsedBatch, RenderOptions, instruction_message, instruction_role
+from contextfold.formats.shown import (
+    COMPACTION_PROMPT,
+    ShownResult,
+    media_placeholder,
+    shown_input,
+    shown_raw_arguments,
+    shown_result,
+    shows_media,
 )
 
 __all__ = ["COMPACTION_PROMPT", "CONTINUATION_TEXT", "parse_messages", "render_messages"]
@@ -87,7 +86,10 @@ def parse_messages(messages: Sequence[Any]) -> ParsedBatch:
     return builder.batch
 
 
-def _parse_role(message: dict[str, Any], path: str) -> str:
+_Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+def _parse_role(message: dict[str, Any], path: str) -> _Role:
     if "role" not in message:
         raise FormatError(f"{path}.role", f"missing; expected one of {', '.join(_ROLES)}")
     role = message["role"]
@@ -99,7 +101,7 @@ def _parse_role(message: dict[str, Any], path: str) -> str:
     if role not in _ROLES:
         shown = repr(role) if isinstance(role, str) else json_type(role)
         raise FormatError(f"{path}.role", f"expected one of {', '.join(_ROLES)}, got {shown}")
-    return role
+    return cast(_Role, role)  # one of _ROLES, checked above
 
 
 def _text_content(message: dict[str, Any], path: str) -> str:
@@ -290,7 +292,9 @@ def render_messages(
         if known is not None and known[0] is message:
             wire.extend(known[1])
             continue
-        rendered = _render_assistant(message, options) if message.role == "assistant" else _render_user(message, options)
+        rendered = (
+            _render_assistant(message, options) if message.role == "assistant" else _render_user(message, options)
+        )
         if memo is not None:
             memo[message.id] = (message, rendered)
         wire.extend(rendered)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..domain import Usage
-from . import FormatError
-
+from contextfold.domain import Usage
+from contextfold.errors import FormatError
 
 MAX_REPORTED = 1_000_000_000
 """No request reads or writes a billion tokens (the largest windows hold a few million); a count

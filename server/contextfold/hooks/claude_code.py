@@ -143,4 +143,13 @@ def _label(tool: str, arguments: dict[str, Any]) -> str:
     return label if len(label) <= _LABEL_CHARS else label[: _LABEL_CHARS - 2] + "…`"
 
 
-__all__ = ["AGENT", "MODEL", "SESSION_PREFIX", "ToolOutput", "additional_context", "replacement", "session_id", "tool_output"]
+__all__ = [
+    "AGENT",
+    "MODEL",
+    "SESSION_PREFIX",
+    "ToolOutput",
+    "additional_context",
+    "replacement",
+    "session_id",
+    "tool_output",
+]

@@ -8,7 +8,7 @@ and compared with bounds that need no counting: an output of B UTF-8 bytes has a
 and at most B o200k tokens (times the model's safety factor). Only an output that may be over the
 limits goes on to the exact check (`runner`), which loads the real settings and counts.
 
-`tests/test_hooks_gate.py` holds these defaults and readings equal to `config.Settings`'.
+`tests/e2e/test_hooks_gate.py` holds these defaults and readings equal to `config.Settings`'.
 """
 
 from __future__ import annotations
@@ -58,16 +58,20 @@ def home_of(home: str | None, environ: Mapping[str, str]) -> Path:
         return Path(home).expanduser()
     if environ.get("CONTEXTFOLD_HOME"):
         return Path(environ["CONTEXTFOLD_HOME"]).expanduser()
-    from ..config import default_home  # pragma: no cover - installed hooks always pass --home
+    from contextfold.config import default_home  # pragma: no cover - installed hooks always pass --home
 
     return default_home()
 
 
-def light_limits(home: Path, config_file: Path | None, environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
+def light_limits(
+    home: Path, config_file: Path | None, environ: Mapping[str, str] = os.environ
+) -> dict[str, Any] | None:
     """The limits as the settings would have them, or None when they cannot be read cheaply (a bad
     file or value: the exact path then loads the real settings, which say what is wrong)."""
     values = dict(LIMIT_DEFAULTS)
-    path = config_file or (Path(environ["CONTEXTFOLD_CONFIG"]) if "CONTEXTFOLD_CONFIG" in environ else home / "config.toml")
+    path = config_file or (
+        Path(environ["CONTEXTFOLD_CONFIG"]) if "CONTEXTFOLD_CONFIG" in environ else home / "config.toml"
+    )
     try:
         if path.is_file():
             import tomllib  # only when there is a file to read
@@ -105,8 +109,8 @@ def certainly_within(nbytes: int, nlines: int, limits: Mapping[str, Any], model:
     floor = min(limits["min_share_chars"], (limits["min_share_chars"] // 4) / factor)
     if nbytes <= floor:
         return True  # under the least any window's share can be
-    from ..catalog import lookup  # pure and small; only for outputs past the floor
-    from ..policy.truncate import share_cap_chars, share_cap_tokens
+    from contextfold.policy.truncate import share_cap_chars, share_cap_tokens
+    from contextfold.tokens.catalog import lookup  # pure and small; only for outputs past the floor
 
     window = limits["context_window"] if limits["context_window"] is not None else lookup(model).context
     chars = share_cap_chars(

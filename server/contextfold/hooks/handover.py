@@ -30,11 +30,11 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from ..compaction import userwords, workingset
-from ..compaction.facts import Facts, collapse, extract_facts, names_path
-from ..compaction.template import cite
-from ..domain import Message
-from ..tokens import TokenCounter
+from contextfold.compaction import userwords, workingset
+from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
+from contextfold.compaction.template import cite
+from contextfold.domain import Message
+from contextfold.tokens.counting import TokenCounter
 
 HEADER = "contextfold: what the compaction summary may have left out, taken by code from this session's full history."
 MAX_OUTPUTS = 12
@@ -127,7 +127,9 @@ def _quotes(facts: Facts, budget: int) -> list[_Item]:
     chosen = userwords.quotes(facts.said, (), chars)
     items = []
     for quote, shown in reversed(chosen):  # newest first
-        items.append(_Item(f"user:{quote.opening()}", "- " + quote.bullet(shown), "- " + quote.bullet(userwords.OPENING_CHARS)))
+        items.append(
+            _Item(f"user:{quote.opening()}", "- " + quote.bullet(shown), "- " + quote.bullet(userwords.OPENING_CHARS))
+        )
     return items
 
 
@@ -177,23 +179,33 @@ def _working_set(
     read = [f.path for f in facts.files if f.action == "read"]
     found = workingset.working_set(messages, edited, read)
     prefix = root.rstrip("/") + "/" if root and root.startswith("/") else None
-    # A file under `root` is listed (and its key sent) relative to it: an earlier handover gave it
-    # under that name, so it is looked up under both.
-    fresh = lambda name: (  # noqa: E731
-        f"name:{name}" not in sent
-        and not (prefix and f"name:{name.removeprefix(prefix)}" in sent)
-        and not known.name(name)
-    )
+
+    def fresh(name: str) -> bool:
+        # A file under `root` is listed (and its key sent) relative to it: an earlier handover
+        # gave it under that name, so it is looked up under both.
+        return (
+            f"name:{name}" not in sent
+            and not (prefix is not None and f"name:{name.removeprefix(prefix)}" in sent)
+            and not known.name(name)
+        )
+
     files = [(path, "read") for path in read if fresh(path)]
     files += [(n, k) for n, k in found.ranked if k in ("read", "file") and fresh(n) and (n, "read") not in files]
     others = [(n, k) for n, k in found.ranked if k not in ("read", "file") and fresh(n)]
     if prefix:
         files = [(n.removeprefix(prefix), k) for n, k in files]
-    bullets = workingset.fit_working_set(workingset.WorkingSet(list(dict.fromkeys(files))), counter, int(budget * FILE_SHARE))
+    bullets = workingset.fit_working_set(
+        workingset.WorkingSet(list(dict.fromkeys(files))), counter, int(budget * FILE_SHARE)
+    )
     spent = sum(counter.count(b) for b in bullets)
     bullets += workingset.fit_working_set(workingset.WorkingSet(others), counter, max(0, budget - spent))
     keys = [f"name:{name}" for bullet in bullets for name, _ in (workingset.listed(bullet) or [])]
-    if prefix and any(not name.startswith("/") for b in bullets for name, kind in (workingset.listed(b) or []) if kind in ("read", "file")):
+    if prefix and any(
+        not name.startswith("/")
+        for b in bullets
+        for name, kind in (workingset.listed(b) or [])
+        if kind in ("read", "file")
+    ):
         bullets.insert(0, f"(file paths not starting with / are under {prefix})")
     return [f"- {b}" for b in bullets], keys
 
@@ -202,7 +214,9 @@ def _working_set(
 
 
 class _Sections:
-    def __init__(self, files: list[_Item], quotes: list[_Item], error: list[_Item], plan: list[_Item], outputs: list[_Item]) -> None:
+    def __init__(
+        self, files: list[_Item], quotes: list[_Item], error: list[_Item], plan: list[_Item], outputs: list[_Item]
+    ) -> None:
         self.files, self.quotes, self.error, self.plan, self.outputs = files, quotes, error, plan, outputs
 
     def items(self) -> list[_Item]:

@@ -41,16 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ContextfoldError
+from contextfold.errors import InstallError
 
 Agent = Literal["claude-code", "codex"]
 Scope = Literal["user", "project"]
 SERVER_NAME = "contextfold"
 BACKUP_SUFFIX = ".contextfold-backup"
-
-
-class InstallError(ContextfoldError):
-    """A settings file contextfold cannot change safely; the message says which and why."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +101,12 @@ class FileChange:
         new = (self.after or "").splitlines(keepends=True)
         label = str(self.path)
         return "".join(
-            difflib.unified_diff(old, new, label if self.before is not None else "/dev/null", label if self.after is not None else "/dev/null")
+            difflib.unified_diff(
+                old,
+                new,
+                label if self.before is not None else "/dev/null",
+                label if self.after is not None else "/dev/null",
+            )
         )
 
 
@@ -142,7 +143,12 @@ def locate(agent: Agent, scope: Scope, project: Path, environ: Mapping[str, str]
         return Where(project / ".claude" / "settings.json", project / ".mcp.json", project=project)
     codex_home = Path(environ["CODEX_HOME"]) if environ.get("CODEX_HOME") else home / ".codex"
     folder = codex_home if scope == "user" else project / ".codex"
-    return Where(folder / "hooks.json", folder / "config.toml", codex_home / "config.toml", project if scope == "project" else None)
+    return Where(
+        folder / "hooks.json",
+        folder / "config.toml",
+        codex_home / "config.toml",
+        project if scope == "project" else None,
+    )
 
 
 def executable() -> list[str]:
@@ -386,14 +392,21 @@ def _merge_hooks(
         groups = hooks.setdefault(spec.event, [])
         if not isinstance(groups, list):
             raise InstallError(f"the settings' hooks.{spec.event} is not a list; fix it by hand, then install again")
-        handler = {"type": "command", "command": hook_command(base, home, agent, spec.event), "timeout": spec.timeout, **spec.extra}
+        handler = {
+            "type": "command",
+            "command": hook_command(base, home, agent, spec.event),
+            "timeout": spec.timeout,
+            **spec.extra,
+        }
         placed = False
         emptied: set[int] = set()
         for g, group in enumerate(groups):
             inner = group.get("hooks") if isinstance(group, dict) else None
             if not isinstance(inner, list):
                 continue
-            mine = [i for i, h in enumerate(inner) if isinstance(h, dict) and is_ours(h.get("command"), agent, spec.event)]
+            mine = [
+                i for i, h in enumerate(inner) if isinstance(h, dict) and is_ours(h.get("command"), agent, spec.event)
+            ]
             if mine and not placed and installing and group.get("matcher") == spec.matcher:
                 inner[mine[0]] = handler  # where it was: reinstalling moves nothing
                 mine, placed = mine[1:], True
@@ -404,7 +417,9 @@ def _merge_hooks(
         hooks[spec.event] = groups = [group for g, group in enumerate(groups) if g not in emptied]
         if installing:
             if not placed:
-                groups.append({"matcher": spec.matcher, "hooks": [handler]} if spec.matcher is not None else {"hooks": [handler]})
+                groups.append(
+                    {"matcher": spec.matcher, "hooks": [handler]} if spec.matcher is not None else {"hooks": [handler]}
+                )
         if not groups:
             del hooks[spec.event]
     if not hooks:
@@ -420,9 +435,11 @@ def _merge_status_line(doc: dict[str, Any], base: list[str], home: Path, install
             del doc["statusLine"]
         return None
     if current is not None and not ours:
-        return "your Claude Code statusLine is kept; contextfold's (tokens in view, usable, state) is `" + hook_command(
-            base, home, "claude-code", "StatusLine"
-        ) + "` if you want it"
+        return (
+            "your Claude Code statusLine is kept; contextfold's (tokens in view, usable, state) is `"
+            + hook_command(base, home, "claude-code", "StatusLine")
+            + "` if you want it"
+        )
     doc["statusLine"] = {"type": "command", "command": hook_command(base, home, "claude-code", "StatusLine")}
     return None
 
@@ -486,7 +503,9 @@ def _positions(doc: dict[str, Any]) -> dict[str, list[tuple[str, tuple[str, Any,
             for h, handler in enumerate(inner if isinstance(inner, list) else []):
                 if isinstance(handler, dict) and isinstance(handler.get("command"), str):
                     mine = is_ours(handler["command"], "codex", event)
-                    found.setdefault(event, []).append((f"{_SNAKE[event]}:{g}:{h}", (event, group.get("matcher"), handler), mine))
+                    found.setdefault(event, []).append(
+                        (f"{_SNAKE[event]}:{g}:{h}", (event, group.get("matcher"), handler), mine)
+                    )
     return found
 
 
@@ -570,9 +589,11 @@ def _same(path: Path, one: str, other: str) -> bool:
     if path.suffix == ".toml":
         import tomlkit
 
-        return tomlkit.parse(one).unwrap() == tomlkit.parse(other).unwrap()
+        same: bool = tomlkit.parse(one).unwrap() == tomlkit.parse(other).unwrap()
+        return same
     try:
-        return json.loads(one or "{}") == json.loads(other or "{}")
+        equal: bool = json.loads(one or "{}") == json.loads(other or "{}")
+        return equal
     except ValueError:
         return False
 

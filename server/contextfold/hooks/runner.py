@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import claude_code, codex, gate, state
+from contextfold.hooks import claude_code, codex, gate, state
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..domain import Message
-    from ..service import ContextService
+    from contextfold.config import Settings
+    from contextfold.domain import Message
+    from contextfold.service.facade import ContextService
 
 AGENTS = ("claude-code", "codex")
 SAVED_READ_LIMIT = 64 * 1024**2
@@ -83,7 +83,14 @@ class _Hook:
     def __init__(
         self, agent: str, event: str, data: dict[str, Any], home: Path, config: Path | None, environ: Mapping[str, str]
     ) -> None:
-        self.agent, self.event, self.data, self.home, self.config, self.environ = agent, event, data, home, config, environ
+        self.agent, self.event, self.data, self.home, self.config, self.environ = (
+            agent,
+            event,
+            data,
+            home,
+            config,
+            environ,
+        )
         self.module = claude_code if agent == claude_code.AGENT else codex
 
     def answer(self) -> dict[str, Any] | str | None:
@@ -100,7 +107,7 @@ class _Hook:
 
     def _claude_code(self, sid: str) -> dict[str, Any] | str | None:
         if self.event == "StatusLine":
-            from .statusline import status_line
+            from contextfold.hooks.statusline import status_line
 
             limits = gate.light_limits(self.home, self.config, self.environ) or dict(gate.LIMIT_DEFAULTS)
             return status_line(self.data, limits, int(state.load(self.home, sid).get("spilled", 0)))
@@ -128,8 +135,8 @@ class _Hook:
                 state.set_pending(self.home, sid, pending)
             return None
         if self.event == "UserPromptSubmit":
-            pending = state.take_pending(self.home, sid)
-            return claude_code.additional_context("UserPromptSubmit", pending) if pending else None
+            held = state.take_pending(self.home, sid)
+            return claude_code.additional_context("UserPromptSubmit", held) if held else None
         return None
 
     # -- Codex ---------------------------------------------------------------------------------
@@ -146,12 +153,12 @@ class _Hook:
     # -- the work --------------------------------------------------------------------------------
 
     def _settings(self) -> Settings:
-        from ..config import load_settings
+        from contextfold.config import load_settings
 
         return load_settings({"home": self.home}, config_file=self.config, environ=self.environ)
 
     async def _service(self) -> tuple[Settings, ContextService]:
-        from ..service import ContextService
+        from contextfold.service.facade import ContextService
 
         settings = self._settings()
         return settings, await ContextService.open(settings)
@@ -161,7 +168,7 @@ class _Hook:
         return model if isinstance(model, str) and model else self.module.MODEL
 
     async def _ensure(self, service: ContextService, sid: str) -> None:
-        from ..store import NotFoundError
+        from contextfold.errors import NotFoundError
 
         try:
             await service.status(sid)
@@ -170,10 +177,10 @@ class _Hook:
             await service.open_session(sid, model=self._model(), title=title)
 
     async def _spill(self, sid: str, output: claude_code.ToolOutput) -> dict[str, Any] | None:
-        from .. import catalog
-        from ..ingest import PreviewCaps
-        from ..policy.truncate import with_hint
-        from ..tokens import counter_for
+        from contextfold.service.ingest import PreviewCaps
+        from contextfold.service.spilling import PreviewLimits
+        from contextfold.tokens import catalog
+        from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
         async with service:
@@ -186,16 +193,16 @@ class _Hook:
             if over is None and output.saved is None:
                 return None  # within the limits after all
             await self._ensure(service, sid)
-            spilled = await service.spill(sid, text, tool=output.label, call_id=output.call_id)
             # Room for the hint's two lines and bytes, so importing the transcript later, which
             # holds this preview, finds it within the limits and does not spill it again.
-            cut = caps.truncate(
-                text,
-                max_lines=max(1, settings.max_lines - HINT_LINES),
-                max_bytes=max(1, min(settings.max_bytes - HINT_BYTES, settings.hook_preview_bytes)),
+            limits = PreviewLimits(
+                tokens=caps.max_tokens,
+                lines=max(1, settings.max_lines - HINT_LINES),
+                bytes=max(1, min(settings.max_bytes - HINT_BYTES, settings.hook_preview_bytes)),
                 direction=direction,
             )
-            preview = text if cut is None else with_hint(cut, spilled.output_id)
+            spilled = await service.spill(sid, text, tool=output.label, call_id=output.call_id, preview=limits)
+            preview = spilled.preview
         known = state.load(self.home, sid)
         state.save(self.home, sid, {**known, "spilled": int(known.get("spilled", 0)) + 1})
         return claude_code.replacement(self.data, output, preview)
@@ -216,8 +223,8 @@ class _Hook:
         """The handover text. `summary`: the agent's summary; "codex" to read it from the session
         (the rollout holds it by then); None when it is not known yet. `again`: a second look at
         the same compaction, giving only what the first did not."""
-        from ..tokens import counter_for
-        from .handover import SpilledOutput, handover
+        from contextfold.hooks.handover import SpilledOutput, handover
+        from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
         async with service:
@@ -231,7 +238,8 @@ class _Hook:
             if summary == "codex":
                 summary, history = _codex_summary(history)
             outputs = [
-                SpilledOutput(r.id, r.tool or "output", r.lines, r.bytes) for r in await service.store.session_outputs(sid)
+                SpilledOutput(r.id, r.tool or "output", r.lines, r.bytes)
+                for r in await service.store.session_outputs(sid)
             ]
         before = state.load(self.home, sid) if again else {}
         sent = before.get("sent", [])
@@ -248,9 +256,13 @@ class _Hook:
             sent=set(sent),
             root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
         )
-        spent = [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
+        spent = (
+            [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
+        )
         kept = state.load(self.home, sid)
-        state.save(self.home, sid, {**kept, "agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent})
+        state.save(
+            self.home, sid, {**kept, "agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent}
+        )
         return result.text
 
 
@@ -267,7 +279,7 @@ def _codex_summary(history: list[Message]) -> tuple[str | None, list[Message]]:
 
 
 def _plain_text(message: Message) -> str:
-    from ..domain import TextPart
+    from contextfold.domain import TextPart
 
     return "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
 
@@ -280,7 +292,10 @@ def _read_saved(path: Path) -> str:
     return data.decode("utf-8", "replace")
 
 
-def _run(coroutine: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
     import asyncio
 
     return asyncio.run(coroutine)

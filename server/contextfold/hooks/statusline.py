@@ -16,8 +16,8 @@ from typing import Any
 
 
 def status_line(event: Mapping[str, Any], limits: Mapping[str, Any], spilled: int) -> str:
-    from ..catalog import budget, lookup
-    from ..policy.overflow import assess
+    from contextfold.policy.overflow import assess
+    from contextfold.tokens.catalog import budget, lookup
 
     given, described = event.get("context_window"), event.get("model")
     window: Mapping[str, Any] = given if isinstance(given, dict) else {}
@@ -25,7 +25,11 @@ def status_line(event: Mapping[str, Any], limits: Mapping[str, Any], spilled: in
     tokens = window.get("total_input_tokens")
     size = window.get("context_window_size")
     info = lookup(model if isinstance(model, str) else "claude")
-    limit = budget(info, context=int(size) if isinstance(size, (int, float)) and size > 0 else None, reserved=limits.get("reserved"))
+    limit = budget(
+        info,
+        context=int(size) if isinstance(size, (int, float)) and size > 0 else None,
+        reserved=limits.get("reserved"),
+    )
     outputs = f" · {spilled:,} output{'s' if spilled != 1 else ''} spilled" if spilled else ""
     if not isinstance(tokens, (int, float)):
         return f"contextfold · {limit.usable:,} usable{outputs}"

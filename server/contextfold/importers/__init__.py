@@ -16,23 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..names import IMPORT_FORMATS, ImportFormat
-from .base import (
-    START,
-    ImportedCompaction,
-    ImportedTranscript,
-    Resume,
-    TranscriptError,
-)
-from .calls import keep_orphan_results, open_calls
-from .claude_code import load_claude_code
-from .codex import load_codex
-from .detect import detect_import_format
-from .mini_swe_agent import load_mini_swe_agent
-from .normalized import load_normalized
-from .openhands import load_openhands
-from .swe_agent import load_swe_agent
-from .wire import file_layout, load_wire
+from contextfold.errors import TranscriptError
+from contextfold.importers.base import START, ImportedCompaction, ImportedTranscript, Resume
+from contextfold.importers.calls import keep_orphan_results, open_calls
+from contextfold.importers.claude_code import load_claude_code
+from contextfold.importers.codex import load_codex
+from contextfold.importers.detect import detect_import_format
+from contextfold.importers.mini_swe_agent import load_mini_swe_agent
+from contextfold.importers.normalized import load_normalized
+from contextfold.importers.openhands import load_openhands
+from contextfold.importers.swe_agent import load_swe_agent
+from contextfold.importers.wire import file_layout, load_wire
+from contextfold.names import IMPORT_FORMATS, ImportFormat
 
 _LOADERS: dict[ImportFormat, Callable[[Path, Resume], ImportedTranscript]] = {
     "claude-code": load_claude_code,
@@ -47,9 +42,7 @@ _LOADERS: dict[ImportFormat, Callable[[Path, Resume], ImportedTranscript]] = {
 _DOCUMENT_FORMATS = frozenset({"mini-swe-agent", "swe-agent", "openhands"})
 
 
-def load_transcript(
-    path: Path | str, format: ImportFormat | None = None, resume: Resume = START
-) -> ImportedTranscript:
+def load_transcript(path: Path | str, format: ImportFormat | None = None, resume: Resume = START) -> ImportedTranscript:
     """Import a transcript file; `format` None means detect it from the file's first records.
 
     With `resume`, only what the file holds after `resume.offset` is read (line-based files only).

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import safejson
-from ..errors import ContextfoldError, LimitExceeded
-from ..formats import WireFormat
-from ..names import ImportFormat
+from contextfold import safejson
+from contextfold.errors import LimitExceeded, RecordError, TranscriptError
+from contextfold.formats import WireFormat
+from contextfold.names import ImportFormat
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _TITLE_LIMIT = 80
@@ -89,21 +89,6 @@ class ImportedTranscript:
     end_line: int = 0
     tail_uuids: tuple[str, ...] = ()
     """Claude Code: the last records read (see `Resume.tail_uuids`)."""
-
-
-class TranscriptError(ContextfoldError, ValueError):
-    """A transcript file that cannot be read. The message names the file and, when known, the line."""
-
-    def __init__(self, path: Path | str, line: int | None, problem: str) -> None:
-        where = f"{path}, line {line}" if line is not None else f"{path}"
-        super().__init__(f"{where}: {problem}")
-        self.path = Path(path)
-        self.line = line
-        self.problem = problem
-
-
-class RecordError(ContextfoldError, ValueError):
-    """A problem inside one record; the driver adds the file and line number."""
 
 
 class RecordReader(Protocol):
@@ -177,7 +162,8 @@ def decode_json_object(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
         raise TranscriptError(path, line_no, "malformed JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise TranscriptError(path, line_no, f"expected a JSON object, got {type_name(value)}")
-    return safe_json(path, line_no, value)
+    record: dict[str, Any] = safe_json(path, line_no, value)
+    return record
 
 
 def decode_line(lines: LineReader, line_no: int, raw: bytes) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..formats import WireFormat
+from contextfold.formats import WireFormat
 
 _MEDIA = ("image", "document")
 
@@ -87,7 +87,9 @@ def _anthropic_orphans(message: dict[str, Any], called: set[str]) -> list[str]:
             continue
         found.append(call_id)
         inner = block.get("content")
-        parts = [{"type": "text", "text": inner}] if isinstance(inner, str) else inner if isinstance(inner, list) else []
+        parts = (
+            [{"type": "text", "text": inner}] if isinstance(inner, str) else inner if isinstance(inner, list) else []
+        )
         text = "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
         blocks.append({"type": "text", "text": _note(call_id, block.get("is_error") is True, text)})
         blocks.extend(p for p in parts if isinstance(p, dict) and p.get("type") in _MEDIA)

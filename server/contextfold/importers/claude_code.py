@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import (
+from contextfold.importers.base import (
     START,
     ImportedCompaction,
     ImportedTranscript,
@@ -46,7 +46,7 @@ from .base import (
     read_jsonl_with,
     require,
 )
-from .claude_code_thread import select_thread
+from contextfold.importers.claude_code_thread import select_thread
 
 # Claude Code's own marker for messages it made up (errors, "no response requested").
 _SYNTHETIC_MODEL = "<synthetic>"
@@ -241,7 +241,9 @@ class ClaudeCodeReader:
 
     def _compaction_at(self, summary_index: int) -> ImportedCompaction:
         """The compaction whose summary is at `summary_index`, with its boundary's facts when it has one."""
-        boundary = next((c for c in reversed(self._compactions) if c["message_index"] == summary_index), {})
+        boundary: dict[str, Any] = next(
+            (c for c in reversed(self._compactions) if c["message_index"] == summary_index), {}
+        )
         facts = boundary.get("compact_metadata") or {}
         trigger, pre_tokens = facts.get("trigger"), facts.get("preTokens")
         return ImportedCompaction(

@@ -87,9 +87,7 @@ def select_thread(
     kept, start_parent = _path(ours[-1], by_uuid, ours, previous_tail)
     _add_forks(ours, kept, pending_calls)
     first = min((n.line for n in kept), default=0)
-    kept.update(
-        n for n in ours if n.line < first and n.meta and n.parent is not None and n.parent not in by_uuid
-    )
+    kept.update(n for n in ours if n.line < first and n.meta and n.parent is not None and n.parent not in by_uuid)
     thread.skip = {
         n.line: ("sidechain" if n.sidechain and not sidechain else "branch")
         for n in nodes
@@ -146,15 +144,17 @@ def _add_forks(ours: list[_Node], kept: set[_Node], pending_calls: frozenset[str
 
 
 def _node(line: int, record: dict[str, Any]) -> _Node:
-    message = record.get("message") if isinstance(record.get("message"), dict) else {}
+    raw = record.get("message")
+    message: dict[str, Any] = raw if isinstance(raw, dict) else {}
     content = message.get("content")
     blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
     answers: tuple[str, ...] = ()
     if record.get("type") == "user" and blocks and all(b.get("type") == "tool_result" for b in blocks):
         answers = tuple(str(b.get("tool_use_id")) for b in blocks)
+    kind = record.get("type")
     return _Node(
         line=line,
-        kind=record.get("type") if isinstance(record.get("type"), str) else "",
+        kind=kind if isinstance(kind, str) else "",
         uuid=_str(record.get("uuid")),
         parent=_str(record.get("parentUuid")),
         logical_parent=_str(record.get("logicalParentUuid")),

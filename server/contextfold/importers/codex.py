@@ -27,7 +27,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .base import START, ImportedCompaction, ImportedTranscript, RecordError, Resume, check, derive_title, optional, read_jsonl_with, require
+from contextfold.errors import RecordError
+from contextfold.importers.base import (
+    START,
+    ImportedCompaction,
+    ImportedTranscript,
+    Resume,
+    check,
+    derive_title,
+    optional,
+    read_jsonl_with,
+    require,
+)
 
 CODEX_RECORD_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})

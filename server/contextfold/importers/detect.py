@@ -5,15 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..formats import detect_format
-from .base import ImportFormat, TranscriptError, iter_jsonl
-from .claude_code import looks_like_claude_code
-from .codex import looks_like_codex
-from .mini_swe_agent import looks_like_mini_swe_agent
-from .normalized import fits_normalized, is_normalized_only
-from .openhands import looks_like_openhands
-from .swe_agent import looks_like_swe_agent
-from .wire import file_layout, guess_wire_format, read_document, split_body
+from contextfold.errors import TranscriptError
+from contextfold.formats import detect_format
+from contextfold.importers.base import iter_jsonl
+from contextfold.importers.claude_code import looks_like_claude_code
+from contextfold.importers.codex import looks_like_codex
+from contextfold.importers.mini_swe_agent import looks_like_mini_swe_agent
+from contextfold.importers.normalized import fits_normalized, is_normalized_only
+from contextfold.importers.openhands import looks_like_openhands
+from contextfold.importers.swe_agent import looks_like_swe_agent
+from contextfold.importers.wire import file_layout, guess_wire_format, read_document, split_body
+from contextfold.names import ImportFormat
 
 # Enough to get past the bookkeeping records that open a session file, few enough to stay instant.
 _SNIFF_RECORDS = 50
@@ -21,7 +23,9 @@ _DOCUMENTS = (
     "a list of Anthropic/OpenAI messages, a request body with 'messages', a mini-swe-agent .traj.json "
     "(with 'trajectory_format'), a SWE-agent .traj (with 'history') or an OpenHands event list"
 )
-_KNOWN = f"Claude Code session JSONL, Codex rollout JSONL, normalized JSONL, Anthropic/OpenAI message lines, or {_DOCUMENTS}"
+_KNOWN = (
+    f"Claude Code session JSONL, Codex rollout JSONL, normalized JSONL, Anthropic/OpenAI message lines, or {_DOCUMENTS}"
+)
 
 
 def detect_import_format(path: Path) -> ImportFormat:

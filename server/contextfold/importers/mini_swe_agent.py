@@ -20,8 +20,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, TranscriptError, derive_title, type_name
-from .wire import read_document
+from contextfold.errors import TranscriptError
+from contextfold.importers.base import ImportedTranscript, derive_title, type_name
+from contextfold.importers.wire import read_document
 
 # mini-swe-agent's own action pattern (minisweagent/agents/default.py).
 ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
@@ -39,8 +40,10 @@ def load_mini_swe_agent(path: Path) -> ImportedTranscript:
     document = read_document(path)
     if not looks_like_mini_swe_agent(document):
         raise TranscriptError(
-            path, None, 'not a mini-swe-agent trajectory: expected an object with "messages" and '
-            '"trajectory_format": "mini-swe-agent-1"'
+            path,
+            None,
+            'not a mini-swe-agent trajectory: expected an object with "messages" and '
+            '"trajectory_format": "mini-swe-agent-1"',
         )
     messages: list[dict[str, Any]] = []
     system: list[dict[str, str]] = []

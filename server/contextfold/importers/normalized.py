@@ -13,7 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import START, ImportedTranscript, RecordError, Resume, check, derive_title, optional, read_jsonl_with, require
+from contextfold.errors import RecordError
+from contextfold.importers.base import (
+    START,
+    ImportedTranscript,
+    Resume,
+    check,
+    derive_title,
+    optional,
+    read_jsonl_with,
+    require,
+)
 
 NORMALIZED_ROLES = frozenset({"user", "assistant", "tool"})
 NORMALIZED_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})

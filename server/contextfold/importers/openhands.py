@@ -19,8 +19,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, TranscriptError, derive_title
-from .wire import read_document
+from contextfold.errors import TranscriptError
+from contextfold.importers.base import ImportedTranscript, derive_title
+from contextfold.importers.wire import read_document
 
 
 def looks_like_openhands(document: Any) -> bool:
@@ -34,7 +35,9 @@ def looks_like_openhands(document: Any) -> bool:
 def load_openhands(path: Path) -> ImportedTranscript:
     document = read_document(path)
     if not looks_like_openhands(document):
-        raise TranscriptError(path, None, 'not an OpenHands event list: expected a JSON list of events with "action" or "observation"')
+        raise TranscriptError(
+            path, None, 'not an OpenHands event list: expected a JSON list of events with "action" or "observation"'
+        )
     reader = _Reader()
     for i, event in enumerate(document):
         if not isinstance(event, dict):
@@ -78,7 +81,11 @@ class _Reader:
             content = event.get("content")
             text = content if isinstance(content, str) and content else event.get("message")
             self.messages.append(
-                {"role": "tool", "tool_call_id": metadata["tool_call_id"], "content": text if isinstance(text, str) else ""}
+                {
+                    "role": "tool",
+                    "tool_call_id": metadata["tool_call_id"],
+                    "content": text if isinstance(text, str) else "",
+                }
             )
         else:
             self.skipped[f"observation:{event.get('observation')}"] += 1
@@ -96,9 +103,11 @@ class _Reader:
         if not isinstance(call_id, str) or not isinstance(name, str):
             self.skipped["action:without_call_id"] += 1
             return
-        response = metadata.get("model_response") if isinstance(metadata.get("model_response"), dict) else {}
+        raw = metadata.get("model_response")
+        response: dict[str, Any] = raw if isinstance(raw, dict) else {}
         reply = _reply(response)
-        response_id = response.get("id") if isinstance(response.get("id"), str) else call_id
+        raw_id = response.get("id")
+        response_id = raw_id if isinstance(raw_id, str) else call_id
         if self._response is None or self._response[0] != response_id:
             content = reply.get("content")
             message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else ""}

@@ -19,8 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .base import ImportedTranscript, TranscriptError, derive_title, type_name
-from .wire import read_document
+from contextfold.errors import TranscriptError
+from contextfold.importers.base import ImportedTranscript, derive_title, type_name
+from contextfold.importers.wire import read_document
 
 TOOL_NAME = "bash"
 
@@ -70,7 +71,9 @@ class _Reader:
         content = _text(entry.get("content"))
         if content is None:
             raise TranscriptError(
-                self.path, None, f"{where}.content: expected a string or text parts, got {type_name(entry.get('content'))}"
+                self.path,
+                None,
+                f"{where}.content: expected a string or text parts, got {type_name(entry.get('content'))}",
             )
         if role == "system" and not self.messages:
             self.system.append({"role": "system", "text": content})
@@ -85,7 +88,9 @@ class _Reader:
                 self.messages.append({"role": role, "content": content})
             self._waiting = None
         else:
-            raise TranscriptError(self.path, None, f"{where}.role: expected system, user, assistant or tool, got {role!r}")
+            raise TranscriptError(
+                self.path, None, f"{where}.role: expected system, user, assistant or tool, got {role!r}"
+            )
 
     def _assistant(self, entry: dict[str, Any], content: str, where: str) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -114,7 +119,11 @@ class _Reader:
 
 def _call(path: Path, call: Any, where: str) -> dict[str, Any]:
     function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(call.get("id"), str) or not isinstance(function.get("name"), str):
+    if (
+        not isinstance(function, dict)
+        or not isinstance(call.get("id"), str)
+        or not isinstance(function.get("name"), str)
+    ):
         raise TranscriptError(path, None, f"{where}: expected {{id, function: {{name, arguments}}}}")
     arguments = function.get("arguments")
     if not isinstance(arguments, str):

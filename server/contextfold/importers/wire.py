@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..formats import WireFormat, detect_format
-from .base import (
+from contextfold.errors import TranscriptError
+from contextfold.formats import WireFormat, detect_format
+from contextfold.importers.base import (
     START,
     UTF8_BOM,
     ImportedTranscript,
     LineReader,
     Resume,
-    TranscriptError,
     decode_json_object,
     derive_title,
     iter_lines,

@@ -1,4 +1,4 @@
-"""Cache anchors: where to put Anthropic `cache_control` breakpoints, and whether caching works (SPEC §9).
+"""Cache anchors: where to put Anthropic `cache_control` breakpoints, and whether caching works (docs/design.md §7).
 
 Anthropic caches a request's prefix — tools, then system, then messages — up to and including a
 content block marked `cache_control: {"type": "ephemeral"}`. A request may carry at most four
@@ -28,7 +28,7 @@ is ranked by (the chance that the prefix it closes is sent again, unchanged, wit
   a person's reply may take longer, and a prune or compaction in between invalidates it. When the
   body ends with the assistant, the newest user message is the one the client appends next, so
   this mark goes on the last message. A body that ends with a user message leaves that message
-  unmarked, as SPEC §9 has it: a retry or an edit replaces it, and it is usually small next to
+  unmarked, as docs/design.md §7 has it: a retry or an edit replaces it, and it is usually small next to
   the history (a large tool result there is cached by the next request instead).
 
 Each candidate is scored `cached tokens × hit rate` (cached tokens: the whole prefix it closes),
@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..domain import Usage
+from contextfold.domain import Usage
 
 __all__ = [
     "HIT_RATE_PREVIOUS",

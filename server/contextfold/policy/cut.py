@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..domain import ToolPart
-from ..tokens import TokenCounter, count_in_view
-from .truncate import prefix_within_tokens
+from contextfold.domain import ToolPart
+from contextfold.policy.truncate import prefix_within_tokens
+from contextfold.tokens.counting import TokenCounter, count_in_view
 
 CUT_TOKENS = 500
 """What a cut output keeps in view, in tokens…"""

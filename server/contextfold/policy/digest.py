@@ -28,12 +28,22 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..domain import ToolPart
-from ..tokens import TokenCounter
+from contextfold.domain import ToolPart
+from contextfold.tokens.counting import TokenCounter
 
 KEY_ARGUMENTS = (
-    "command", "cmd", "file_path", "path", "notebook_path", "filename", "url", "pattern", "query",
-    "glob", "prompt", "description",
+    "command",
+    "cmd",
+    "file_path",
+    "path",
+    "notebook_path",
+    "filename",
+    "url",
+    "pattern",
+    "query",
+    "glob",
+    "prompt",
+    "description",
 )
 """Input keys that name what a call was about, by preference."""
 SEARCH_ARGUMENTS = ("pattern", "query", "glob", "regex")
@@ -116,8 +126,11 @@ def digest(parts: Sequence[ToolPart], *, budget_tokens: int, counter: TokenCount
     text = _render(first, calls)
     # Tokens do not add up exactly across line breaks: give back the last lines taken until it fits.
     taken = sorted(
-        ((line.rank != _ERROR_RANK, c.lines.index(line), line.rank, i, line)
-         for i, c in enumerate(calls) for line in c.kept),
+        (
+            (line.rank != _ERROR_RANK, c.lines.index(line), line.rank, i, line)
+            for i, c in enumerate(calls)
+            for line in c.kept
+        ),
         key=lambda t: t[:4],
     )
     while taken and counter.count(text) > budget_tokens:

@@ -1,4 +1,4 @@
-"""Where a session stands against its model's usable budget (SPEC §5).
+"""Where a session stands against its model's usable budget (docs/design.md §2).
 
 `ok` → `soft` (prune now, compaction advised) → `hard` (compact now) → `overflow` (the next
 request would not fit). A window of 0 is unlimited and never overflows. `soft` advises prune only
@@ -8,11 +8,11 @@ when the prune that would run now frees enough (the service runs its plan); othe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-from ..catalog import Budget
+from contextfold.names import OverflowState
+from contextfold.tokens.catalog import Budget
 
-State = Literal["ok", "soft", "hard", "overflow"]
+State = OverflowState
 
 RECOMMENDATIONS: dict[State, str] = {
     "ok": "none: keep going",

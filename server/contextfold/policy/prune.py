@@ -1,4 +1,4 @@
-"""Prune: clear old tool outputs from the view, no LLM (SPEC §7).
+"""Prune: clear old tool outputs from the view, no LLM (docs/design.md §4).
 
 OpenCode's rule: walk finished tool parts newest → oldest, leave the last two user turns alone,
 let the newest 40,000 tokens of tool output stand, and mark everything older — but only when
@@ -41,13 +41,21 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..domain import Message, MessageRow, ToolPart
-from ..tokens import TOOL_OVERHEAD, TokenCounter, count_in_view, count_part, estimate_chars, tool_input_text
+from contextfold.domain import Message, MessageRow, ToolPart
+from contextfold.formats.shown import tool_input_text
+from contextfold.tokens.counting import (
+    TOOL_OVERHEAD,
+    TokenCounter,
+    count_in_view,
+    count_part,
+    estimate_chars,
+)
 
 RemainingTokens = Callable[[ToolPart], int]
 """Tokens a part still costs in view once cleared, the placeholder not included."""
 ShownTokens = Callable[[ToolPart], int]
 """Tokens a part costs in view now (its stored count unless the view shows it cut)."""
+
 
 @dataclass(frozen=True)
 class PruneOptions:
@@ -76,9 +84,7 @@ MINIMUM_SHARE = 0.125
 """The default minimum is at most this share of usable."""
 
 
-def prune_thresholds(
-    usable: int | None, *, protect: int | None = None, minimum: int | None = None
-) -> tuple[int, int]:
+def prune_thresholds(usable: int | None, *, protect: int | None = None, minimum: int | None = None) -> tuple[int, int]:
     """A session's `protect` and `minimum`: each as given, else the default (`PruneOptions`) or,
     when less, its share of `usable` (None when the window is unlimited: the defaults)."""
     defaults = PruneOptions()

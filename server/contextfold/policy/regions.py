@@ -1,4 +1,4 @@
-"""Regions: Claude Code style compaction of runs of tool calls (SPEC §10, `regions`).
+"""Regions: Claude Code style compaction of runs of tool calls (docs/design.md §13).
 
 Every part of the view is pinned or not, compactable or not. System prompts, user text,
 assistant text and summaries are never compactable; tool parts (a call and its result are one
@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..domain import Message, Part, ReasoningPart, TextPart, ToolPart
-from ..tokens import TokenCounter, count_in_view
-from .digest import digest
+from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
+from contextfold.policy.digest import digest
+from contextfold.tokens.counting import TokenCounter, count_in_view
 
 KEEP_RECENT_TOKENS = 20_000
 """The newest this-many tokens of the view are pinned (Claude Code's figure)."""
@@ -235,8 +235,15 @@ def _marks(
 
 
 def _reason(
-    found: int, summarized: int, dropped: int, failures: int, skipped: int,
-    freed: int, after: int, target: int, reached: bool,
+    found: int,
+    summarized: int,
+    dropped: int,
+    failures: int,
+    skipped: int,
+    freed: int,
+    after: int,
+    target: int,
+    reached: bool,
 ) -> str:
     if found == 0:
         done = "nothing to compact: no region outside the pinned recent tokens"

@@ -1,4 +1,4 @@
-"""Removal without an LLM (SPEC §10, `middle` / `oldest` / `hybrid`): Cipher's strategies, fixed.
+"""Removal without an LLM (docs/design.md §14): Cipher's strategies, fixed.
 
 Cipher's context manager gives every message a priority and removes messages until the count is
 under a target. Its rules, as the seed describes them (the order matters, the first match wins):
@@ -47,8 +47,8 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Literal
 
-from ..domain import Message
-from .turns import rows, turns
+from contextfold.domain import Message
+from contextfold.policy.turns import rows, turns
 
 Strategy = Literal["middle", "oldest"]
 
@@ -473,7 +473,7 @@ def _walk(units: list[_Unit], total: int, target: int) -> tuple[list[int], int]:
     return [uid for uid in order if removed[uid]], given_back
 
 
-_WHY_LABELS: dict[str, str] = {
+_WHY_LABELS: dict[_Why, str] = {
     "compaction": "compaction markers and summaries",
     "preserve_start": "preserve_start",
     "preserve_end": "preserve_end",
@@ -510,8 +510,7 @@ def _short_reason(
     freed = sum(tokens[i] for i in gone)
     return (
         f"target {target:,} not reached: {after:,} tokens remain, {after - target:,} over, after "
-        f"removing every removable message ({len(gone)}, {freed:,} tokens); the rest is protected — "
-        + "; ".join(parts)
+        f"removing every removable message ({len(gone)}, {freed:,} tokens); the rest is protected — " + "; ".join(parts)
     )
 
 

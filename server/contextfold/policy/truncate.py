@@ -1,4 +1,4 @@
-"""Truncation of tool outputs at ingest (SPEC §6).
+"""Truncation of tool outputs at ingest (docs/design.md §3).
 
 A completed tool output that exceeds any limit (lines, UTF-8 bytes, characters, tokens) is cut
 to a preview; the caller spills the full text and appends `hint()` so the model knows how to read
@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
 
+from contextfold.blobs.lines import READ_LIMIT_LINES
+
 Count = Callable[[str], int]
 """Tokens of a text, as the session's model counts them (`TokenCounter.count`)."""
 Direction = Literal["head", "tail", "head_tail", "auto"]
 Kept = Literal["head", "tail", "head_tail"]
 
-READ_LIMIT = 200
 """The `limit` the hint suggests for `read_output` (its default page size)."""
 NEWLINE_WINDOW = 0.20
 """A cut moves back to a newline only if that newline lies in the last 20 % of the budget."""
@@ -448,13 +449,13 @@ def hint(t: Truncation, output_id: str, *, reader: str = "read_output") -> str:
     if t.direction == "tail":
         return (
             f"… {amount} truncated from the start ({_span(*t.omitted_range)}); above is the end of the output. "
-            f"Full output saved as {output_id} — call {reader}({ref}, offset=1, limit={READ_LIMIT}) "
+            f"Full output saved as {output_id} — call {reader}({ref}, offset=1, limit={READ_LIMIT_LINES}) "
             f"to read from the start, {search}"
         )
     middle = f" from the middle ({_span(*t.omitted_range)})" if t.direction == "head_tail" else ""
     return (
         f"… {amount} truncated{middle} … Full output saved as {output_id} — call "
-        f"{reader}({ref}, offset={t.resume_line}, limit={READ_LIMIT}) for more, {search}"
+        f"{reader}({ref}, offset={t.resume_line}, limit={READ_LIMIT_LINES}) for more, {search}"
     )
 
 
@@ -494,9 +495,7 @@ _SIGNALS_ANY_CASE = [
     r"\bsummary\s*:",
 ]
 _IMPORTANT_EXACT = re.compile("|".join(f"(?:{p})" for p in _SIGNALS_EXACT_CASE), re.MULTILINE)
-_IMPORTANT_ANY_CASE = re.compile(
-    "|".join(f"(?:{p})" for p in _SIGNALS_ANY_CASE), re.MULTILINE | re.IGNORECASE
-)
+_IMPORTANT_ANY_CASE = re.compile("|".join(f"(?:{p})" for p in _SIGNALS_ANY_CASE), re.MULTILINE | re.IGNORECASE)
 _EXIT = re.compile(
     r"(?:exit|return)[ _-]?(?:code|status)\D{0,3}?(-?\d+)"
     r"|exited with (?:code|status) (-?\d+)"

@@ -1,4 +1,4 @@
-"""Turns and tail selection (SPEC §8): which recent messages survive a compaction verbatim.
+"""Turns and tail selection (docs/design.md §5): which recent messages survive a compaction verbatim.
 
 A turn starts at a user message that has no compaction part and runs to the next such message.
 Tool results are never messages of their own in contextfold (a call and its result are one
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..domain import Message, MessageRow
+from contextfold.domain import Message, MessageRow
 
 MIN_PRESERVE_RECENT_TOKENS = 2_000
 MAX_PRESERVE_RECENT_TOKENS = 8_000

@@ -1,4 +1,4 @@
-"""The view: which stored messages the model sees, in what order (SPEC §9).
+"""The view: which stored messages the model sees, in what order (docs/design.md §6).
 
 After a compaction the model sees the marker (rendered as a user message), the summary, the copy
 of the request the tail answers (when the compaction wrote one), the tail kept verbatim from
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
-from ..domain import ViewAnchor
+from contextfold.domain import ViewAnchor
 
 
 class _Sequenced(Protocol):

@@ -10,5 +10,5 @@
 - `servers` — `--config servers.json`: several upstreams behind one proxy, with name prefixes;
 - `wire` — JSON-RPC messages as plain dicts.
 
-`contextfold.commands.proxy` is the command-line handler.
+`contextfold.cli.commands.proxy` is the command-line handler.
 """

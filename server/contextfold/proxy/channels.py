@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .wire import dumps
+from contextfold.proxy.wire import dumps
 
 log = logging.getLogger(__name__)
 
@@ -255,17 +255,25 @@ class ProcessChannel(StreamChannel):
             text = line.decode("utf-8", "replace").rstrip("\n")
             self.stderr_tail.append(text)
             try:
-                sys.__stderr__.write(text + "\n")
-                sys.__stderr__.flush()
+                console = sys.__stderr__  # None without a console: nothing to relay to
+                if console is not None:
+                    console.write(text + "\n")
+                    console.flush()
             except (OSError, ValueError, AttributeError):
                 pass
 
     def describe_exit(self) -> str:
         """How the process ended, with the last line it wrote to stderr."""
         code = self.process.returncode
-        how = "is still running" if code is None else (f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}")
+        how = (
+            "is still running"
+            if code is None
+            else (f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}")
+        )
         last = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
-        return f"the upstream server ({self.command}) {how}" + (f"; its last words on stderr: {last[:300]}" if last else "")
+        return f"the upstream server ({self.command}) {how}" + (
+            f"; its last words on stderr: {last[:300]}" if last else ""
+        )
 
     async def wait_exit(self, timeout: float = 2.0) -> None:
         try:

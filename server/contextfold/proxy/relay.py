@@ -29,9 +29,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import guard, tools, wire
-from .channels import Channel, Frame
-from .session import ProxySession
+from contextfold.proxy import oversize as guard
+from contextfold.proxy import tools, wire
+from contextfold.proxy.channels import Channel, Frame
+from contextfold.proxy.session import ProxySession
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,6 @@
 """`contextfold proxy --config servers.json`: several upstreams behind one proxy, names prefixed.
 
-The file is what the apps write: `{"mcpServers": {"NAME": {"command": …, "args": […], "env": {…},
-"cwd": …}}}` for a stdio server, `{"url": …, "headers": {…}}` for one over HTTP (VS Code's
-`{"servers": …}` with `"type"` is read too; `"disabled": true` leaves an entry out).
+The file is read by `spec.load_servers`.
 
 Each upstream gets a relay of its own (`relay.Relay`, as a single upstream would: guarding, timeouts,
 faults), talking to a hub instead of to the client. The hub is the one server the client sees:
@@ -29,24 +27,22 @@ import logging
 import re
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import tools, wire
-from .channels import Frame
-from .relay import Relay
-from .session import ProxySession
+from contextfold.proxy import tools, wire
+from contextfold.proxy.channels import Frame
+from contextfold.proxy.relay import Relay
+from contextfold.proxy.session import ProxySession
+from contextfold.proxy.spec import SEPARATOR, UpstreamSpec
+from contextfold.proxy.upstream import connect
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..service import ContextService
-    from .channels import Channel
-    from .upstream import UpstreamSpec
+    from contextfold.config import Settings
+    from contextfold.proxy.channels import Channel
+    from contextfold.service.facade import ContextService
 
 log = logging.getLogger(__name__)
 
-SEPARATOR = "__"
-NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 FAN_OUT_SECONDS = 60.0
 PAGES = 50
 HUB_ID = "contextfold-hub:"
@@ -56,59 +52,6 @@ FANNED = {
     "resources/list": ("resources", None),
     "resources/templates/list": ("resourceTemplates", None),
 }
-
-
-# -- the file ----------------------------------------------------------------------------------------------
-
-
-class ServersFileError(ValueError):
-    """The servers file cannot be used; the message says which entry and why."""
-
-
-def load_servers(path: Path) -> list[UpstreamSpec]:
-    from ..cli_errors import CliError
-    from .upstream import UpstreamSpec
-
-    try:
-        document = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such servers file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise CliError(f"{path}: not a JSON servers file ({exc})") from None
-    servers = document.get("mcpServers", document.get("servers")) if isinstance(document, dict) else None
-    if not isinstance(servers, dict) or not servers:
-        raise CliError(f'{path}: expected {{"mcpServers": {{"NAME": {{"command": …, "args": […]}}, …}}}}')
-    specs = []
-    for name, entry in servers.items():
-        where = f"{path}: mcpServers.{name}"
-        if not NAME.match(name) or SEPARATOR in name:
-            raise CliError(f"{where}: a name is 1-40 letters, digits, '-' or '_' (not '__'); it prefixes the server's tools")
-        if not isinstance(entry, dict):
-            raise CliError(f"{where}: expected an object with command and args, or url")
-        if entry.get("disabled") is True:
-            continue
-        env = entry.get("env") or {}
-        headers = entry.get("headers") or {}
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            raise CliError(f"{where}.env: expected an object of strings")
-        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-            raise CliError(f"{where}.headers: expected an object of strings")
-        if isinstance(entry.get("command"), str) and entry["command"]:
-            args = entry.get("args") or []
-            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-                raise CliError(f"{where}.args: expected a list of strings")
-            cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) else None
-            specs.append(UpstreamSpec(command=[entry["command"], *args], env=dict(env), cwd=cwd, name=name))
-        elif isinstance(entry.get("url"), str):
-            kind = entry.get("type", "http")
-            if kind not in ("http", "streamable-http", "streamableHttp"):
-                raise CliError(f"{where}.type: {kind!r} is not served; use a streamable HTTP url (type http)")
-            specs.append(UpstreamSpec(url=entry["url"], headers=dict(headers), name=name))
-        else:
-            raise CliError(f"{where}: needs a command (stdio) or a url (streamable HTTP)")
-    if not specs:
-        raise CliError(f"{path}: every server is disabled")
-    return specs
 
 
 # -- an upstream's end of the hub -------------------------------------------------------------------------
@@ -177,8 +120,6 @@ class Hub:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, stack: AsyncExitStack) -> None:
-        from .upstream import connect
-
         for member in self.members.values():
             upstream, problem = await connect(member.spec, self.settings, stack)
             passive = tools.ToolNames(passive=True)
@@ -230,7 +171,9 @@ class Hub:
         except Exception:
             log.exception("contextfold proxy: could not relay a message from the client")
             if wire.is_request(message):
-                await self._reply(wire.error(message["id"], wire.INTERNAL_ERROR, "contextfold proxy failed; see its log"))
+                await self._reply(
+                    wire.error(message["id"], wire.INTERNAL_ERROR, "contextfold proxy failed; see its log")
+                )
 
     async def _request(self, message: dict[str, Any]) -> None:
         method, request_id, params = message["method"], message["id"], wire.params(message)
@@ -273,9 +216,11 @@ class Hub:
             member = self._resource(params.get("uri"))
             return (member, params) if member else f"no upstream server lists the resource {params.get('uri')!r}"
         if method == "completion/complete":
-            ref = params.get("ref") if isinstance(params.get("ref"), dict) else {}
+            raw = params.get("ref")
+            ref: dict[str, Any] = raw if isinstance(raw, dict) else {}
             if ref.get("type") == "ref/prompt":
-                owner = self.prompt_owner.get(ref.get("name"))
+                prompt: Any = ref.get("name")  # any JSON value: a non-string names no prompt
+                owner = self.prompt_owner.get(prompt)
                 if owner is None:
                     return f"no upstream server has the prompt {ref.get('name')!r}"
                 return owner[0], {**params, "ref": {**ref, "name": owner[1]}}
@@ -290,8 +235,11 @@ class Hub:
         return f"contextfold proxy --config cannot tell which upstream server {method} is for"
 
     @staticmethod
-    def _by_name(owners: dict[str, tuple[_Member, str]], params: dict[str, Any], key: str, what: str) -> Any:
-        owner = owners.get(params.get(key))
+    def _by_name(
+        owners: dict[str, tuple[_Member, str]], params: dict[str, Any], key: str, what: str
+    ) -> tuple[_Member, dict[str, Any]] | str:
+        name: Any = params.get(key)  # any JSON value: a non-string names nothing
+        owner = owners.get(name)
         if owner is None:
             return f"no {what} named {params.get(key)!r}; list them first (names are prefixed NAME{SEPARATOR})"
         return owner[0], {**params, key: owner[1]}
@@ -373,7 +321,7 @@ class Hub:
     # -- the handshake and the listings ------------------------------------------------------------------
 
     async def _handshake(self, message: dict[str, Any]) -> dict[str, Any]:
-        from .. import __version__
+        from contextfold import __version__
 
         params = wire.params(message)
         answers = await asyncio.gather(*(self._ask(m, "initialize", params) for m in self.members.values()))
@@ -382,7 +330,11 @@ class Hub:
         for member, answer in zip(self.members.values(), answers):
             result = answer.get("result") if isinstance(answer, dict) else None
             if not isinstance(result, dict):
-                why = (answer or {}).get("error", {}).get("message", "no answer") if isinstance(answer, dict) else "no answer"
+                why = (
+                    (answer or {}).get("error", {}).get("message", "no answer")
+                    if isinstance(answer, dict)
+                    else "no answer"
+                )
                 log.warning("contextfold proxy: %s is left out: %s", member.name, why)
                 continue
             member.ready, member.result = True, result
@@ -473,7 +425,12 @@ def _template_pattern(template: str) -> re.Pattern[str]:
 
 
 async def run_multi(
-    client: Channel, specs: list[UpstreamSpec], settings: Settings, *, owner: str = "", service: ContextService | None = None
+    client: Channel,
+    specs: list[UpstreamSpec],
+    settings: Settings,
+    *,
+    owner: str = "",
+    service: ContextService | None = None,
 ) -> None:
     names = ", ".join(spec.name or "" for spec in specs)
     session = ProxySession(settings, title=f"proxy: {names}", owner=owner, service=service)

@@ -22,13 +22,13 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..errors import USER_ERRORS, brief
-from .guard import Limits, Piece, Stored
+from contextfold.errors import USER_ERRORS, brief
+from contextfold.proxy.oversize import Limits, Piece, Stored
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..service import ContextService
-    from ..tokens import TokenCounter
+    from contextfold.config import Settings
+    from contextfold.service.facade import ContextService, Tenant
+    from contextfold.tokens.counting import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +84,8 @@ class ProxySession:
             return service
         # The store's modules take a few hundred milliseconds to import: in a worker thread, so
         # that the client's first messages are relayed meanwhile.
-        await asyncio.to_thread(importlib.import_module, "contextfold.guard")
-        from ..guard import open_service
+        await asyncio.to_thread(importlib.import_module, "contextfold.home.opening")
+        from contextfold.home.opening import open_service
 
         opened, problem = await open_service(self.settings)
         if problem is not None:
@@ -93,7 +93,7 @@ class ProxySession:
         return opened
 
     def _load_counter(self) -> TokenCounter:
-        from ..tokens import counter_for
+        from contextfold.tokens.counting import counter_for
 
         counter = counter_for(self.settings.default_model, self.settings.token_factors)
         counter.count("warm up")
@@ -109,7 +109,7 @@ class ProxySession:
         assert self._opening is not None
         return await self._opening
 
-    async def _tenant(self) -> Any:
+    async def _tenant(self) -> Tenant:
         service = await self.service()
         return service.tenant(self.owner)
 
@@ -129,7 +129,7 @@ class ProxySession:
 
     async def store(self, piece: Piece, *, tool: str | None, call_id: str | None, reader: str) -> Stored:
         """Store one piece whole; its preview and hint, or, when it cannot be stored, a cut and why."""
-        from ..app.spilling import PreviewLimits
+        from contextfold.service.spilling import PreviewLimits
 
         try:
             tenant = await self._tenant()
@@ -151,7 +151,7 @@ class ProxySession:
     async def _unsaved(self, piece: Piece, reason: str) -> str:
         if piece.kind == "binary":
             return f"It could not be saved: {reason}."
-        from ..policy.truncate import truncate
+        from contextfold.policy.truncate import truncate
 
         counter = await self.counter()
         cut = await asyncio.to_thread(
@@ -188,7 +188,7 @@ class ProxySession:
         page = await tenant.search_history(self.session_id, pattern=pattern, at=at)
         if not page.text:
             return "No matches."
-        return page.text + (f"\n… more from at=\"{page.next_at}\"" if page.next_at else "")
+        return page.text + (f'\n… more from at="{page.next_at}"' if page.next_at else "")
 
     # -- recording calls --------------------------------------------------------------------------------
 
@@ -199,12 +199,21 @@ class ProxySession:
         call_id = f"call_{self._calls}"
         text, failed = (error, True) if result is None else result_text(result)
         item = {
-            "call": {"role": "assistant", "content": [
-                {"type": "tool_use", "id": call_id, "name": tool, "input": arguments if isinstance(arguments, dict) else {}}
-            ]},
-            "result": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": text or "", "is_error": failed}
-            ]},
+            "call": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": tool,
+                        "input": arguments if isinstance(arguments, dict) else {},
+                    }
+                ],
+            },
+            "result": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text or "", "is_error": failed}],
+            },
         }
         try:
             self._queue.put_nowait(item)

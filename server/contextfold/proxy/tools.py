@@ -1,7 +1,7 @@
 """The two tools the proxy adds to the upstream's: `read_output` and `search_history`.
 
 They are listed after the upstream's tools and cost 271 o200k tokens of `tools/list` together,
-measured as tests/test_footprint.py measures contextfold's own listing (tests/test_proxy.py holds
+measured as tests/e2e/test_footprint.py measures contextfold's own listing (tests/e2e/test_proxy.py holds
 them under 300). Their results are text only, without an output
 schema: what the model reads is the text, and a schema would cost tokens on every listing.
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from contextfold.blobs.lines import READ_LIMIT_LINES
+
 READ_OUTPUT = "read_output"
 SEARCH_HISTORY = "search_history"
 PREFIX = "contextfold_"
@@ -29,7 +31,7 @@ _READ_OUTPUT: dict[str, Any] = {
         "properties": {
             "id": {"type": "string"},
             "offset": {"type": "integer", "minimum": 1},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+            "limit": {"type": "integer", "minimum": 1, "maximum": READ_LIMIT_LINES},
             "pattern": {"type": "string", "description": "Regex; (?i) ignores case."},
             "context": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines around each match."},
         },
@@ -41,7 +43,7 @@ _READ_OUTPUT: dict[str, Any] = {
 _SEARCH_HISTORY: dict[str, Any] = {
     "name": SEARCH_HISTORY,
     "title": "Search earlier results",
-    "description": "Search this server's earlier tool calls and results by regex, or read them from a reference (at=\"m12\").",
+    "description": 'Search this server\'s earlier tool calls and results by regex, or read them from a reference (at="m12").',
     "inputSchema": {
         "type": "object",
         "properties": {"pattern": {"type": "string"}, "at": {"type": "string"}},
@@ -98,15 +100,16 @@ def _free(base: str, taken: set[str]) -> str:
 
 async def answer(session: Any, added: str, arguments: Any) -> dict[str, Any]:
     """The result of a call to an added tool (`added` is its base name), errors as error results."""
-    from ..errors import USER_ERRORS, brief
+    from contextfold.errors import USER_ERRORS, brief
 
+    answered: tuple[type[Exception], ...] = (ArgumentError, *USER_ERRORS)
     try:
         if added == READ_OUTPUT:
             text = await session.read_output(**read_output_args(arguments))
         else:
             text = await session.search_history(**search_history_args(arguments))
         return {"content": [{"type": "text", "text": text}], "isError": False}
-    except (ArgumentError, *USER_ERRORS) as exc:
+    except answered as exc:
         return {"content": [{"type": "text", "text": brief(str(exc))}], "isError": True}
     except Exception as exc:
         import logging
@@ -131,7 +134,7 @@ def read_output_args(arguments: Any) -> dict[str, Any]:
     return {
         "output_id": output_id,
         "offset": _integer(args, "offset", 1, 1, None),
-        "limit": _integer(args, "limit", 200, 1, 200),
+        "limit": _integer(args, "limit", READ_LIMIT_LINES, 1, READ_LIMIT_LINES),
         "pattern": pattern or None,
         "context": _integer(args, "context", 0, 0, 20),
     }

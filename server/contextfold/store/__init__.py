@@ -1,8 +1,6 @@
 """Persistence behind a narrow interface; SQLite is the embedded default."""
 
-from .base import (
-    ConflictError,
-    NotFoundError,
+from contextfold.store.base import (
     OutputRecord,
     OutputTransaction,
     PartMark,
@@ -10,15 +8,12 @@ from .base import (
     SessionTransaction,
     Store,
     StoredToolPart,
-    StoreError,
     TenantStore,
     Tombstone,
 )
-from .sqlite import SQLiteStore, SQLiteTenant
+from contextfold.store.sqlite import SQLiteStore, SQLiteTenant
 
 __all__ = [
-    "ConflictError",
-    "NotFoundError",
     "OutputRecord",
     "OutputTransaction",
     "PartMark",
@@ -27,7 +22,6 @@ __all__ = [
     "SessionPage",
     "SessionTransaction",
     "Store",
-    "StoreError",
     "StoredToolPart",
     "TenantStore",
     "Tombstone",

@@ -12,24 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
-from ..errors import ContextfoldError
-
-
-class StoreError(ContextfoldError):
-    """Base class of store errors."""
-
-
-class NotFoundError(StoreError, LookupError):
-    def __init__(self, kind: str, key: str, hint: str = "") -> None:
-        message = f"no {kind} with id {key!r}"
-        super().__init__(f"{message}; {hint}" if hint else message)
-        self.kind = kind
-        self.key = key
-
-
-class ConflictError(StoreError):
-    """The write conflicts with what is stored (e.g. a session id that already exists)."""
+from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
 
 
 @dataclass(frozen=True)

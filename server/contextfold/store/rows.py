@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..domain import Message, Part, Session, ToolPart, Usage, new_id
-from .base import OutputRecord
+from contextfold.domain import Message, Part, Session, ToolPart, Usage, new_id
+from contextfold.store.base import OutputRecord
 
 _PART = TypeAdapter(Part)
 
@@ -111,8 +111,22 @@ def messages_from_joined(rows: Iterable[Any], session_id: str) -> tuple[list[Mes
 
 
 MESSAGE_COLUMNS = (
-    "id", "owner", "session_id", "seq", "role", "name", "parent_id", "summary", "finish_reason", "error", "usage",
-    "created_at", "metadata", "tokens", "view_tokens", "turn_start",
+    "id",
+    "owner",
+    "session_id",
+    "seq",
+    "role",
+    "name",
+    "parent_id",
+    "summary",
+    "finish_reason",
+    "error",
+    "usage",
+    "created_at",
+    "metadata",
+    "tokens",
+    "view_tokens",
+    "turn_start",
 )
 PART_COLUMNS = ("message_id", "idx", "owner", "session_id", "type", "call_id", "state", "data", "tokens")
 
@@ -127,29 +141,64 @@ def new_message_rows(
     part_rows: list[tuple[Any, ...]] = []
     for seq, message in enumerate(messages, first_seq):
         message = message.model_copy(
-            update={"id": message.id or new_id("msg"), "session_id": session_id, "seq": seq, "created_at": message.created_at or now}
+            update={
+                "id": message.id or new_id("msg"),
+                "session_id": session_id,
+                "seq": seq,
+                "created_at": message.created_at or now,
+            }
         )
         message_rows.append(
             (
-                message.id, owner, session_id, seq, message.role, message.name, message.parent_id, message.summary,
-                message.finish_reason, message.error, message.usage.model_dump_json() if message.usage else None,
-                message.created_at, json_text(message.metadata), message.tokens, message.view_tokens,
+                message.id,
+                owner,
+                session_id,
+                seq,
+                message.role,
+                message.name,
+                message.parent_id,
+                message.summary,
+                message.finish_reason,
+                message.error,
+                message.usage.model_dump_json() if message.usage else None,
+                message.created_at,
+                json_text(message.metadata),
+                message.tokens,
+                message.view_tokens,
                 message.starts_turn,
             )
         )
         for index, part in enumerate(message.parts):
-            is_tool = isinstance(part, ToolPart)
+            tool = part if isinstance(part, ToolPart) else None
             part_rows.append(
                 (
-                    message.id, index, owner, session_id, part.type, part.call_id if is_tool else None,
-                    part.state if is_tool else None, part_json(part), part.tokens,
+                    message.id,
+                    index,
+                    owner,
+                    session_id,
+                    part.type,
+                    tool.call_id if tool is not None else None,
+                    tool.state if tool is not None else None,
+                    part_json(part),
+                    part.tokens,
                 )
             )
         stored.append(message)
     return stored, message_rows, part_rows
 
 
-OUTPUT_COLUMNS = ("id", "session_id", "owner", "digest", "bytes", "lines", "tool", "call_id", "created_at", "last_read_at")
+OUTPUT_COLUMNS = (
+    "id",
+    "session_id",
+    "owner",
+    "digest",
+    "bytes",
+    "lines",
+    "tool",
+    "call_id",
+    "created_at",
+    "last_read_at",
+)
 
 
 def output_from_row(row: Any) -> OutputRecord:

@@ -364,7 +364,7 @@ async def migrate(conn: aiosqlite.Connection) -> int:
             current = await _version(conn)
             _check_not_newer(current)
             if current <= version:
-                for statement in _statements(MIGRATIONS[version]):
+                for statement in statements(MIGRATIONS[version]):
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {version + 1}")
         except BaseException:
@@ -388,7 +388,7 @@ def _check_not_newer(version: int) -> None:
         )
 
 
-def _statements(script: str) -> list[str]:
+def statements(script: str) -> list[str]:
     """The script's statements, one by one (a trigger's body keeps its own semicolons)."""
     statements: list[str] = []
     pending = ""

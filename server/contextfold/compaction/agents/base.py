@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
-from ...domain import ToolPart
+from contextfold.domain import ToolPart
 
 COMMON_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "absolute_path", "target_file", "file")
 """Argument names tools give a file path under, in the order they are tried: Claude Code's
@@ -29,9 +29,17 @@ COMMON_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "absolute_
 
 PlanStatus = Literal["completed", "in_progress", "pending"]
 _PLAN_STATUS: dict[str, PlanStatus] = {
-    "completed": "completed", "complete": "completed", "done": "completed",
-    "in_progress": "in_progress", "in-progress": "in_progress", "active": "in_progress", "doing": "in_progress",
-    "pending": "pending", "todo": "pending", "not_started": "pending", "open": "pending",
+    "completed": "completed",
+    "complete": "completed",
+    "done": "completed",
+    "in_progress": "in_progress",
+    "in-progress": "in_progress",
+    "active": "in_progress",
+    "doing": "in_progress",
+    "pending": "pending",
+    "todo": "pending",
+    "not_started": "pending",
+    "open": "pending",
 }
 """Item statuses as plan and todo tools write them (Claude Code, OpenCode and Codex use the first
 of each row), mapped to the three the summary knows."""
@@ -162,8 +170,12 @@ class AgentAdapter:
         super().__init_subclass__(**kwargs)
         # A name in two sets takes the kind listed last.
         sets: tuple[tuple[Kind, frozenset[str]], ...] = (
-            ("other", cls.other_tools), ("search", cls.search_tools), ("read", cls.read_tools),
-            ("edit", cls.edit_tools), ("editor", cls.editor_tools), ("shell", cls.shell_tools),
+            ("other", cls.other_tools),
+            ("search", cls.search_tools),
+            ("read", cls.read_tools),
+            ("edit", cls.edit_tools),
+            ("editor", cls.editor_tools),
+            ("shell", cls.shell_tools),
             ("plan", cls.plan_tools),
         )
         cls._kinds = {tool.casefold(): kind for kind, tools in sets for tool in tools}
@@ -220,7 +232,13 @@ class AgentAdapter:
             return
         if kind in ("read", "search"):
             listed = call.args.get("paths")
-            paths = [path] if path else [p for p in listed if isinstance(p, str) and p.strip()] if isinstance(listed, list) else []
+            paths = (
+                [path]
+                if path
+                else [p for p in listed if isinstance(p, str) and p.strip()]
+                if isinstance(listed, list)
+                else []
+            )
             how = f"searched ({call.name.capitalize()})" if kind == "search" else f"read ({call.part.name})"
             for each in paths:
                 walk.read(each, how)
@@ -308,4 +326,3 @@ def plan_items(items: Sequence[Any]) -> list[PlanItem]:
         if isinstance(text, str) and text.strip() and status is not None:
             found.append(PlanItem(text, status))
     return found
-

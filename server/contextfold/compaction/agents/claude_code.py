@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from ...domain import ToolPart
-from .base import AgentAdapter, Outcome, ToolCall
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, ToolCall
+from contextfold.domain import ToolPart
 
 _EXIT = re.compile(r"^Exit code (-?\d+)\s*\n?")
 _TOOL_USE_ERROR = re.compile(r"<tool_use_error>(.*?)(?:</tool_use_error>|\Z)", re.DOTALL)
@@ -24,10 +24,21 @@ class ClaudeCode(AgentAdapter):
     read_tools = frozenset({"Read", "LS"})
     search_tools = frozenset({"Grep", "Glob"})
     plan_tools = frozenset({"TodoWrite"})
-    other_tools = frozenset({
-        "Task", "TaskOutput", "BashOutput", "KillShell", "WebFetch", "WebSearch", "AskUserQuestion",
-        "EnterPlanMode", "ExitPlanMode", "Skill", "SlashCommand",
-    })
+    other_tools = frozenset(
+        {
+            "Task",
+            "TaskOutput",
+            "BashOutput",
+            "KillShell",
+            "WebFetch",
+            "WebSearch",
+            "AskUserQuestion",
+            "EnterPlanMode",
+            "ExitPlanMode",
+            "Skill",
+            "SlashCommand",
+        }
+    )
     injected_prefixes = (
         "<system-reminder>",
         "<local-command-",
@@ -61,7 +72,7 @@ class ClaudeCode(AgentAdapter):
         match = _EXIT.match(text)
         if match:
             code = int(match.group(1))
-            return Outcome(code == 0, code, text[match.end():])
+            return Outcome(code == 0, code, text[match.end() :])
         return None
 
     def clean_user_text(self, text: str) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import re
 
-from ...domain import ToolPart
-from .base import AgentAdapter, Outcome, ToolCall, Walk
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, ToolCall, Walk
+from contextfold.domain import ToolPart
 
 _EXITED = re.compile(r"Process exited with code (-?\d+)")
 _RUNNING = re.compile(r"Process running with session ID (\d+)")
@@ -59,7 +59,7 @@ class Codex(AgentAdapter):
         if not (running or exited):
             return None
         body_at = _BODY.search(text)
-        output = text[body_at.end():] if body_at else ""
+        output = text[body_at.end() :] if body_at else ""
         if exited:
             code = int(exited.group(1))
             return Outcome(code == 0, code, output)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from .base import COMMON_PATH_KEYS, AgentAdapter, ToolCall, Walk
+from contextfold.compaction.agents.base import COMMON_PATH_KEYS, AgentAdapter, ToolCall, Walk
 
 
 class OpenCode(AgentAdapter):
@@ -14,9 +14,19 @@ class OpenCode(AgentAdapter):
     read_tools = frozenset({"read"})
     search_tools = frozenset({"glob", "grep"})
     plan_tools = frozenset({"todowrite"})
-    other_tools = frozenset({
-        "apply_patch", "list", "task", "webfetch", "websearch", "todoread", "skill", "question", "lsp",
-    })
+    other_tools = frozenset(
+        {
+            "apply_patch",
+            "list",
+            "task",
+            "webfetch",
+            "websearch",
+            "todoread",
+            "skill",
+            "question",
+            "lsp",
+        }
+    )
     path_keys = ("filePath", *COMMON_PATH_KEYS)
 
     def recognizes(self, call: ToolCall) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ...domain import ToolPart
-from .base import AgentAdapter, Outcome
+from contextfold.compaction.agents.base import AgentAdapter, Outcome
+from contextfold.domain import ToolPart
 
 _EXIT = re.compile(r"(?:executed|completed) with exit code (-?\d+)")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from .base import Outcome
-from .text import clip
+from contextfold.compaction.agents.base import Outcome
+from contextfold.compaction.agents.text import clip
 
 _SCAN_HEAD = 6_000
 _SCAN_TAIL = 20_000
@@ -48,9 +48,7 @@ def judged(body: str, failed: bool = False) -> Outcome:
 
 
 _PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) \S+.*$", re.MULTILINE)
-_EXCEPTION_LINE = re.compile(
-    r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault)\b(?::.*)?$"
-)
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault)\b(?::.*)?$")
 _EXUNIT_TEST = re.compile(r"^\s*\d+\) test .+$", re.MULTILINE)
 _JS_FAIL = re.compile(r"^\s*(?:×|✗|✕|FAIL)\s+\S.*$", re.MULTILINE)
 _ERROR_LINE = re.compile(
@@ -77,7 +75,7 @@ def error_line(body: str) -> str:
     if failed:
         return clip(failed[0])
     if TRACEBACK in window:
-        tail = window[window.rfind(TRACEBACK):]
+        tail = window[window.rfind(TRACEBACK) :]
         for line in reversed(tail.splitlines()):
             if _EXCEPTION_LINE.match(line.strip()):
                 return clip(line)
@@ -122,4 +120,3 @@ def suite_verdict(outcome: Outcome) -> tuple[bool | None, str]:
     if passed_lines or outcome.exit_code == 0:
         return True, summary
     return None, summary
-

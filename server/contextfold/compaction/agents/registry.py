@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import AgentAdapter, ToolCall
-from .claude_code import ClaudeCode
-from .codex import Codex
-from .generic import Generic
-from .opencode import OpenCode
-from .openhands import OpenHands
-from .swe_agent import SweAgent
+from contextfold.compaction.agents.base import AgentAdapter, ToolCall
+from contextfold.compaction.agents.claude_code import ClaudeCode
+from contextfold.compaction.agents.codex import Codex
+from contextfold.compaction.agents.generic import Generic
+from contextfold.compaction.agents.opencode import OpenCode
+from contextfold.compaction.agents.openhands import OpenHands
+from contextfold.compaction.agents.swe_agent import SweAgent
 
 GENERIC = Generic()
 _adapters: list[AgentAdapter] = [SweAgent(), ClaudeCode(), OpenCode(), Codex(), OpenHands()]

@@ -15,35 +15,137 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from .text import collapse
+from contextfold.compaction.agents.text import collapse
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 _RUNNER_PROGRAMS = {
-    "pytest": "pytest", "py.test": "pytest", "tox": "tox", "nox": "nox", "vitest": "vitest", "jest": "jest",
-    "runtests.py": "runtests.py", "rspec": "rspec", "phpunit": "phpunit", "ctest": "ctest", "unittest": "unittest",
-    "trial": "trial", "nosetests": "nosetests",
+    "pytest": "pytest",
+    "py.test": "pytest",
+    "tox": "tox",
+    "nox": "nox",
+    "vitest": "vitest",
+    "jest": "jest",
+    "runtests.py": "runtests.py",
+    "rspec": "rspec",
+    "phpunit": "phpunit",
+    "ctest": "ctest",
+    "unittest": "unittest",
+    "trial": "trial",
+    "nosetests": "nosetests",
 }
 _RUNNER_SUBCOMMANDS = {
-    ("mix", "test"), ("npm", "test"), ("yarn", "test"), ("pnpm", "test"), ("bun", "test"), ("go", "test"),
-    ("cargo", "test"), ("make", "test"), ("make", "check"), ("deno", "test"), ("dotnet", "test"),
-    ("gradle", "test"), ("gradlew", "test"), ("mvn", "test"), ("npm", "t"),
+    ("mix", "test"),
+    ("npm", "test"),
+    ("yarn", "test"),
+    ("pnpm", "test"),
+    ("bun", "test"),
+    ("go", "test"),
+    ("cargo", "test"),
+    ("make", "test"),
+    ("make", "check"),
+    ("deno", "test"),
+    ("dotnet", "test"),
+    ("gradle", "test"),
+    ("gradlew", "test"),
+    ("mvn", "test"),
+    ("npm", "t"),
 }
 _LAUNCHERS = {"npx", "uvx", "bunx", "pnpx"}
-_LAUNCHER_PAIRS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("bundle", "exec"), ("pdm", "run"),
-                   ("hatch", "run"), ("pnpm", "exec"), ("yarn", "exec")}
+_LAUNCHER_PAIRS = {
+    ("uv", "run"),
+    ("poetry", "run"),
+    ("pipenv", "run"),
+    ("bundle", "exec"),
+    ("pdm", "run"),
+    ("hatch", "run"),
+    ("pnpm", "exec"),
+    ("yarn", "exec"),
+}
 _INSPECTION = {
-    "ls", "cat", "head", "tail", "nl", "less", "more", "grep", "egrep", "fgrep", "rg", "ag", "find", "fd",
-    "wc", "pwd", "echo", "which", "type", "file", "stat", "tree", "diff", "cmp", "test", "[", "true",
-    "printf", "env", "whoami", "date", "du", "df",
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "nl",
+    "less",
+    "more",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ag",
+    "find",
+    "fd",
+    "wc",
+    "pwd",
+    "echo",
+    "which",
+    "type",
+    "file",
+    "stat",
+    "tree",
+    "diff",
+    "cmp",
+    "test",
+    "[",
+    "true",
+    "printf",
+    "env",
+    "whoami",
+    "date",
+    "du",
+    "df",
 }
 _FILTERS = {"strings", "awk", "jq", "sort", "uniq", "cut", "tr", "xxd", "od", "hexdump"}
-_SENDING = {"-o", "-O", "--output", "--remote-name", "-X", "--request", "-d", "--data", "--data-raw",
-            "--data-binary", "-F", "--form", "-T", "--upload-file", "--post-data", "--post-file", "--method"}
+_SENDING = {
+    "-o",
+    "-O",
+    "--output",
+    "--remote-name",
+    "-X",
+    "--request",
+    "-d",
+    "--data",
+    "--data-raw",
+    "--data-binary",
+    "-F",
+    "--form",
+    "-T",
+    "--upload-file",
+    "--post-data",
+    "--post-file",
+    "--method",
+}
 """curl and wget options that write a file or send something: such a call is not just a look."""
 _READ_ONLY_SUBCOMMANDS = {
-    "show", "status", "list", "ls", "log", "diff", "ready", "info", "view", "get", "search", "help",
-    "version", "--version", "-v", "describe", "inspect", "ls-files", "branch", "remote", "rev-parse",
-    "blame", "grep", "config", "outdated", "why", "tree", "check-ignore",
+    "show",
+    "status",
+    "list",
+    "ls",
+    "log",
+    "diff",
+    "ready",
+    "info",
+    "view",
+    "get",
+    "search",
+    "help",
+    "version",
+    "--version",
+    "-v",
+    "describe",
+    "inspect",
+    "ls-files",
+    "branch",
+    "remote",
+    "rev-parse",
+    "blame",
+    "grep",
+    "config",
+    "outdated",
+    "why",
+    "tree",
+    "check-ignore",
 }
 
 
@@ -211,7 +313,9 @@ def command_touches(words: list[str]) -> list[ShellTouch]:
         script_options = ("-e", "-f", "--expression", "--file")
         if any(a in script_options for a in args):
             # The script comes as an option's value: every other operand is a file.
-            files = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in script_options)]
+            files = [
+                a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in script_options)
+            ]
         else:
             # The first operand is the script (`sed -i '' 's/a/b/' f`: the empty suffix is not).
             files = [a for a in operands if a][1:]
@@ -253,9 +357,40 @@ def patch_files(patch: str) -> list[tuple[str, str]]:
 
 
 _PLUMBING = {
-    "cd", "pushd", "popd", "echo", "printf", "export", "unset", "set", "source", ".", "sleep", "mkdir",
-    "chmod", "chown", "touch", "true", "false", "clear", "pwd", "kill", "pkill", "wait", "alias", "exit",
-    "sync", "trap", "read", "history", "disown", "jobs", "bg", "fg", "cp", "ln",
+    "cd",
+    "pushd",
+    "popd",
+    "echo",
+    "printf",
+    "export",
+    "unset",
+    "set",
+    "source",
+    ".",
+    "sleep",
+    "mkdir",
+    "chmod",
+    "chown",
+    "touch",
+    "true",
+    "false",
+    "clear",
+    "pwd",
+    "kill",
+    "pkill",
+    "wait",
+    "alias",
+    "exit",
+    "sync",
+    "trap",
+    "read",
+    "history",
+    "disown",
+    "jobs",
+    "bg",
+    "fg",
+    "cp",
+    "ln",
 }
 _PLUMBING_SUBCOMMANDS = {("git", "add"), ("git", "stash"), ("git", "checkout"), ("git", "switch"), ("git", "fetch")}
 

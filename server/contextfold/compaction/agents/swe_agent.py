@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import re
 
-from ...domain import ToolPart
-from .base import AgentAdapter, Outcome, ToolCall, Walk
-from .shell import is_path
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, ToolCall, Walk
+from contextfold.compaction.agents.shell import is_path
+from contextfold.domain import ToolPart
 
-_ACTIONS = frozenset({
-    "open", "create", "edit", "insert", "goto", "scroll_down", "scroll_up", "search_file", "search_dir",
-    "find_file", "submit",
-})
+_ACTIONS = frozenset(
+    {
+        "open",
+        "create",
+        "edit",
+        "insert",
+        "goto",
+        "scroll_down",
+        "scroll_up",
+        "search_file",
+        "search_dir",
+        "find_file",
+        "submit",
+    }
+)
 _EDIT_FAILED = "Your proposed edit has introduced new syntax error"
 _RETURNCODE = re.compile(r"^\s*<returncode>(-?\d+)</returncode>\s*", re.DOTALL)
 _OUTPUT_TAG = re.compile(r"<output>\n?(.*?)\n?</output>", re.DOTALL)
@@ -82,7 +93,7 @@ class SweAgent(AgentAdapter):
             return None
         wrapped = _OUTPUT_TAG.search(text)
         code = int(match.group(1))
-        return Outcome(code == 0, code, wrapped.group(1) if wrapped else text[match.end():])
+        return Outcome(code == 0, code, wrapped.group(1) if wrapped else text[match.end() :])
 
     def strip_output(self, text: str) -> str:
         return _FOOTER.sub("", text)

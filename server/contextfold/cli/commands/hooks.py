@@ -1,0 +1,98 @@
+"""`contextfold hook AGENT EVENT` (what an agent runs) and `contextfold hooks install|uninstall|status AGENT`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from contextfold.config import Settings
+    from contextfold.hooks.install import FileChange
+
+
+def hook(args: argparse.Namespace, settings: Settings | None) -> int:
+    """Run one hook event. Never fails the agent: the answer is printed or nothing is (exit 0)."""
+    from contextfold.hooks.runner import run
+
+    answer = run(args.agent, args.event, sys.stdin.buffer.read(), home=args.home, config=args.config)
+    if answer:
+        sys.stdout.write(answer + "\n")
+    return 0
+
+
+def install(args: argparse.Namespace, settings: Settings) -> int:
+    return _change(args, settings, "install")
+
+
+def uninstall(args: argparse.Namespace, settings: Settings) -> int:
+    return _change(args, settings, "uninstall")
+
+
+def _change(args: argparse.Namespace, settings: Settings, action: str) -> int:
+    from contextfold.hooks import install as setup
+
+    project = Path(args.project) if args.project else None
+    plan = setup.plan(args.agent, action, home=settings.home.resolve(), scope=args.scope, project=project)  # type: ignore[arg-type]
+    changed = plan.changed
+    if args.dry_run:
+        for change in changed:
+            print(change.diff(), end="")
+        verb = "would change" if changed else "would change nothing:"
+        print(
+            f"{action} {args.agent} ({args.scope} scope) {verb} {_files(changed) if changed else 'already ' + _state(action)}"
+        )
+        return 0
+    setup.apply(plan)
+    if changed:
+        print(f"{action}ed contextfold for {args.agent} ({args.scope} scope): {_files(changed)}")
+    else:
+        print(f"contextfold for {args.agent} ({args.scope} scope) is already {_state(action)}; nothing changed")
+    if action == "install":
+        print(f"data home: {settings.home.resolve()} (hooks and server)")
+    for note in plan.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def status(args: argparse.Namespace, settings: Settings) -> int:
+    from contextfold.hooks import install as setup
+
+    found = setup.status(args.agent, scope=args.scope, project=Path(args.project) if args.project else None)
+    if args.json:
+        from contextfold.cli.commands._output import print_json
+
+        print_json(
+            {
+                "agent": found.agent,
+                "scope": found.scope,
+                "hooks_file": str(found.hooks_file),
+                "server_file": str(found.server_file),
+                "home": found.home,
+                "hooks": [vars(h) for h in found.hooks],
+                "server": found.server,
+                "problems": found.problems,
+            }
+        )
+        return 0 if not found.problems else 1
+    installed = sum(h.installed for h in found.hooks)
+    print(f"{found.agent} ({found.scope} scope): {installed} of {len(found.hooks)} hooks in {found.hooks_file}")
+    for entry in found.hooks:
+        mark = "installed" if entry.installed else "missing"
+        trust = f", {entry.trust}" if entry.trust else ""
+        print(f"  {entry.event:<17} {mark}{trust}")
+    print(f"  MCP server        {'in ' + str(found.server_file) if found.server else 'missing'}")
+    if found.home:
+        print(f"  data home         {found.home}")
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    return 0 if not found.problems else 1
+
+
+def _files(changes: list[FileChange]) -> str:
+    return ", ".join(str(c.path) for c in changes)
+
+
+def _state(action: str) -> str:
+    return "installed" if action == "install" else "not installed"

@@ -1,0 +1,52 @@
+"""`contextfold serve`: the MCP server on stdio, or on streamable HTTP with `--http`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from contextfold.cli.commands.token import default_path as default_tokens_path
+from contextfold.config import Settings
+from contextfold.errors import SettingsError
+from contextfold.mcpserver.auth import TenantTokens
+from contextfold.mcpserver.tools import build_server
+from contextfold.names import TOKENS_ENV
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> int:
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()] if getattr(args, "tools", None) else None
+    if getattr(args, "database", None):
+        settings.database = args.database  # validated: a path or a postgresql:// URL
+    if getattr(args, "spill_url", None):
+        settings.spill_url = args.spill_url
+    if getattr(args, "stateless", False):
+        settings.http_stateless = True
+    if settings.database_url:
+        from contextfold.home.opening import check_database  # reachable and migrated, or one line and exit 2
+
+        check_database(settings)
+    if not args.http:
+        build_server(settings, tools=tools).run()
+        return 0
+    from contextfold.mcpserver.http import serve_http  # the HTTP transport, for this branch only
+
+    tokens = TenantTokens.load(_tokens_file(args, settings))
+    if args.host not in LOOPBACK and not tokens:
+        raise SettingsError(
+            f"refusing to serve on {args.host} without bearer tokens: anyone who can reach it could read "
+            f"every session. Create one with `contextfold token add NAME` (kept in {default_tokens_path(settings)}, "
+            f"read by default; or pass --tokens-file FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
+        )
+    server = build_server(settings, tokens=tokens or None, tools=tools)
+    serve_http(server, settings, host=args.host, port=args.port)
+    return 0
+
+
+def _tokens_file(args: argparse.Namespace, settings: Settings) -> Path | None:
+    """--tokens-file (which must exist), else <home>/tokens if `token add` made one, else none."""
+    if args.tokens_file:
+        return Path(args.tokens_file).expanduser()
+    default = default_tokens_path(settings)
+    return default if default.exists() else None

@@ -1,0 +1,365 @@
+"""The `contextfold` command: serve, demo, import, count, stats, token, and a session's own
+commands (sessions, show, export, delete, prune, compact, watch).
+
+This module parses the command line, loads the settings and dispatches. Each subcommand names
+its handler as "module:function" (in `contextfold.cli.commands`, or `tokencli`), imported only when
+that command runs: `--help` and `--version` load argparse and little else, `token` no store,
+tokenizer or MCP SDK, `count` the tokenizer but no store or SDK, and only `serve` the SDK
+(tests/e2e/test_coldstart.py, benchmarks/bench_coldstart.py). A handler calls the service (`count`
+the tokenizer alone) and prints a table for people or JSON with `--json` (the wording lives in `cli_views`). Commands that only
+read open the home so that nothing in it is created or changed. Errors print one line saying
+what to do, naming CLI commands, and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import sys
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from contextfold import __version__
+from contextfold.cli.reporting import error_line
+from contextfold.errors import USER_ERRORS
+from contextfold.names import IMPORT_FORMATS, REMOVAL_STRATEGIES, TOKENS_ENV
+
+if TYPE_CHECKING:
+    from contextfold.config import Settings
+
+Handler = Callable[[argparse.Namespace, "Settings"], "int | Coroutine[Any, Any, int]"]
+
+EXIT_USAGE = 2
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="contextfold",
+        description="Manage an LLM agent's conversation context: count, store, render (MCP server and CLI).",
+    )
+    parser.add_argument("--version", action="version", version=f"contextfold {__version__}")
+    parser.add_argument("--home", help="data home (default: $CONTEXTFOLD_HOME or the platform data dir)")
+    parser.add_argument("--config", help="TOML settings file (default: <home>/config.toml)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; others need tokens)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument(
+        "--tokens-file",
+        help=f"bearer tokens per tenant (default <home>/tokens if it exists; see `token add`; also ${TOKENS_ENV}); "
+        "re-read when it changes",
+    )
+    serve.add_argument(
+        "--tools",
+        metavar="NAMES",
+        help="offer only these tools, comma-separated (what `hooks install` gives an agent: read_output,search_history)",
+    )
+    _add_team_options(serve)
+    serve.set_defaults(handler="commands.serve:serve")
+
+    _add_token_commands(sub)
+    _add_proxy_command(sub)
+
+    demo = sub.add_parser("demo", help="import a bundled real transcript and show its context budget")
+    demo.add_argument("--model", default="gpt-4o", help="model to measure against (default gpt-4o)")
+    demo.set_defaults(handler="commands.demo:demo")
+
+    imp = sub.add_parser("import", help="import a transcript file into a session")
+    imp.add_argument(
+        "file",
+        help="Claude Code JSONL, Codex rollout JSONL, normalized JSONL, Anthropic/OpenAI JSON, "
+        "a mini-swe-agent or SWE-agent trajectory, or an OpenHands event list",
+    )
+    imp.add_argument(
+        "--session",
+        help="session id (created if new; default a fresh id); importing a file again adds only what is new",
+    )
+    imp.add_argument("--format", choices=list(IMPORT_FORMATS), help="default: detected")
+    imp.add_argument("--model", help="model id (default: the one the transcript used)")
+    imp.add_argument("--json", action="store_true", help="print JSON")
+    imp.set_defaults(handler="commands.changing:import_transcript")
+
+    count = sub.add_parser("count", help="count the tokens of a file or stdin")
+    count.add_argument("file", nargs="?", help="file to count; - or nothing for stdin")
+    count.add_argument("--model", help="model id (default: the default_model setting)")
+    count.add_argument("--json", action="store_true", help="print JSON")
+    count.set_defaults(handler="commands.count:count")
+
+    stats = sub.add_parser("stats", help="sessions and their context budget")
+    stats.add_argument("session", nargs="?", help="one session's details")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.set_defaults(handler="commands.reading:stats")
+    _add_session_commands(sub)
+    collect = sub.add_parser("gc", help="delete expired spilled outputs and enforce the spill quota")
+    collect.add_argument("--dry-run", action="store_true", help="report what would be removed")
+    collect.add_argument("--json", action="store_true", help="print JSON")
+    collect.set_defaults(handler="commands.changing:gc")
+    _add_hook_commands(sub)
+    _add_migrate_command(sub)
+    return parser
+
+
+def _add_proxy_command(sub: Any) -> None:
+    """`proxy`: another MCP server behind contextfold (handled by commands/proxy.py)."""
+    proxy = sub.add_parser(
+        "proxy",
+        help="run an MCP server behind contextfold, which spills its oversized results (proxy -- COMMAND ARGS…)",
+        description="Serve MCP on stdio (or --http) in front of an upstream MCP server: everything passes "
+        "through, except results over the limits, which are saved whole and replaced by a preview with a "
+        "read_output hint. Give the upstream as `-- COMMAND [ARGS…]`, --url, or --config.",
+    )
+    proxy.add_argument("--url", help="the upstream's streamable HTTP endpoint instead of a command")
+    proxy.add_argument(
+        "--header", action="append", default=[], metavar="K=V", help="an HTTP header for --url (repeatable)"
+    )
+    proxy.add_argument(
+        "--config",
+        "--servers",
+        dest="servers",
+        metavar="FILE",
+        help='several upstreams: a JSON file in the apps\' {"mcpServers": {...}} format, tools prefixed by server',
+    )
+    proxy.add_argument("--max-tokens", type=int, metavar="N", help="cut results over N tokens (proxy_max_tokens)")
+    proxy.add_argument(
+        "--preview-tokens", type=int, metavar="N", help="tokens a cut result keeps (proxy_preview_tokens)"
+    )
+    proxy.add_argument(
+        "--timeout", type=float, metavar="S", help="fail requests unanswered for S seconds (proxy_timeout_seconds)"
+    )
+    proxy.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    proxy.add_argument("--host", default="127.0.0.1", help="with --http: bind address (default 127.0.0.1)")
+    proxy.add_argument("--port", type=int, default=8766, help="with --http: port (default 8766)")
+    proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS…]: the upstream server to run")
+    proxy.set_defaults(handler="commands.proxy:proxy")
+
+
+AGENTS = ("claude-code", "codex")
+
+
+def _add_hook_commands(sub: Any) -> None:
+    """`hook AGENT EVENT` (run by the agent, light: it loads the settings itself only when it must)
+    and `hooks install|uninstall|status AGENT`."""
+    hook = sub.add_parser("hook", help="run one agent hook event: its JSON on stdin, the agent's JSON (or nothing) out")
+    hook.add_argument("agent", choices=AGENTS)
+    hook.add_argument("event", help="the agent's event name: PostToolUse, PreCompact, PostCompact, SessionStart, …")
+    hook.set_defaults(handler="commands.hooks:hook", light=True)
+
+    hooks = sub.add_parser(
+        "hooks", help="put contextfold's hooks and MCP server into Claude Code or Codex (install, uninstall, status)"
+    )
+    actions = hooks.add_subparsers(dest="hooks_command", metavar="ACTION", required=True)
+    for name, what in (
+        ("install", "merge contextfold's hooks and MCP server into the agent's settings (others' entries kept)"),
+        ("uninstall", "take them out again, restoring the settings as they were"),
+        ("status", "what is installed, where, for which data home, and whether Codex trusts it"),
+    ):
+        action = actions.add_parser(name, help=what)
+        action.add_argument("agent", choices=AGENTS)
+        action.add_argument("--scope", choices=["user", "project"], default="user", help="default user")
+        action.add_argument(
+            "--project", metavar="DIR", help="the project for --scope project (default: the current directory)"
+        )
+        if name == "status":
+            action.add_argument("--json", action="store_true", help="print JSON")
+        else:
+            action.add_argument("--dry-run", action="store_true", help="print the change instead of making it")
+        action.set_defaults(handler=f"commands.hooks:{name}")
+
+
+def _add_team_options(serve: Any) -> None:
+    """`serve`'s options for a team: a PostgreSQL database shared by stateless replicas."""
+    serve.add_argument(
+        "--database",
+        metavar="URL",
+        help="postgresql://user:password@host:port/dbname to share sessions and spilled outputs between "
+        "replicas (also the database setting, $CONTEXTFOLD_DATABASE); default the SQLite file in the home",
+    )
+    serve.add_argument(
+        "--spill-url",
+        metavar="URL",
+        help="s3://bucket/prefix to keep spilled outputs in S3-compatible storage (credentials and endpoint from "
+        "AWS_* variables; the spill_url setting); default the database when it is PostgreSQL, else <home>/outputs",
+    )
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        help="HTTP: answer handshake (2025-era) clients without MCP sessions, so any replica behind a load "
+        "balancer serves any request (2026-07-28 clients are sessionless anyway)",
+    )
+
+
+def _add_migrate_command(sub: Any) -> None:
+    """`migrate --to URL`: a SQLite home's data copied into PostgreSQL."""
+    migrate = sub.add_parser("migrate", help="copy this home's SQLite sessions and spilled outputs into PostgreSQL")
+    migrate.add_argument("--to", required=True, metavar="URL", help="postgresql://user:password@host:port/dbname")
+    migrate.add_argument("--json", action="store_true", help="print JSON")
+    migrate.set_defaults(handler="commands.migrate:migrate")
+
+
+def _add_token_commands(sub: Any) -> None:
+    """`token` and its actions (add, rotate, remove, list): the tokens file, from the shell."""
+    token = sub.add_parser("token", help="manage bearer tokens for HTTP tenants (add, rotate, remove, list)")
+    actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    where = "tokens file (default <home>/tokens, which serve --http reads)"
+
+    add = actions.add_parser("add", help="create a tenant's token (printed once) and store its hash")
+    add.add_argument("tenant")
+    add.add_argument("--rotate", action="store_true", help="replace the tenant's token if it has one")
+    add.set_defaults(handler="commands.token:add")
+
+    rotate = actions.add_parser("rotate", help="replace a tenant's token with a new one (printed once)")
+    rotate.add_argument("tenant")
+    rotate.set_defaults(handler="commands.token:rotate")
+
+    remove = actions.add_parser("remove", help="delete a tenant's token; servers refuse it at once")
+    remove.add_argument("tenant")
+    remove.set_defaults(handler="commands.token:remove")
+
+    listing = actions.add_parser("list", help="tenants, creation times and hash fingerprints (no secrets)")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(handler="commands.token:list_tokens")
+
+    for action in (add, rotate, remove, listing):
+        action.add_argument("--tokens-file", help=where)
+
+
+def _add_session_commands(sub: Any) -> None:
+    """`sessions`, `show`, `export`, `delete`, `prune`, `compact` and `watch`."""
+    listing = sub.add_parser("sessions", help="list sessions: id, title, model, messages, tokens in view, state")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(handler="commands.reading:sessions")
+
+    show = sub.add_parser("show", help="a session's view as its model sees it, with counts and state")
+    show.add_argument("session")
+    show.add_argument("--format", choices=["anthropic", "openai"], help="print the view as this API's JSON instead")
+    show.set_defaults(handler="commands.reading:show")
+
+    export = sub.add_parser("export", help="a session as Anthropic or OpenAI JSON: the view, or --full history")
+    export.add_argument("session")
+    export.add_argument("--format", choices=["anthropic", "openai"], default="openai", help="default openai")
+    export.add_argument(
+        "--full", action="store_true", help="every stored message with its id, those out of view included"
+    )
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.set_defaults(handler="commands.reading:export")
+
+    delete = sub.add_parser("delete", help="delete a session, its messages and its spilled outputs")
+    delete.add_argument("session")
+    delete.add_argument("--yes", action="store_true", help="confirm: the session cannot be recovered")
+    delete.set_defaults(handler="commands.changing:delete")
+
+    prune = sub.add_parser("prune", help="clear old tool outputs from a session's view (they stay stored)")
+    prune.add_argument("session")
+    prune.add_argument("--dry-run", action="store_true", help="report what would be cleared")
+    prune.add_argument(
+        "--keep-tool-uses", type=int, metavar="N", help="clear every tool result but the newest N tool uses"
+    )
+    prune.add_argument("--json", action="store_true", help="print JSON")
+    prune.set_defaults(handler="commands.changing:prune")
+
+    compact = sub.add_parser("compact", help="summarize a session's older history (or remove it from view)")
+    compact.add_argument("session")
+    compact.add_argument("--dry-run", action="store_true", help="report what would change, summary included")
+    compact.add_argument(
+        "--strategy", default="anchored", choices=["anchored", "regions", *REMOVAL_STRATEGIES], help="default anchored"
+    )
+    compact.add_argument(
+        "--summarizer",
+        choices=["auto", "anthropic", "extractive"],
+        help="default: the summarizer setting (auto: anthropic when ANTHROPIC_API_KEY is set, else extractive)",
+    )
+    compact.add_argument("--instructions", help="what the summary should focus on")
+    compact.add_argument("--json", action="store_true", help="print JSON")
+    compact.set_defaults(handler="commands.changing:compact")
+
+    watch = sub.add_parser("watch", help="follow a live session's tokens, usable budget and state until Ctrl-C")
+    watch.add_argument("session")
+    watch.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between looks (default 1)")
+    watch.set_defaults(handler="commands.reading:watch")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings: Settings | None = None
+    try:
+        with _starting():
+            parser = _build_parser()
+            args = parser.parse_args(argv)
+            if not getattr(args, "command", None):
+                parser.print_help()
+                return EXIT_USAGE
+            if getattr(args, "light", False):  # a hook: it reads only the settings it needs, when it needs them
+                return int(_handler(args.handler)(args, None))  # type: ignore[arg-type]
+            from contextfold.config import load_settings  # pydantic: after parsing, which --help and --version end
+
+            settings = load_settings({"home": args.home}, config_file=Path(args.config) if args.config else None)
+            run = _handler(args.handler)
+        outcome = run(args, settings)
+        if isinstance(outcome, Coroutine):
+            import asyncio  # already loaded: every async handler's module uses the store
+
+            outcome = asyncio.run(outcome)
+        return int(outcome)
+    except Exception as exc:
+        if not _reported(exc):
+            raise
+        print(f"contextfold: error: {error_line(exc, settings.home if settings else None)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _handler(name: str) -> Handler:
+    """The function `name` ("module:function", under this package) names, its module imported now."""
+    module, _, function = name.partition(":")
+    handler: Handler = getattr(importlib.import_module(f".{module}", __package__), function)
+    return handler
+
+
+_started = False
+
+
+@contextmanager
+def _starting() -> Iterator[None]:
+    """The process's first command loads its modules with the collector off, then freezes them.
+
+    What start-up allocates (classes, schemas, the SDK's models) lives as long as the process:
+    collections while it loads free next to nothing, and once frozen it is never walked again
+    (the few cycles start-up leaves behind stay). `serve` answers its first request about a tenth
+    sooner, `token list` a sixth (`benchmarks/bench_coldstart.py`). Later calls in the same process
+    (an embedder calling `main` again) load little and are left alone.
+    """
+    global _started
+    if _started:
+        yield
+        return
+    _started = True
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _reported(exc: Exception) -> bool:
+    """Whether `exc` is a problem the user can fix, reported in one line (exit 2), not a bug."""
+    if isinstance(exc, (*USER_ERRORS, OSError)):
+        return True
+    import sqlite3
+
+    from contextfold.store.schema import (
+        SchemaTooNewError,  # only the store raises these: loaded whenever one is the cause
+    )
+
+    return isinstance(exc, (SchemaTooNewError, sqlite3.Error))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

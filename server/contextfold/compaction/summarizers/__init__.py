@@ -1,0 +1,1 @@
+"""Summarizers that call out of the process (an LLM over the network)."""

@@ -1,0 +1,1 @@
+"""Opening a data home: SQLite or PostgreSQL, its guard against storage failures, migration, bearer tokens."""

@@ -1,0 +1,1 @@
+"""The MCP face: tools and their schemas, answers, streamable HTTP, its limits and bearer-token auth."""

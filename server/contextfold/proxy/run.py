@@ -1,0 +1,36 @@
+"""The proxy's main loop: one client connection relayed to its upstream, or to a hub of several."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+from contextfold.proxy.channels import Channel
+from contextfold.proxy.servers import run_multi
+from contextfold.proxy.session import ProxySession
+from contextfold.proxy.spec import UpstreamSpec
+from contextfold.proxy.upstream import connect, relay_for
+
+if TYPE_CHECKING:
+    from contextfold.config import Settings
+    from contextfold.service.facade import ContextService
+
+__all__ = ["run_proxy"]
+
+
+async def run_proxy(
+    client: Channel,
+    spec: UpstreamSpec | list[UpstreamSpec],
+    settings: Settings,
+    *,
+    owner: str = "",
+    service: ContextService | None = None,
+) -> None:
+    """Relay one client connection to the upstream (or upstreams) until the client leaves."""
+    if isinstance(spec, list):
+        await run_multi(client, spec, settings, owner=owner, service=service)
+        return
+    session = ProxySession(settings, title=f"proxy: {spec.label}", owner=owner, service=service)
+    async with AsyncExitStack() as stack:
+        upstream, problem = await connect(spec, settings, stack)
+        await relay_for(client, upstream, session, settings, problem).run()

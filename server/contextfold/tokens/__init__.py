@@ -1,0 +1,1 @@
+"""Counting tokens offline: encodings, exact counts of long texts, model limits."""

@@ -1,0 +1,101 @@
+"""The command line, run as a user would: a subprocess of `python -m contextfold`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import needs_corpus
+
+TOOL_HEAVY = "raw/claude-code-spotter/test/fixtures/transcripts/tool_heavy.jsonl"
+
+
+def run(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONTEXTFOLD_HOME": str(home), "COLUMNS": "200"}  # no wrapping in rich output
+    return subprocess.run(
+        [sys.executable, "-m", "contextfold", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_count_from_stdin_and_file(tmp_path: Path):
+    out = run(tmp_path, "count", "--model", "gpt-4o", "--json", stdin="hello world")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {
+        "tokens": 2,
+        "model": "gpt-4o",
+        "method": "exact",
+        "encoding": "o200k_base",
+        "factor": 1.0,
+    }
+    text = tmp_path / "t.txt"
+    text.write_text("上下文" * 10, "utf-8")
+    out = run(tmp_path, "count", str(text))
+    assert out.returncode == 0 and "30 tokens" in out.stdout and "estimate" in out.stdout
+
+
+@needs_corpus
+def test_import_then_stats(tmp_path: Path, corpus: Path):
+    out = run(tmp_path, "import", str(corpus / TOOL_HEAVY), "--session", "heavy", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["session_id"] == "heavy" and result["source_format"] == "claude-code"
+    assert result["tool_calls"] == result["tool_results"] > 0
+
+    out = run(tmp_path, "stats", "heavy", "--json")
+    status = json.loads(out.stdout)
+    assert status["message_count"] == result["messages"] and status["state"] in ("ok", "soft", "hard", "overflow")
+
+    out = run(tmp_path, "stats")
+    assert out.returncode == 0 and "heavy" in out.stdout and "1 sessions" in out.stdout
+    out = run(tmp_path, "stats", "--json")
+    body = json.loads(out.stdout)
+    assert body["totals"]["sessions"] == 1 and body["sessions"][0]["session_id"] == "heavy"
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path: Path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "ok"}\n{not json\n', "utf-8")
+    out = run(tmp_path, "import", str(bad))
+    assert out.returncode == 2
+    assert "line 2" in out.stderr and "Traceback" not in out.stderr
+
+    out = run(tmp_path, "stats", "missing-session")
+    assert out.returncode == 2 and "no session with id 'missing-session'" in out.stderr
+
+    out = run(tmp_path, "import", str(tmp_path / "nowhere.jsonl"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_demo_runs_offline_on_the_bundled_transcript(tmp_path: Path):
+    out = run(tmp_path, "demo")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "Tokens in view as the session grows" in text  # the replay, turn by turn over MCP
+    assert " soft " in text and " overflow " in text  # the small demo window is crossed
+    # The huge real tool output (868,167 characters) is spilled at ingest and read back.
+    assert "Full output saved as" in text and "out_" in text  # the demo wraps at 80 columns
+    assert "16587" in text and "def prepare_auth" in text
+    assert "compact (extractive)" in text and "## Relevant Files" not in text.split("compact (extractive)")[0]
+    assert "## Goal" in text
+    assert not (tmp_path / "contextfold.db").exists()  # the demo leaves the real home alone
+
+
+def test_no_command_prints_help(tmp_path: Path):
+    out = run(tmp_path)
+    assert out.returncode == 2 and "serve" in out.stdout
+
+
+def test_gc_reports_what_it_removed(tmp_path: Path):
+    out = run(tmp_path, "gc", "--dry-run", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dry_run"] is True
+    out = run(tmp_path, "gc")
+    assert out.returncode == 0 and "removed 0" in out.stdout

@@ -1,0 +1,195 @@
+"""Faults of the server behind `contextfold proxy`: it exits, hangs, writes malformed JSON-RPC, or
+answers with more than the proxy accepts. The client must get a clear error for the request
+concerned, the proxy must keep running (its own tools keep working) or exit cleanly, and nothing
+may be left half-written in the data home.
+
+The upstream is tests/proxy_faulty.py, a server written in raw JSON-RPC lines; the client here
+speaks raw lines too, so every byte the proxy writes is checked and its process id is known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _proxy import FAULTY, RawClient, env, proxy_command
+
+pytestmark = pytest.mark.anyio
+
+
+def faulty(*args: str) -> list[str]:
+    return [sys.executable, str(FAULTY), *args]
+
+
+async def start(home: Path, *upstream: str, options: tuple[str, ...] = ()) -> RawClient:
+    client = await RawClient.start(proxy_command(*upstream, options=options), env(home))
+    init = json.loads(await client.handshake())
+    assert init["result"]["serverInfo"]["name"] == "faulty", init
+    return client
+
+
+async def call(
+    client: RawClient, name: str, arguments: dict[str, Any] | None = None, timeout: float = 60
+) -> dict[str, Any]:
+    line = await client.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout=timeout)
+    return json.loads(line)
+
+
+def error_of(answer: dict[str, Any]) -> str:
+    assert "error" in answer and "result" not in answer, answer
+    assert answer["error"]["code"] == -32000, answer
+    return answer["error"]["message"]
+
+
+def assert_home_whole(home: Path) -> None:
+    """The database is sound and every file in the spill store is one an output row points at."""
+    database = home / "contextfold.db"
+    if not database.exists():
+        return
+    with sqlite3.connect(database) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    done = subprocess.run(
+        [sys.executable, "-m", "contextfold", "gc", "--dry-run", "--json"],
+        env=env(home),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["files_removed"] == 0, done.stdout
+
+
+async def test_an_upstream_that_exits_mid_call_gets_a_clear_error_and_the_proxy_keeps_answering(tmp_path):
+    client = await start(tmp_path, *faulty())
+    try:
+        big = await call(client, "huge", {"mb": 0.3})  # stored: something for read_output afterwards
+        preview = big["result"]["content"][0]["text"]
+        stored = preview.split("Full output saved as ")[1].split(" ")[0]
+        message = error_of(await call(client, "exit"))
+        assert "exited with code 3" in message and "fatal: the database connection was lost" in message
+        assert "before it answered tools/call exit" in message
+        after = error_of(await call(client, "echo", {"text": "hi"}))
+        assert "exited with code 3" in after and "tools/call was not sent" in after
+        # The proxy's own tools still work: what was stored can still be read.
+        read = await call(client, "read_output", {"id": stored, "offset": 2, "limit": 1})
+        assert read["result"]["content"][0]["text"].endswith("2\t0123456789abcdef" * 1 + "0123456789abcdef" * 3)
+        history = await call(client, "search_history", {"pattern": "exited"})
+        assert "exited with code 3" in history["result"]["content"][0]["text"]
+    finally:
+        assert await client.close() == 0
+    assert_home_whole(tmp_path)
+
+
+async def test_an_upstream_that_hangs_times_out_and_the_next_call_works(tmp_path):
+    client = await start(tmp_path, *faulty(), options=("--timeout", "1"))
+    try:
+        message = error_of(await call(client, "hang"))
+        assert "did not answer tools/call hang within 1 s (proxy_timeout_seconds)" in message
+        assert (
+            json.loads(await client.request("tools/call", {"name": "echo", "arguments": {"text": "ok"}}))["result"][
+                "content"
+            ][0]["text"]
+            == "ok"
+        )
+    finally:
+        assert await client.close() == 0
+
+
+async def test_an_upstream_that_never_answers_the_handshake_times_out(tmp_path):
+    client = await RawClient.start(proxy_command(*faulty("--hang-at-start"), options=("--timeout", "1")), env(tmp_path))
+    try:
+        answer = json.loads(
+            await client.request(
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+            )
+        )
+        assert "did not answer initialize within 1 s" in error_of(answer)
+    finally:
+        assert await client.close() == 0
+
+
+async def test_malformed_json_rpc_from_the_upstream_is_dropped_or_named(tmp_path):
+    client = await start(tmp_path, *faulty())
+    try:
+        assert "with neither a result nor an error" in error_of(await call(client, "garbage"))
+        assert (await call(client, "junk"))["result"]["content"][0]["text"] == "fine"
+        assert client.notifications == []  # neither stray line reached the client
+    finally:
+        assert await client.close() == 0
+
+
+def peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak memory from /proc")
+async def test_a_result_over_the_limit_is_refused_without_reading_it_into_memory(tmp_path):
+    client = await start(tmp_path, *faulty())
+    try:
+        await call(client, "huge", {"mb": 0.3})  # the tokenizer and the store are loaded: the baseline
+        baseline = peak_rss_mb(client.process.pid)
+        message = error_of(await call(client, "huge", {"mb": 100}, timeout=120))
+        assert "answer to tools/call huge is 100,0" in message and "over max_message_bytes (16,777,216)" in message
+        # What is kept of a line is bounded by the limit (16 MiB, plus the buffer's growth), not
+        # by the line: the rest is read and dropped a block at a time.
+        grown = peak_rss_mb(client.process.pid) - baseline
+        assert grown < 16 * 1.5 + 8, f"the proxy's peak memory grew by {grown:.0f} MB for a refused 100 MB answer"
+        assert (await call(client, "echo", {"text": "after"}))["result"]["content"][0]["text"] == "after"
+    finally:
+        assert await client.close() == 0
+    assert_home_whole(tmp_path)
+
+
+async def test_an_upstream_that_cannot_start_is_named_in_the_first_answer(tmp_path):
+    client = await RawClient.start(proxy_command("no-such-mcp-server-program", "--flag"), env(tmp_path))
+    try:
+        answer = json.loads(
+            await client.request(
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+            )
+        )
+        message = error_of(answer)
+        assert "'no-such-mcp-server-program' was not found on PATH" in message and "initialize was not sent" in message
+    finally:
+        assert await client.close() == 0
+
+
+async def test_sigterm_stops_the_proxy_and_its_upstream_cleanly(tmp_path):
+    client = await start(tmp_path, *faulty())
+    await call(client, "huge", {"mb": 0.3})
+    await call(client, "echo", {"text": "recorded before the end"})
+    children = subprocess.run(["pgrep", "-P", str(client.process.pid)], capture_output=True, text=True).stdout.split()
+    assert children, "the upstream runs as the proxy's child"
+    client.process.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(client.process.wait(), 20) == 0
+    for child in children:
+        assert not Path(f"/proc/{child}").exists() or "zombie" in Path(f"/proc/{child}/status").read_text()
+    assert_home_whole(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "contextfold", "sessions", "--json"], env=env(tmp_path), capture_output=True, text=True
+    )
+    sessions = json.loads(done.stdout)
+    sessions = sessions if isinstance(sessions, list) else sessions["sessions"]
+    assert sessions[0]["messages"] == 2  # both calls were recorded before it stopped (a call and its result are one)
+
+
+async def test_an_upstream_without_tools_still_gets_the_added_ones(tmp_path):
+    client = await RawClient.start(proxy_command(*faulty("--no-tools")), env(tmp_path))
+    try:
+        init = json.loads(await client.handshake())["result"]
+        assert init["capabilities"] == {"resources": {}, "tools": {}}
+        listed = json.loads(await client.request("tools/list", {}))["result"]["tools"]
+        assert [tool["name"] for tool in listed] == ["read_output", "search_history"]
+        missing = await call(client, "read_output", {"id": "out_nope"})
+        assert missing["result"]["isError"] is True
+    finally:
+        assert await client.close() == 0

@@ -1,0 +1,235 @@
+"""The design's tunable constants (docs/design.md) are settings, and a session's own value is the one obeyed.
+
+Before, the overflow cut, recovery attempts, the cooldown, the regions strategy's protected
+window and the removal strategies' preserved counts were module constants: no setting, global or
+per session, could change them.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+from pathlib import Path
+
+import pytest
+
+from contextfold.config import load_settings
+from contextfold.errors import CompactionFailed
+from contextfold.service.facade import ContextService
+from contextfold.tokens.counting import counter_for
+
+pytestmark = pytest.mark.anyio
+
+GPT4O = counter_for("gpt-4o")
+
+
+@pytest.fixture
+async def service(tmp_path: Path):
+    async with await ContextService.open(load_settings({"home": tmp_path}, environ={})) as svc:
+        yield svc
+
+
+def _dense(nbytes: int) -> str:
+    return base64.b64encode(random.Random(7).randbytes(nbytes)).decode("ascii")
+
+
+def _tool_turn(i: int, output: str) -> list[dict]:
+    call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "cat x"}'}}
+    return [
+        {"role": "user", "content": f"Step {i}: show me the file."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{i}", "content": output},
+        {"role": "assistant", "content": f"Read it ({i})."},
+    ]
+
+
+async def _shown_output(service: ContextService, session_id: str) -> str:
+    context = await service.get_context(session_id, format="openai")
+    return next(m["content"] for m in context.messages if m["role"] == "tool")
+
+
+@pytest.mark.parametrize("cut_tokens", [100, 500])
+async def test_the_overflow_cut_keeps_the_sessions_cut_tokens(service, cut_tokens: int):
+    await service.open_session("c", model="gpt-4o", settings={"cut_tokens": cut_tokens})
+    await service.append("c", _tool_turn(1, _dense(20_000)))
+    assert await service.compactor.cut_oversized("c", 1_000) == 1
+    shown = GPT4O.count(await _shown_output(service, "c"))
+    assert cut_tokens - 10 <= shown <= cut_tokens + 30  # the prefix, and the note of what was cut
+
+
+async def test_oversized_share_decides_which_outputs_recovery_cuts(service):
+    await service.open_session("s", model="gpt-4o", settings={"oversized_share": 0.9})
+    await service.append("s", _tool_turn(1, _dense(10_000)))  # about 9,000 tokens: under 90 % of 20,000
+    assert await service.compactor.cut_oversized("s", 20_000) == 0
+    await service.open_session("s", settings={"oversized_share": 0.3})
+    assert await service.compactor.cut_oversized("s", 20_000) == 1
+
+
+async def test_the_cooldown_is_the_sessions(service):
+    await service.open_session("w", model="gpt-4o", settings={"preserve_recent_tokens": 200})
+
+    async def turn(i: int) -> None:
+        await service.append(
+            "w",
+            [
+                {"role": "user", "content": f"turn {i} " + "words " * 300},
+                {"role": "assistant", "content": "noted " * 300},
+            ],
+        )
+
+    for i in range(6):
+        await turn(i)
+    await service.compact("w", summarizer="extractive", auto=True)
+    # A short turn: something to summarize again, but the view grew by far less than 10 %.
+    await service.append("w", [{"role": "user", "content": "and?"}, {"role": "assistant", "content": "done"}])
+    with pytest.raises(CompactionFailed, match="would loop"):
+        await service.compact("w", summarizer="extractive", auto=True)
+    await service.open_session("w", settings={"compaction_cooldown_seconds": 0})
+    assert (await service.compact("w", summarizer="extractive", auto=True)).compacted
+
+
+async def test_regions_protect_the_sessions_recent_window(service):
+    await service.open_session("r", model="gpt-4o", settings={"context_window": 40_000})
+    for i in range(6):
+        await service.append("r", _tool_turn(i, "\n".join(f"line {n} of output {i}" for n in range(600))))
+    # Default: the newest 20,000 output tokens are never digested.
+    default = await service.compact("r", strategy="regions", dry_run=True)
+    await service.open_session("r", settings={"regions_keep_recent_tokens": 0})
+    none_kept = await service.compact("r", strategy="regions", dry_run=True)
+    assert none_kept.head_messages > default.head_messages
+
+
+async def test_removal_keeps_the_sessions_preserved_messages(service):
+    await service.open_session("m", model="gpt-4o", settings={"context_window": 30_000})
+    for i in range(30):
+        await service.append(
+            "m",
+            [
+                {"role": "user", "content": f"question {i} " + "w " * 400},
+                {"role": "assistant", "content": f"answer {i} " + "x " * 400},
+            ],
+        )
+    default = await service.compact("m", strategy="oldest", dry_run=True)
+    await service.open_session("m", settings={"removal_preserve_start": 20})
+    preserved = await service.compact("m", strategy="oldest", dry_run=True)
+    # With the first 20 messages preserved, the oldest ones can no longer be the ones removed.
+    assert "preserve" in preserved.reason or preserved.head_messages != default.head_messages
+    assert preserved.head_messages <= 60 - 20 - 1
+
+
+async def test_recovery_attempts_is_the_sessions(tmp_path: Path, monkeypatch):
+    """A compaction that never gets the session out of overflow stops at the session's bound."""
+    from contextfold.domain import CompactionRecord
+
+    settings = load_settings(
+        {
+            "home": tmp_path,
+            "context_window": 20_000,
+            "max_output": 2_000,
+            "max_bytes": 10**9,
+            "max_lines": 10**9,
+            "context_share": 1.0,
+            "max_share_chars": 10**9,
+        },
+        environ={},
+    )
+    async with await ContextService.open(settings) as service:
+        await service.open_session("f", model="gpt-4o", settings={"recovery_attempts": 2})
+        await service.append("f", [{"role": "user", "content": "x " * 30_000}])
+        assert (await service.status("f")).state == "overflow"
+        calls = []
+
+        async def no_real_progress(*args, **kwargs):
+            calls.append(kwargs)
+            record = CompactionRecord(
+                summarizer="stub",
+                tokens_before=30_000,
+                tokens_after=29_000,
+                head_messages=1,
+                head_tokens=1_000,
+                summary_tokens=10,
+            )
+            return record, "## Goal\n- x\n"
+
+        monkeypatch.setattr(service.compactor, "compact", no_real_progress)
+        with pytest.raises(CompactionFailed, match="after 2 compactions"):
+            await service.compact("f")
+        assert len(calls) == 2
+
+
+# -- server-wide settings and per-session policy ------------------------------------------------
+
+
+async def test_a_sessions_own_lower_request_limits_are_honoured(service):
+    await service.open_session("small", model="gpt-4o", settings={"max_message_bytes": 100, "max_batch_messages": 2})
+    from contextfold.errors import LimitExceeded
+
+    with pytest.raises(LimitExceeded, match="max_message_bytes"):
+        await service.append("small", [{"role": "user", "content": "x" * 5_000}])
+    with pytest.raises(LimitExceeded, match="max_batch_messages"):
+        await service.append("small", [{"role": "user", "content": "a"}] * 3)
+    with pytest.raises(LimitExceeded, match="max_message_bytes"):
+        await service.spill("small", "y" * 5_000)
+    assert (await service.status("small")).message_count == 0  # nothing was written
+    await service.append("small", [{"role": "user", "content": "fits"}])
+    # Another session on the same server keeps the server's limits.
+    await service.open_session("normal", model="gpt-4o")
+    await service.append("normal", [{"role": "user", "content": "x" * 5_000}])
+
+
+async def test_a_session_cannot_raise_a_request_limit_past_the_servers(tmp_path: Path):
+    settings = load_settings({"home": tmp_path, "max_message_bytes": 1_000}, environ={})
+    async with await ContextService.open(settings) as service:
+        await service.open_session("big", model="gpt-4o", settings={"max_message_bytes": 10**9})
+        from contextfold.errors import LimitExceeded
+
+        with pytest.raises(LimitExceeded, match=r"max_message_bytes \(1,000\)"):
+            await service.append("big", [{"role": "user", "content": "x" * 5_000}])
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("max_database_bytes", 1),
+        ("spill_quota_bytes", 1),
+        ("spill_retention_days", 1),
+        ("max_request_bytes", 1),
+        ("http_sessions_per_tenant", 1),
+        ("max_count_bytes", 1),
+    ],
+)
+async def test_server_wide_settings_are_refused_per_session_with_the_reason(service, name: str, value: int):
+    from contextfold.errors import SettingsError
+
+    with pytest.raises(SettingsError, match=rf"{name} is a server-wide setting"):
+        await service.open_session("s", model="gpt-4o", settings={name: value})
+
+
+# -- typed session state --------------------------------------------------------------------------
+
+
+async def test_session_state_is_typed_and_keeps_keys_it_does_not_know(service, tmp_path: Path):
+    import sqlite3
+
+    from contextfold.domain import LastCompaction, PruneTotals
+
+    await service.open_session("t", model="gpt-4o", settings={"preserve_recent_tokens": 200})
+    for i in range(6):
+        await service.append(
+            "t",
+            [
+                {"role": "user", "content": f"turn {i} " + "words " * 300},
+                {"role": "assistant", "content": "noted " * 300},
+            ],
+        )
+    await service.compact("t", summarizer="extractive")
+    session = await service.store.get_session("t")
+    assert isinstance(session.metadata.last_compaction, LastCompaction)
+    assert session.metadata.prunes == PruneTotals()
+    # A newer contextfold may keep more: an unknown key survives this one's writes.
+    with sqlite3.connect(service.settings.database_path) as conn:
+        conn.execute("""UPDATE sessions SET metadata = json_set(metadata, '$.future', 'kept') WHERE id = 't'""")
+    await service.append("t", [{"role": "user", "content": "after"}])
+    with sqlite3.connect(service.settings.database_path) as conn:
+        (stored,) = conn.execute("SELECT json_extract(metadata, '$.future') FROM sessions WHERE id = 't'").fetchone()
+    assert stored == "kept"

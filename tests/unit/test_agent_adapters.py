@@ -1,0 +1,272 @@
+"""Agent adapters: each agent's tool calls are recognized by its own adapter, and a new agent is a
+new adapter, not a change to the facts walker.
+
+The recognition tests run over every tool call in the shared corpus of real transcripts (Claude
+Code, Codex, SWE-agent, mini-swe-agent, OpenHands); OpenCode, which the corpus lacks, is checked
+with calls in the shapes of OpenCode's own tool schemas.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import corpus_files, corpus_session, needs_corpus
+
+from contextfold.compaction.agents import (
+    AgentAdapter,
+    Outcome,
+    PlanItem,
+    ToolCall,
+    adapters,
+    pick,
+    register,
+    unregister,
+)
+from contextfold.compaction.facts import extract_facts
+from contextfold.domain import Message, TextPart, ToolPart
+
+_ids = iter(range(1, 1_000_000))
+
+
+def call(name: str, input: Any, output: str = "", *, state: str = "completed") -> ToolPart:
+    if state == "error":
+        return ToolPart(call_id=f"c{next(_ids)}", name=name, input=input, state="error", error=output)
+    return ToolPart(call_id=f"c{next(_ids)}", name=name, input=input, state=state, output=output)  # type: ignore[arg-type]
+
+
+def assistant(*tools: ToolPart, text: str = "") -> Message:
+    return Message(role="assistant", parts=[*([TextPart(text=text)] if text else []), *tools])
+
+
+def adapter(name: str) -> AgentAdapter:
+    return next(a for a in adapters() if a.name == name)
+
+
+def specific() -> list[AgentAdapter]:
+    return [a for a in adapters() if a.name != "generic"]
+
+
+def tool_calls(messages: list[Message]) -> list[ToolCall]:
+    return [ToolCall.of(p) for m in messages for p in m.parts if isinstance(p, ToolPart)]
+
+
+SHARED = {"str_replace_editor": {"SWE-agent", "OpenHands"}}
+"""Tools two agents both have, under the same name and shape: either adapter reads them."""
+
+
+# -- each agent's calls are its own --------------------------------------------------------------
+
+CORPUS_AGENTS = [
+    ("claude-code-spotter__*.jsonl", "Claude Code"),
+    ("codex-codemie__*.jsonl", "Codex"),
+    ("swe-agent__*.jsonl", "SWE-agent"),
+    ("mini-swe-agent__*.jsonl", "SWE-agent"),
+    ("openhands__*.jsonl", "OpenHands"),
+]
+
+
+@needs_corpus
+@pytest.mark.parametrize(("pattern", "agent"), CORPUS_AGENTS, ids=[a for _, a in CORPUS_AGENTS])
+def test_every_corpus_call_is_recognized_by_its_agent_only(pattern: str, agent: str) -> None:
+    calls = [c for path in corpus_files(f"normalized/{pattern}") for c in tool_calls(corpus_session(path)[1])]
+    assert len(calls) > 5, f"the corpus has too few {agent} calls for this test"
+    own = adapter(agent)
+    for each in calls:
+        assert own.recognizes(each), f"{agent} does not recognize its own {each.tool} {sorted(each.args)}"
+        others = {a.name for a in specific() if a is not own and a.recognizes(each)}
+        assert others <= SHARED.get(each.tool, set()) - {agent}, f"{each.tool} is also claimed by {others}"
+        assert pick(each, adapters()).name in {agent, *SHARED.get(each.tool, ())}
+
+
+def opencode_calls() -> list[ToolPart]:
+    """Calls in the shapes of OpenCode's tool schemas (camel-case arguments, a described bash)."""
+    patch = "*** Begin Patch\n*** Update File: src/app.ts\n@@\n-a\n+b\n*** End Patch"
+    return [
+        call("read", {"filePath": "/repo/src/index.ts", "offset": 0, "limit": 200}, "<file>\n00001| x\n</file>"),
+        call("edit", {"filePath": "/repo/src/index.ts", "oldString": "a", "newString": "b"}, ""),
+        call("write", {"filePath": "/repo/src/new.ts", "content": "export {}\n"}, ""),
+        call("bash", {"command": "bun test", "description": "Runs the test suite"}, "3 pass\n 12 passed"),
+        call("grep", {"pattern": "TODO", "path": "/repo/src", "include": "*.ts"}, "Found 1 match"),
+        call("glob", {"pattern": "**/*.ts", "path": "/repo"}, "/repo/src/index.ts"),
+        call("apply_patch", {"patchText": patch}, "Success. Updated the following files:\nM src/app.ts"),
+        call(
+            "todowrite",
+            {"todos": [{"id": "1", "content": "Wire the route", "status": "in_progress", "priority": "high"}]},
+        ),
+    ]
+
+
+def test_opencode_calls_are_recognized_by_opencode_only_and_read() -> None:
+    parts = opencode_calls()
+    own = adapter("OpenCode")
+    for each in map(ToolCall.of, parts):
+        assert own.recognizes(each), each.tool
+        assert not [a.name for a in specific() if a is not own and a.recognizes(each)], each.tool
+    facts = extract_facts([Message(role="user", parts=[TextPart(text="Add the route")]), assistant(*parts)])
+    assert [f.path for f in facts.edited_files] == ["/repo/src/index.ts", "/repo/src/new.ts", "src/app.ts"]
+    assert ("in_progress", "Wire the route") in facts.todos
+    assert any(d.startswith("Tests passed: `bun test`") for d in facts.done)
+
+
+def test_a_shared_tool_reads_the_same_whichever_adapter_reads_it() -> None:
+    messages = [
+        assistant(call("str_replace_editor", {"command": "view", "path": "/repo/a.py"}, "1\timport os")),
+        assistant(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "/repo/b.py", "file_text": "x = 1\n"},
+                "File created successfully at: /repo/b.py",
+            )
+        ),
+        assistant(
+            call(
+                "str_replace_editor",
+                {"command": "str_replace", "path": "/repo/a.py", "old_str": "os", "new_str": "sys"},
+                "ERROR: No replacement was performed, old_str `os` did not appear verbatim in /repo/a.py.",
+            )
+        ),
+    ]
+    by_swe = extract_facts(messages, adapters=[adapter("SWE-agent")])
+    by_openhands = extract_facts(messages, adapters=[adapter("OpenHands")])
+    assert by_swe == by_openhands
+    assert [f.path for f in by_swe.edited_files] == ["/repo/b.py"]
+    assert by_swe.unresolved_error is not None and "/repo/a.py" in by_swe.unresolved_error.source
+
+
+def test_unknown_agents_fall_back_to_the_generic_adapter() -> None:
+    # Gemini CLI's tools: no adapter of their own.
+    parts = [
+        call("read_file", {"absolute_path": "/w/src/main.go"}, "package main"),
+        call("write_file", {"file_path": "/w/src/util.go", "content": "package main"}, "Successfully wrote"),
+        call("run_shell_command", {"command": "go test ./..."}, "ok  \texample.com/w\t0.01s"),
+        call("write_todos", {"todos": [{"description": "x", "text": "Port the parser", "status": "pending"}]}),
+    ]
+    for each in map(ToolCall.of, parts):
+        assert not [a.name for a in specific() if a.recognizes(each)], each.tool
+        assert pick(each, adapters()).name == "generic"
+    facts = extract_facts([assistant(*parts)])
+    assert [(f.path, f.action) for f in facts.files] == [("/w/src/util.go", "edited"), ("/w/src/main.go", "read")]
+    assert facts.todos == [("pending", "Port the parser")]
+    assert facts.done[-1].startswith("Tests passed: `go test ./...`")
+
+
+def test_a_known_tool_in_another_spelling_goes_to_the_agent_that_has_it() -> None:
+    # No adapter has `READ` or `todowrite` without a list exactly; the ones whose tools they are read them.
+    shouting = ToolCall.of(call("READ", {"file_path": "/r/x.py"}))
+    assert pick(shouting, adapters()).name == "Claude Code"
+    update = ToolCall.of(call("Update_Plan", {"plan": [{"step": "Ship", "status": "completed"}]}))
+    assert pick(update, adapters()).name == "Codex"
+    assert pick(update, adapters()).plan(update) == [PlanItem("Ship", "completed")]
+
+
+@needs_corpus
+def test_a_transcript_mixing_agents_keeps_every_agents_edits() -> None:
+    names = [
+        "claude-code-spotter__subagent.jsonl",
+        "codex-codemie__*.jsonl",
+        "mini-swe-agent__scikit-learn__scikit-learn-9288.jsonl",
+        "swe-agent__function_calling_simple.jsonl",
+        "openhands__basic_gui_mode.jsonl",
+    ]
+    paths: list[Path] = [p for name in names for p in corpus_files(f"normalized/{name}")]
+    assert len(paths) == len(names)
+    alone: list[str] = []
+    mixed: list[Message] = []
+    for path in paths:
+        messages = corpus_session(path)[1]
+        edited = [f.path for f in extract_facts(messages).edited_files]
+        assert edited, f"{path.name} edits nothing"
+        alone += [p for p in edited if p not in alone]
+        mixed += messages
+    assert [f.path for f in extract_facts(mixed).edited_files] == alone
+
+
+# -- the plan hook -------------------------------------------------------------------------------
+
+
+@needs_corpus
+def test_plan_tools_report_their_items() -> None:
+    codex = [c for p in corpus_files("normalized/codex-codemie__*.jsonl") for c in tool_calls(corpus_session(p)[1])]
+    plans = [c for c in codex if c.tool == "update_plan"]
+    assert plans
+    items = pick(plans[-1], adapters()).plan(plans[-1])
+    assert items and {i.status for i in items} <= {"completed", "in_progress", "pending"}
+    todo = ToolCall.of(
+        call(
+            "TodoWrite",
+            {
+                "todos": [
+                    {"content": "Write the test", "status": "completed", "activeForm": "Writing the test"},
+                    {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+                ]
+            },
+        )
+    )
+    expected = [PlanItem("Write the test", "completed"), PlanItem("Fix the bug", "in_progress")]
+    assert adapter("Claude Code").plan(todo) == expected
+    # A call that writes no plan says so.
+    assert adapter("Claude Code").plan(ToolCall.of(call("Read", {"file_path": "/a"}))) is None
+
+
+# -- a new agent is a new adapter ----------------------------------------------------------------
+
+
+class Zed(AgentAdapter):
+    """A made-up agent: `zap_file` edits the file in `target`, a failure is reported as
+    `[zap failed] why`, and `zap_tasks` holds its task list as `{"name", "done"}` items."""
+
+    name = "Zed (test)"
+    edit_tools = frozenset({"zap_file"})
+    plan_tools = frozenset({"zap_tasks"})
+    path_keys = ("target",)
+
+    def outcome(self, part: ToolPart) -> Outcome | None:
+        text = part.result_text
+        if text.startswith("[zap failed]"):
+            return Outcome(False, None, text.removeprefix("[zap failed]").strip())
+        return None
+
+    def plan(self, call: ToolCall) -> list[PlanItem] | None:
+        if call.name != "zap_tasks":
+            return super().plan(call)
+        return [PlanItem(t["name"], "completed" if t["done"] else "pending") for t in call.args.get("tasks", [])]
+
+
+def zed_session() -> list[Message]:
+    return [
+        Message(role="user", parts=[TextPart(text="Rename the config loader")]),
+        assistant(
+            call("zap_file", {"target": "src/config.rs", "diff": "-load\n+read"}, "zapped"),
+            call(
+                "zap_file",
+                {"target": "src/main.rs", "diff": "-load\n+read"},
+                "[zap failed] error: src/main.rs is read-only",
+            ),
+            call(
+                "zap_tasks",
+                {"tasks": [{"name": "Rename the loader", "done": True}, {"name": "Update callers", "done": False}]},
+            ),
+        ),
+    ]
+
+
+def test_a_registered_adapter_changes_the_facts_without_touching_the_walker() -> None:
+    before = extract_facts(zed_session())
+    assert before.files == [] and before.todos == [] and before.errors == []
+    zed = register(Zed())
+    try:
+        with pytest.raises(ValueError, match="registered already"):
+            register(Zed())
+        after = extract_facts(zed_session())
+    finally:
+        unregister(zed)
+    assert [f.path for f in after.edited_files] == ["src/config.rs"]
+    assert after.unresolved_error is not None
+    assert after.unresolved_error.text == "error: src/main.rs is read-only"
+    assert after.unresolved_error.source == "zap_file `src/main.rs`"
+    assert after.todos == [("completed", "Rename the loader"), ("pending", "Update callers")]
+    # Passed explicitly instead of registered, it does the same; unregistered, it is gone again.
+    assert extract_facts(zed_session(), adapters=[*adapters(), Zed()]) == after
+    assert extract_facts(zed_session()) == before

@@ -1,0 +1,151 @@
+"""The needed-later recall measure itself (`benchmarks/_recall.py`), on a tiny made-up transcript.
+
+What a compaction is judged by must be right before anything is tuned against it: facts count when
+the agent used them after the cut and they occurred before it; tool outputs are not use; harness
+text is neither use nor an instruction; openings and names match whole, not inside longer words.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from _recall import cut_points, edited_files, instructions, measure, needed_facts, own_words  # noqa: E402
+
+K = 9
+"""The cut: messages[:K] are compacted away."""
+FIRST = "Fix the crash in `parse_config` when the config file is empty. Keep `load_settings` as it is."
+LATER = "Also do not touch `settings.py` please"
+
+
+def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def transcript() -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "You are a coding agent. `sys_helper.py` holds your helpers."},
+        {"role": "user", "content": FIRST},
+        {
+            "role": "assistant",
+            "content": "Reading it.",
+            "tool_calls": [call("c1", "Read", file_path="/repo/src/config.py")],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "def parse_config(path):\n    raise KeyError(path)  # helpers.py, test_empty_file, sys_helper.py",
+        },
+        {"role": "user", "content": "<system-reminder>Lint passed for `lint_only_name`.</system-reminder>"},
+        {"role": "user", "content": "[Request interrupted by user]"},
+        {"role": "user", "content": LATER},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("c2", "Bash", command="sed -i 's/a/b/' src/util.py && echo done > /tmp/log.txt 2>&1")],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": ""},
+        # ---- the cut ----
+        {
+            "role": "assistant",
+            "content": "`parse_config` raises KeyError on an empty file; I'll fix config.py, add `brand_new.py`, "
+            "and run test_empty_file. sys_helper.py is not involved.",
+            "tool_calls": [call("c3", "Edit", file_path="/repo/src/config.py", old_string="a", new_string="b")],
+        },
+        {"role": "tool", "tool_call_id": "c3", "content": "Edited. See helpers.py; ValueError elsewhere."},
+        {"role": "user", "content": "<system-reminder>`settings.py` was modified.</system-reminder>"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("c4", "Bash", command="pytest tests/test_config.py::test_empty_file")],
+        },
+        {"role": "tool", "tool_call_id": "c4", "content": "1 passed"},
+        {"role": "user", "content": "Good. Make sure `load_settings` still works."},
+    ]
+
+
+SYSTEM = ["You are a coding agent. `sys_helper.py` holds your helpers."]
+
+
+def test_needed_facts_are_used_after_the_cut_and_seen_before_it() -> None:
+    # Used after the cut and named before it: the identifier, the exception, the file, the test,
+    # and what the user said after the cut. Not: a new file (`brand_new.py`), names used only in
+    # tool outputs (`helpers.py`, `ValueError`) or harness text (`settings.py` in a reminder),
+    # names only in the system prompt (`sys_helper.py`), nor `test_config.py` (first named after).
+    assert needed_facts(transcript(), K, system=SYSTEM) == [
+        "parse_config",
+        "KeyError",
+        "config.py",
+        "test_empty_file",
+        "load_settings",
+    ]
+
+
+def test_recall_counts_whole_names_in_what_the_model_sees() -> None:
+    seen = "Summary: fixing `parse_config` (KeyError) in src/config.py; ran test_empty_file_2 and my_load_settings."
+    result = measure(transcript(), K, seen, system=SYSTEM)
+    assert result.recall.missed == ("test_empty_file", "load_settings")
+    assert (result.recall.kept, result.recall.share) == (3, 0.6)
+
+
+def test_a_window_bounds_what_counts_as_used() -> None:
+    # With a window of one message only the first step after the cut is use.
+    assert needed_facts(transcript(), K, window=1, system=SYSTEM) == [
+        "parse_config",
+        "KeyError",
+        "config.py",
+        "test_empty_file",
+    ]
+
+
+def test_harness_text_is_not_an_instruction() -> None:
+    messages = transcript()
+    assert [i for i, _ in instructions(messages, K)] == [1, 6]
+    assert instructions(messages, K)[0][1] == FIRST[:60]
+    assert instructions(messages, K)[1][1] == LATER
+    assert own_words(messages, 3) is None  # a tool result
+
+
+def test_instructions_kept_need_the_opening_verbatim() -> None:
+    seen = f"User said:\n  {FIRST[:70]}\nand later: {LATER}d."
+    result = measure(transcript(), K, seen, system=SYSTEM)
+    # The first opening is there (whitespace does not matter); the second, a whole short message,
+    # must end where it ends ("pleased" is not "please").
+    assert result.instructions.missed == (LATER,)
+    assert result.instructions.share == 0.5
+    assert measure(transcript(), K, f"{FIRST}\n{LATER}", system=SYSTEM).instructions.share == 1.0
+
+
+def test_text_put_into_a_running_turn_is_not_the_users() -> None:
+    body = "Base directory for this skill: /opt/skills/x\n\n" + "Instructions for the skill. " * 60
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Start."}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Skill", "input": {"name": "x"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Launching skill"}]},
+        {"role": "user", "content": body},
+        {"role": "user", "content": "continue"},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}, {"type": "text", "text": "stop"}],
+        },
+    ]
+    assert [(i, o) for i, o in instructions(messages)] == [(0, "Start."), (4, "continue"), (5, "stop")]
+
+
+def test_edited_files_come_from_edit_calls_and_shell_writes() -> None:
+    messages = transcript()
+    assert edited_files(messages[:K]) == ["util.py", "log.txt"]
+    assert edited_files(messages) == ["util.py", "log.txt", "config.py"]
+    result = measure(messages, K, "util.py was changed", system=SYSTEM)
+    assert (result.edited.wanted, result.edited.missed) == (("util.py", "log.txt"), ("log.txt",))
+
+
+def test_cuts_fall_before_the_users_turn_or_a_clean_step() -> None:
+    messages = transcript()
+    cuts = {c.label: c for c in cut_points(messages)}
+    # 40 % of 15 is 6: the user's own message there. 60 % (9) and 80 % (12): no message of the
+    # user's own within a tenth, so the nearest step with no call left open and no result next.
+    assert (cuts["40%"].k, cuts["40%"].kind) == (6, "user")
+    assert (cuts["60%"].k, cuts["60%"].kind) == (9, "step")
+    assert (cuts["80%"].k, cuts["80%"].kind) == (12, "step")
+    assert all(messages[c.k]["role"] != "tool" for c in cuts.values())

@@ -1,0 +1,474 @@
+"""Regions (docs/design.md §13): which runs of tool calls are compacted, largest first, and what the view keeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import corpus_params
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from region_runs import (
+    COMMANDS,
+    ERROR_MESSAGE,
+    FAILED_TEST,
+    FIRST_VERDICT,
+    GREP_HIT,
+    LAST_VERDICT,
+    LINT_ERROR,
+    realistic_run,
+)
+from validators import assert_anthropic_valid, assert_openai_valid
+
+from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
+from contextfold.formats import parse, render
+from contextfold.policy.regions import SUMMARIZED_ABOVE, RegionPlan, digest, find_regions, plan_regions
+from contextfold.tokens.counting import MESSAGE_OVERHEAD, count_in_view, count_message, counter_for
+
+COUNTER = counter_for("gpt-4o")
+NOW = 1_700_000_000.0
+_calls = iter(range(10**9))
+
+
+def tool(
+    output: str = "ok",
+    *,
+    name: str = "Bash",
+    arg: dict[str, Any] | None = None,
+    state: str = "completed",
+    view_text: str | None = None,
+) -> ToolPart:
+    return ToolPart(
+        call_id=f"call_{next(_calls)}",
+        name=name,
+        input=arg if arg is not None else {"command": "ls -la"},
+        state=state,  # type: ignore[arg-type]
+        output=output if state == "completed" else None,
+        error=output if state == "error" else None,
+        view_text=view_text,
+    )
+
+
+def big(n: int = 400) -> str:
+    return "\n".join(f"line {i}: some output text here" for i in range(n))
+
+
+def text(s: str = "thinking out loud") -> TextPart:
+    return TextPart(text=s)
+
+
+def msg(role: str, *parts: Part, summary: bool = False) -> Message:
+    return Message(role=role, parts=list(parts), summary=summary)  # type: ignore[arg-type]
+
+
+def session(*messages: Message) -> list[Message]:
+    return [m.model_copy(update={"id": f"m{i:04d}", "seq": i}) for i, m in enumerate(messages)]
+
+
+def view_cost(messages: Sequence[Message]) -> int:
+    return sum(MESSAGE_OVERHEAD + sum(count_in_view(p, COUNTER) for p in m.parts) for m in messages)
+
+
+def apply(messages: Sequence[Message], plan: RegionPlan) -> list[Message]:
+    marks = {(m.message_id, m.index): m.part for m in plan.marks}
+    return [m.model_copy(update={"parts": [marks.get((m.id, i), p) for i, p in enumerate(m.parts)]}) for m in messages]
+
+
+def plan(messages: Sequence[Message], target: int, keep: int = 0, **kw: Any) -> RegionPlan:
+    return plan_regions(
+        messages,
+        total_tokens=view_cost(messages),
+        target_tokens=target,
+        keep_recent_tokens=keep,
+        counter=COUNTER,
+        now=NOW,
+        **kw,
+    )
+
+
+# -- regions ---------------------------------------------------------------------------------------
+
+
+def test_text_parts_split_regions_and_tool_runs_cross_messages():
+    msgs = session(
+        msg("user", text("do it")),
+        msg("assistant", tool(), tool()),
+        msg("assistant", ReasoningPart(text="hmm", signature="sig"), tool()),  # reasoning does not split
+        msg("assistant", text("\n\n"), tool()),  # whitespace-only text does not split
+        msg("assistant", text("I found it"), tool()),
+        msg("user", text("thanks")),
+        msg("assistant", tool()),
+    )
+    regions = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)
+    assert [r.parts for r in regions] == [
+        [("m0001", 0), ("m0001", 1), ("m0002", 1), ("m0003", 1)],
+        [("m0004", 1)],
+        [("m0006", 0)],
+    ]
+    assert [r.first_index for r in regions] == [1, 8, 10]
+    assert regions[1].tokens == count_in_view(msgs[4].parts[1], COUNTER)
+
+
+def test_newest_tokens_are_pinned():
+    msgs = session(msg("user", text("go")), msg("assistant", tool(big()), tool(big()), tool(big())))
+    costs = [count_in_view(p, COUNTER) for p in msgs[1].parts]
+    # The newest part alone reaches the budget: it is pinned, the two older ones are not.
+    regions = find_regions(msgs, keep_recent_tokens=costs[2], counter=COUNTER)
+    assert [r.parts for r in regions] == [[("m0001", 0), ("m0001", 1)]]
+    # One token more and the walk pins the middle part too.
+    regions = find_regions(msgs, keep_recent_tokens=costs[2] + 1, counter=COUNTER)
+    assert [r.parts for r in regions] == [[("m0001", 0)]]
+    assert find_regions(msgs, keep_recent_tokens=10**9, counter=COUNTER) == []
+
+
+def test_summarized_parts_summaries_and_pending_calls_end_runs():
+    msgs = session(
+        msg("user", text("go")),
+        msg("assistant", tool(big()), tool(big(), view_text="[Summary of 3 tool calls]"), tool(big())),
+        msg("assistant", text("summary of earlier work"), summary=True),
+        msg("assistant", tool(big()), tool(state="pending"), tool(big(), state="error")),
+        msg("user", text("next")),
+    )
+    regions = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)
+    assert [r.parts for r in regions] == [[("m0001", 0)], [("m0001", 2)], [("m0003", 0)], [("m0003", 2)]]
+    result = plan(msgs, target=0)
+    touched = {(m.message_id, m.index) for m in result.marks}
+    assert ("m0001", 1) not in touched and ("m0003", 1) not in touched
+    assert touched == {("m0001", 0), ("m0001", 2), ("m0003", 0), ("m0003", 2)}
+
+
+# -- the plan --------------------------------------------------------------------------------------
+
+
+def test_largest_region_first_and_stop_at_target():
+    small = [tool(big(100)) for _ in range(2)]
+    large = [tool(big(300)) for _ in range(3)]
+    msgs = session(
+        msg("user", text("go")),
+        msg("assistant", *small),
+        msg("assistant", text("and now")),
+        msg("assistant", *large),
+        msg("user", text("ok")),
+    )
+    total = view_cost(msgs)
+    sizes = [r.tokens for r in find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)]
+    # Freeing half the large region is enough: only it is summarized.
+    result = plan(msgs, target=total - sizes[1] // 2)
+    assert result.regions_summarized == 1 and result.reached_target
+    assert {m.message_id for m in result.marks} == {"m0003"}
+    first, *rest = result.marks
+    assert first.part.view_text.startswith("[Summary of 3 tool calls]") and first.part.compacted_at == NOW
+    assert not first.part.input_cleared
+    assert all(m.part.view_text == SUMMARIZED_ABOVE and m.part.input_cleared for m in rest)
+    assert result.tokens_after == total - sum(m.freed for m in result.marks) == view_cost(apply(msgs, result))
+    # Already at the target: nothing to do.
+    none = plan(msgs, target=total)
+    assert none.marks == [] and none.reached_target and none.tokens_after == total
+    # A target out of reach: everything compactable is summarized, and the plan says it fell short.
+    everything = plan(msgs, target=0)
+    assert everything.regions_summarized == 2 and not everything.reached_target
+    assert "still above" in everything.reason
+
+
+def test_summarizer_gets_a_fifth_and_failure_drops_the_oldest_region():
+    older = [tool(big(100))]
+    larger = [tool(big(300)), tool(big(300))]
+    msgs = session(
+        msg("user", text("go")),
+        msg("assistant", *older),
+        msg("user", text("more")),
+        msg("assistant", *larger),
+        msg("user", text("ok")),
+    )
+    regions = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)
+    asked: list[tuple[int, int]] = []
+
+    def failing(parts: list[ToolPart], budget: int) -> str | None:
+        asked.append((len(parts), budget))
+        return None
+
+    result = plan(msgs, target=view_cost(msgs) - 10, summarize=failing)
+    assert asked == [(2, regions[1].tokens // 5)]  # the largest region was asked first, with 1/5
+    assert result.regions_dropped == 1 and result.regions_summarized == 0 and result.reached_target
+    assert [(m.message_id, m.index) for m in result.marks] == [("m0001", 0)]  # the oldest went instead
+    assert result.marks[0].part.view_text == "[Earlier turns truncated: 1 tool call removed]"
+    assert "summarizer failure" in result.reason
+
+
+def test_a_summarizer_that_keeps_failing_drops_oldest_first_without_retrying():
+    msgs = session(
+        *[m for i in range(4) for m in (msg("user", text(f"step {i}")), msg("assistant", tool(big(50 * (i + 1)))))]
+    )
+    calls: list[int] = []
+
+    def failing(parts: list[ToolPart], budget: int) -> str | None:
+        calls.append(budget)
+        return None
+
+    result = plan(msgs, target=0, summarize=failing)
+    # Newest is largest: asked (fails, the oldest goes), the next largest likewise; then both failed
+    # regions are left and go oldest first, without asking again.
+    assert len(calls) == 2 and result.regions_dropped == 4 and result.regions_summarized == 0
+    assert [m.message_id for m in result.marks] == ["m0001", "m0003", "m0005", "m0007"]
+
+
+def test_a_summary_that_frees_nothing_is_not_applied():
+    msgs = session(msg("user", text("go")), msg("assistant", tool("x")), msg("user", text("ok")))
+    result = plan(msgs, target=0, summarize=lambda parts, budget: big(50))
+    assert result.marks == [] and result.tokens_after == result.tokens_before and not result.reached_target
+
+
+def test_duplicate_message_ids_are_refused():
+    msgs = [msg("assistant", tool()), msg("assistant", tool())]
+    with pytest.raises(ValueError, match="unique"):
+        plan_regions(msgs, total_tokens=100, target_tokens=0, keep_recent_tokens=0, counter=COUNTER, now=NOW)
+
+
+# -- digest ----------------------------------------------------------------------------------------
+
+
+def test_digest_keeps_exact_arguments_and_the_lines_that_matter():
+    parts = [
+        tool("\n\n---\nREADME.md\nsrc/", arg={"command": "ls /srv/app && git status", "description": "list"}),
+        tool("1\timport os", name="Read", arg={"file_path": "/srv/app/src/main.py", "limit": 40}),
+        tool(
+            "Traceback (most recent call last):\n  File \"x.py\", line 3\nKeyError: 'user_id'",
+            name="Bash",
+            arg={"command": "pytest -x"},
+            state="error",
+        ),
+        tool("", name="Grep", arg={"pattern": r"def \w+_handler", "path": "/srv"}),
+        tool(
+            "Chunk ID: 5a0c8d\nWall time: 1.0 seconds\nProcess exited with code 2\nOutput:\nrg: nope: No such file or directory (os error 2)",
+            name="exec_command",
+            arg={"cmd": "rg -n main nope", "workdir": "/srv"},
+        ),
+    ]
+    out = digest(parts, budget_tokens=10_000, counter=COUNTER)
+    assert out.splitlines() == [
+        "[Summary of 5 tool calls]",
+        "- Bash ls /srv/app && git status → README.md",
+        "  src/",
+        "- Read /srv/app/src/main.py → 1\timport os",
+        # The exception's own line, not the traceback's opening.
+        "- Bash pytest -x → error: KeyError: 'user_id'",
+        "  Traceback (most recent call last):",
+        '  File "x.py", line 3',
+        # A search shows its pattern and where it looked.
+        "- Grep def \\w+_handler in /srv → (no output)",
+        # Codex's wrapper lines are not findings; the exit code and the message are.
+        "- exec_command rg -n main nope → rg: nope: No such file or directory (os error 2)",
+        "  Process exited with code 2",
+    ]
+    assert digest(parts, budget_tokens=10_000, counter=COUNTER) == out  # deterministic
+
+
+def test_digest_of_a_realistic_run_is_about_a_fifth_and_keeps_the_findings():
+    """Before: one line per call, 269 tokens for this 7,932-token run (3.4 %), the failing assertion lost."""
+    msgs = session(
+        msg("user", text("The health check fails, fix it.")),
+        msg("assistant", *realistic_run()),
+        msg("assistant", text("Fixed: the handler returned 503 before the pool was warm.")),
+    )
+    region = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)[0]
+    assert 7_500 <= region.tokens <= 8_500  # the set-up: an 8,000-token run
+    result = plan(msgs, target=0)
+    first = result.marks[0].part.view_text
+    share = COUNTER.count(first) / region.tokens
+    assert 0.10 <= share <= 0.30, share
+    assert result.tokens_after < result.tokens_before - region.tokens // 2
+    for fact in (ERROR_MESSAGE, FAILED_TEST, FIRST_VERDICT, LAST_VERDICT, LINT_ERROR, GREP_HIT, *COMMANDS):
+        assert fact in first, fact
+    assert 'version = "2.3.1"' in first and "src/app/config.py" in first  # key values, file names
+    assert "Chunk ID" not in first and "=====" not in first
+    # Bounded at any budget: never over it (past the header and note it always keeps), never over the region.
+    for budget in (0, 50, 400, 1_000, region.tokens // 5, region.tokens):
+        out = digest([p for p in realistic_run()], budget_tokens=budget, counter=COUNTER)
+        assert COUNTER.count(out) <= max(budget, 20) and COUNTER.count(out) < region.tokens
+    after = apply(msgs, result)
+    assert_anthropic_valid(render([], after, "anthropic"))
+    assert_openai_valid(render([], after, "openai"))
+
+
+def test_digest_fits_a_fifth_of_the_region_by_dropping_middle_calls():
+    parts = [
+        tool(f"result {i}\n" + big(20), arg={"file_path": f"/repo/pkg/module_{i}.py"}, name="Read") for i in range(60)
+    ]
+    msgs = session(msg("assistant", *parts))
+    region = find_regions(msgs, keep_recent_tokens=0, counter=COUNTER)[0]
+    budget = region.tokens // 5
+    whole = digest(parts, budget_tokens=10**9, counter=COUNTER)
+    assert COUNTER.count(whole) > budget // 10  # the sanity of the set-up: a small budget is a cut
+    small = digest(parts, budget_tokens=100, counter=COUNTER)
+    assert COUNTER.count(small) <= 100
+    lines = small.splitlines()
+    assert lines[0] == "[Summary of 60 tool calls]"
+    assert lines[1] == "- Read /repo/pkg/module_0.py" and lines[-1] == "- Read /repo/pkg/module_59.py"
+    # Before any call gives way, each call's line is shortened: its result first.
+    heads_only = COUNTER.count(
+        "\n".join(["[Summary of 60 tool calls]"] + [f"- Read /repo/pkg/module_{i}.py" for i in range(60)])
+    )
+    short = digest(parts, budget_tokens=heads_only, counter=COUNTER).splitlines()
+    assert short[1:] == [f"- Read /repo/pkg/module_{i}.py" for i in range(60)]
+    assert any(line.startswith("… ") and line.endswith(" more calls …") for line in lines)
+    assert COUNTER.count(digest(parts, budget_tokens=budget, counter=COUNTER)) <= budget
+    # A budget below the header and the note still yields them.
+    assert digest(parts, budget_tokens=1, counter=COUNTER).splitlines() == [
+        "[Summary of 60 tool calls]",
+        "… 60 more calls …",
+    ]
+
+
+def test_digest_shortens_long_arguments_at_the_end():
+    command = "python - <<'EOF'\n" + "x = 1\n" * 50 + "EOF"
+    out = digest([tool("done", arg={"command": command})], budget_tokens=10_000, counter=COUNTER)
+    assert out.splitlines()[1] == "- Bash python - <<'EOF' … → done"
+
+
+# -- properties ------------------------------------------------------------------------------------
+
+_words = st.text(alphabet="abcdefgh ij\n", min_size=0, max_size=60)
+
+
+@st.composite
+def _part(draw: st.DrawFn) -> Part:
+    kind = draw(st.sampled_from(["text", "blank", "reasoning", "tool", "tool", "tool", "tool"]))
+    if kind == "text":
+        return TextPart(text=draw(_words) + "x")
+    if kind == "blank":
+        return TextPart(text="\n")
+    if kind == "reasoning":
+        return ReasoningPart(text=draw(_words), signature="sig")
+    state = draw(st.sampled_from(["completed", "completed", "error", "pending"]))
+    out = draw(_words) * draw(st.integers(1, 40))
+    summarized = draw(st.integers(0, 5)) == 0
+    return tool(
+        out,
+        name=draw(st.sampled_from(["Bash", "Read"])),
+        arg={"command": draw(_words)},
+        state=state,
+        view_text="[Summary of 1 tool call]" if summarized and state != "pending" else None,
+    )
+
+
+@st.composite
+def _conversation(draw: st.DrawFn) -> list[Message]:
+    n = draw(st.integers(1, 12))
+    messages = []
+    for _ in range(n):
+        role = draw(st.sampled_from(["user", "assistant", "assistant"]))
+        parts = draw(st.lists(_part(), min_size=1, max_size=5)) if role == "assistant" else [text("go")]
+        messages.append(msg(role, *parts, summary=role == "assistant" and draw(st.integers(0, 8)) == 0))
+    return session(*messages)
+
+
+def _pinned(messages: Sequence[Message], keep: int) -> set[tuple[str, int]]:
+    """The newest parts whose newer neighbours cost less than `keep` in view."""
+    out, seen = set(), 0
+    for m in reversed(messages):
+        for i in range(len(m.parts) - 1, -1, -1):
+            if seen >= keep:
+                return out
+            out.add((m.id, i))
+            seen += count_in_view(m.parts[i], COUNTER)
+    return out
+
+
+def check_invariants(msgs: list[Message], result: RegionPlan, total: int, keep: int, target: int) -> None:
+    by_id = {m.id: m for m in msgs}
+    pinned = _pinned(msgs, keep)
+    for mark in result.marks:
+        message = by_id[mark.message_id]
+        original = message.parts[mark.index]
+        assert isinstance(original, ToolPart) and original.is_finished and original.view_text is None
+        assert not message.is_compaction and (mark.message_id, mark.index) not in pinned
+        # The call stays: same id, name, state and stored output; only view fields change.
+        changed = {k for k in ToolPart.model_fields if getattr(original, k) != getattr(mark.part, k)}
+        assert changed <= {"view_text", "compacted_at", "input_cleared"}
+        assert mark.part.view_text  # never an empty result
+        assert mark.freed == count_in_view(original, COUNTER) - count_in_view(mark.part, COUNTER)
+    assert len({(m.message_id, m.index) for m in result.marks}) == len(result.marks)
+    after = apply(msgs, result)
+    assert (
+        result.tokens_after
+        == result.tokens_before - sum(m.freed for m in result.marks)
+        == total - (view_cost(msgs) - view_cost(after))
+    )
+    assert result.reached_target == (result.tokens_after <= target)
+    again = plan_regions(
+        after,
+        total_tokens=result.tokens_after,
+        target_tokens=target,
+        keep_recent_tokens=keep,
+        counter=COUNTER,
+        now=NOW + 1,
+    )
+    assert again.marks == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_conversation(), st.integers(0, 400), st.floats(0.0, 1.1), st.booleans())
+def test_property_marks_only_compactable_unpinned_parts_and_idempotent(msgs, keep, share, fail):
+    total = view_cost(msgs) + 50  # a system prompt
+    target = int(total * share)
+    summarize = (lambda parts, budget: None) if fail else None
+    result = plan_regions(
+        msgs,
+        total_tokens=total,
+        target_tokens=target,
+        keep_recent_tokens=keep,
+        counter=COUNTER,
+        now=NOW,
+        summarize=summarize,
+    )
+    check_invariants(msgs, result, total, keep, target)
+    if fail:
+        assert result.regions_summarized == 0
+    assert {m.message_id for m in result.marks} <= {m.id for m in msgs}
+
+
+# -- corpus ----------------------------------------------------------------------------------------
+
+LONG = corpus_params(
+    "normalized/*.jsonl", where=lambda p: len(p.read_text("utf-8")) > 100_000, id=lambda p: p.name[:60]
+)
+
+
+def _wire(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for line in lines:
+        role = line["role"]
+        if role == "user" and line.get("name") in ("system", "developer"):
+            role = line["name"]
+        entry: dict[str, Any] = {"role": role, "content": line.get("content") or ""}
+        if line.get("tool_calls"):
+            entry["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in line["tool_calls"]
+            ]
+        if role == "tool":
+            entry["tool_call_id"] = line["tool_call_id"]
+        out.append(entry)
+    return out
+
+
+@pytest.mark.parametrize("path", LONG)
+def test_corpus_plans_keep_invariants_and_render_valid(path: Path):
+    lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    parsed = parse(_wire(lines), "openai").messages
+    msgs = [count_message(m.model_copy(update={"id": f"m{i:06d}", "seq": i}), COUNTER) for i, m in enumerate(parsed)]
+    total = sum(m.in_view_tokens for m in msgs)
+    assert total == view_cost(msgs)
+    target = total // 2
+    result = plan_regions(
+        msgs, total_tokens=total, target_tokens=target, keep_recent_tokens=20_000, counter=COUNTER, now=NOW
+    )
+    check_invariants(msgs, result, total, 20_000, target)
+    if find_regions(msgs, keep_recent_tokens=20_000, counter=COUNTER):
+        assert result.tokens_after < total
+    after = apply(msgs, result)
+    assert_anthropic_valid(render([], after, "anthropic"))
+    assert_openai_valid(render([], after, "openai"))
