@@ -16,8 +16,8 @@ Names are imported on first use, so `import contextfold` costs a command-line ho
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False
+"""True only for a type checker (mypy reads the name): `import typing` would cost every hook process."""
 
 __version__ = "0.1.0"
 
@@ -142,10 +142,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'contextfold' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
