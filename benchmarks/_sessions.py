@@ -223,3 +223,16 @@ def transcripts(min_bytes: int = 0, max_bytes: int | None = None) -> list[Path]:
     if max_bytes is not None:
         files = [p for p in files if p.stat().st_size <= max_bytes]
     return sorted(files, key=lambda p: (p.stat().st_size, p.name))
+
+
+def licensed_source(source: str) -> bool:
+    """Whether the corpus source `source` (`claude-code-spotter`, …) carries a licence.
+
+    Most sessions added on 2026-11-27 carry none: they are test data here, and what a benchmark
+    writes into the repository (lists of missed names, quotes) must not copy them."""
+    manifest = CORPUS / "sources.json"
+    if not manifest.is_file():
+        return False
+    licences = {entry.get("source"): str(entry.get("license", "")) for entry in json.loads(manifest.read_text("utf-8"))}
+    licence = licences.get(source, "")
+    return bool(licence) and not licence.lower().startswith("none")

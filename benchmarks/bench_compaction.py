@@ -41,7 +41,7 @@ from typing import Any
 from _harness import CORPUS, Options, Timing, ms, options, report, run
 from _recall import CutMeasure, Share, cut_points, seen_text, text_of
 from _recall import measure as measure_cut
-from _sessions import synthetic_session, transcripts, write_normalized
+from _sessions import licensed_source, synthetic_session, transcripts, write_normalized
 
 from contextfold.config import load_settings
 from contextfold.results import CompactResult
@@ -308,8 +308,11 @@ async def measure_recall(files: Sequence[Path], opts: Options) -> None:
         "compaction_recall", "Needed-later recall and user instructions kept after compaction", rows, opts, notes=notes
     )
     if opts.out is not None:
+        # What was missed, named, only for the sources that carry a licence: the others are
+        # people's private sessions, kept out of the repository (their counts are in the table).
+        shareable = [d for d in details if licensed_source(str(d["transcript"]).split("/", 1)[0])]
         missed_file = opts.out / "compaction_recall_missed.json"
-        missed_file.write_text(json.dumps(details, indent=1, ensure_ascii=False) + "\n")
+        missed_file.write_text(json.dumps(shareable, indent=1, ensure_ascii=False) + "\n")
 
 
 # -- after the agent's own compaction, and a chatty session --------------------------------------
