@@ -15,6 +15,7 @@ import queue
 import re
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -127,6 +128,26 @@ def test_reading_a_fresh_home_creates_nothing(tmp_path: Path):
         assert "no session with id 'nope'" in out.stderr and "holds no database yet" in out.stderr, args
 
     assert snapshot(home) == before  # still empty: no database, no spill directory
+
+
+def test_a_database_an_opener_never_migrated_reads_as_an_empty_home(tmp_path: Path):
+    # A server killed while it created the database (a proxy whose client left at once) leaves a
+    # file at schema 0: nothing was ever stored in it, so readers see an empty home, and leave it.
+    home = tmp_path / "home"
+    home.mkdir()
+    sqlite3.connect(home / "contextfold.db").close()
+    before = snapshot(home)
+
+    out = run(home, "sessions", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout) == [], out.stderr
+    out = run(home, "stats")
+    assert out.returncode == 0 and out.stdout.startswith("no sessions yet"), out.stderr
+    assert snapshot(home) == before
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"role": "user", "content": "hello"}\n{"role": "assistant", "content": "hi"}\n')
+    written = run(home, "import", str(transcript), "--session", "s", "--format", "normalized")
+    assert written.returncode == 0, written.stderr  # a writer migrates it
+    assert [s["id"] for s in json.loads(run(home, "sessions", "--json").stdout)] == ["s"]
 
 
 def test_reading_commands_leave_a_populated_home_byte_identical(tmp_path: Path):

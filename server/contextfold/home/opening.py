@@ -229,7 +229,7 @@ async def open_for_reading(settings: Settings) -> ContextService | None:
     """
     if settings.database_url:
         return await _open_postgres(settings)
-    if not _exists(settings.database_path):
+    if not _exists(settings.database_path) or _never_written(settings.database_path):
         return None
     problem = ReadOnlyHome(f"the data home {settings.home} was opened only to read; this command cannot write")
     try:
@@ -404,6 +404,15 @@ def _check_version(database: Path, version: int, upgrade: str) -> None:
 
 def _uri(database: Path, *, immutable: bool = False) -> str:
     return f"file:{quote(str(database.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def _never_written(database: Path) -> bool:
+    """The database file exists at schema 0: an opener created it and stopped (or is still busy)
+    before its first migration, so it holds nothing yet; a reader sees an empty home."""
+    try:
+        return _version(_uri(database, immutable=not _exists(Path(f"{database}-wal")))) == 0
+    except sqlite3.Error:
+        return False  # damaged or unreadable: the normal opening says which
 
 
 def _version(uri: str) -> int:
