@@ -99,3 +99,28 @@ def test_gc_reports_what_it_removed(tmp_path: Path):
     assert json.loads(out.stdout)["dry_run"] is True
     out = run(tmp_path, "gc")
     assert out.returncode == 0 and "removed 0" in out.stdout
+
+
+def test_gc_dry_run_writes_nothing_in_a_home_without_a_database(tmp_path: Path):
+    """Like every command that only reads, `gc --dry-run` leaves an empty or missing home as it was."""
+    empty, missing = tmp_path / "empty", tmp_path / "missing"
+    empty.mkdir()
+    for home in (empty, missing):
+        out = run(home, "gc", "--dry-run", "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {
+            "dry_run": True,
+            "outputs_removed": 0,
+            "files_removed": 0,
+            "bytes_freed": 0,
+            "bytes_kept": 0,
+        }
+        out = run(home, "gc", "--dry-run")
+        assert out.returncode == 0 and "no database" in out.stdout, out.stderr
+    assert list(empty.iterdir()) == [] and not missing.exists()
+
+    assert run(empty, "gc").returncode == 0  # a real collection makes the home
+    made = sorted(p.name for p in empty.iterdir())
+    out = run(empty, "gc", "--dry-run")
+    assert out.returncode == 0 and "would remove 0" in out.stdout, out.stderr
+    assert sorted(p.name for p in empty.iterdir()) == made  # and a dry run on it adds no -wal or -shm
