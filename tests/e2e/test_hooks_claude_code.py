@@ -437,3 +437,45 @@ async def test_the_history_the_handover_points_to_is_searchable_over_mcp(tmp_pat
         found = await client.call_tool("search_history", {"session_id": session, "pattern": "TimeoutError"})
     assert not found.is_error, found.content
     assert "TimeoutError: read timed out" in found.structured_content["text"]
+
+
+LONE = "\ud800"
+"""A lone surrogate: JSON's `\\ud800` escape with no low half after it, which Python keeps as is."""
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        bash_event(LONE + " start\n" + numbered(3_000), extra="tail \udc00"),
+        bash_event(numbered(3_000)) | {"tool_input": {"command": f"grep {LONE} -r ."}},
+        bash_event(f"small {LONE}\n"),
+        mcp_event([{"type": "text", "text": numbered(2_500) + LONE}]),
+        mcp_event(f"{LONE} a short error"),
+        bash_event(numbered(3_000), session=f"odd-{LONE}"),
+    ],
+    ids=["bash-output", "bash-command", "small", "mcp-blocks", "mcp-text", "session-id"],
+)
+def test_lone_surrogates_in_an_event_are_repaired_not_a_crash(tmp_path: Path, event: dict[str, Any]) -> None:
+    home = tmp_path / "home"
+    run = run_hook(home, "claude-code", "PostToolUse", event)  # run_hook decodes stdout as strict UTF-8
+    assert (run.code, run.stderr) == (0, "")
+    assert not (home / "hooks" / "hooks.log").exists()
+    if run.stdout:
+        answer = json.dumps(run.answer, ensure_ascii=False)
+        answer.encode("utf-8")  # no surrogate left in the answer
+        if "start\n" in json.dumps(event):
+            assert "\ufffd start\n" in run.answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+            assert run.answer["hookSpecificOutput"]["updatedToolOutput"]["extra"] == "tail \ufffd"
+
+
+def test_lone_surrogates_in_other_events_fail_open_or_are_answered(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    status = {"session_id": "s1", "model": {"id": f"claude-{LONE}"}, "context_window": {"total_input_tokens": 10}}
+    run = run_hook(home, "claude-code", "StatusLine", status)
+    assert run.code == 0 and run.stdout.startswith("contextfold · 10 of ") and run.stderr == ""
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text('{"type": "user", "message": {"role": "user", "content": "\\ud800"}}\n', "utf-8")
+    for name in ("PreCompact", "UserPromptSubmit"):
+        event = {"session_id": LONE, "transcript_path": str(transcript), "hook_event_name": name, "prompt": LONE}
+        run = run_hook(home, "claude-code", name, event)
+        assert (run.code, run.stdout, run.stderr) == (0, "", ""), name

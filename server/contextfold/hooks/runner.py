@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -65,18 +66,41 @@ def run(
     where: Path | None = None
     try:
         where = gate.home_of(home, environ)
-        data = json.loads(raw) if raw.strip() else {}
+        data = _repaired(json.loads(raw)) if raw.strip() else {}
         if not isinstance(data, dict):
             raise HookError(f"the {event} event is not a JSON object")
         hook = _Hook(agent, event, data, where, Path(config) if config else None, environ)
         answer = hook.answer()
         if isinstance(answer, str):
-            return answer  # the status line: plain text
-        return json.dumps(answer, ensure_ascii=False) if answer else ""
+            return _repaired_text(answer)  # the status line: plain text
+        return _repaired_text(json.dumps(answer, ensure_ascii=False)) if answer else ""
     except Exception as exc:  # noqa: BLE001 - fail open: the agent must never break on its hook
         if where is not None:
             state.log_failure(where, agent, event, exc)
         return ""
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _repaired(value: Any) -> Any:
+    """`value`, parsed JSON, with each lone surrogate (JSON's `\\ud800` escapes: Python keeps the
+    ones no pair completes) replaced by U+FFFD, as a UTF-8 decoder does with a bad byte.
+
+    Such a string cannot be encoded: spilling the output, writing the state or the answer would
+    fail. Repaired where the event comes in, the output is spilled and previewed like any other.
+    """
+    if isinstance(value, str):
+        return _repaired_text(value)
+    if isinstance(value, dict):
+        return {_repaired(k): _repaired(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_repaired(item) for item in value]
+    return value
+
+
+def _repaired_text(text: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
 class _Hook:
