@@ -303,19 +303,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _broken_pipe(exc: BaseException) -> bool:
-    """Whether `exc` comes from writing to a pipe nobody reads any more."""
-    seen: set[int] = set()
-    pending: list[BaseException] = [exc]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen or len(seen) > 64:
-            continue
-        seen.add(id(current))
-        if isinstance(current, BrokenPipeError):
-            return True
-        if isinstance(current, BaseExceptionGroup):
-            pending += current.exceptions
-        pending += [c for c in (current.__cause__, current.__context__) if c is not None]
+    """Whether `exc` comes from writing to a pipe nobody reads any more: a `BrokenPipeError`, the
+    `SystemExit` rich raises while handling one, or an exception group holding either."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    if isinstance(exc, SystemExit):
+        return exc.__context__ is not None and _broken_pipe(exc.__context__)
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_broken_pipe(inner) for inner in exc.exceptions)
     return False
 
 
