@@ -35,7 +35,9 @@ class HookRun:
         return answer["hookSpecificOutput"]["additionalContext"] if answer else None
 
 
-def run_hook(home: Path, agent: str, event: str, payload: Any, *, env: dict[str, str] | None = None) -> HookRun:
+def run_hook(
+    home: Path, agent: str, event: str, payload: Any, *, env: dict[str, str] | None = None, timeout: float = 300
+) -> HookRun:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTFOLD_", "ANTHROPIC_"))}
     raw = payload if isinstance(payload, (str, bytes)) else json.dumps(payload)
     done = subprocess.run(
@@ -43,7 +45,7 @@ def run_hook(home: Path, agent: str, event: str, payload: Any, *, env: dict[str,
         input=raw.encode() if isinstance(raw, str) else raw,
         capture_output=True,
         env={**environ, **(env or {})},
-        timeout=300,
+        timeout=timeout,
     )
     return HookRun(done.returncode, done.stdout.decode(), done.stderr.decode())
 

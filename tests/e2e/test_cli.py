@@ -99,3 +99,69 @@ def test_gc_reports_what_it_removed(tmp_path: Path):
     assert json.loads(out.stdout)["dry_run"] is True
     out = run(tmp_path, "gc")
     assert out.returncode == 0 and "removed 0" in out.stdout
+
+
+def test_gc_dry_run_writes_nothing_in_a_home_without_a_database(tmp_path: Path):
+    """Like every command that only reads, `gc --dry-run` leaves an empty or missing home as it was."""
+    empty, missing = tmp_path / "empty", tmp_path / "missing"
+    empty.mkdir()
+    for home in (empty, missing):
+        out = run(home, "gc", "--dry-run", "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {
+            "dry_run": True,
+            "outputs_removed": 0,
+            "files_removed": 0,
+            "bytes_freed": 0,
+            "bytes_kept": 0,
+        }
+        out = run(home, "gc", "--dry-run")
+        assert out.returncode == 0 and "no database" in out.stdout, out.stderr
+    assert list(empty.iterdir()) == [] and not missing.exists()
+
+    assert run(empty, "gc").returncode == 0  # a real collection makes the home
+    made = sorted(p.name for p in empty.iterdir())
+    out = run(empty, "gc", "--dry-run")
+    assert out.returncode == 0 and "would remove 0" in out.stdout, out.stderr
+    assert sorted(p.name for p in empty.iterdir()) == made  # and a dry run on it adds no -wal or -shm
+
+
+def run_into_closed_pipe(home: Path, *args: str, read: int = 0) -> subprocess.CompletedProcess[str]:
+    """`contextfold ARGS | head -c READ`: stdout a pipe whose reader leaves after `read` bytes."""
+    env = {**os.environ, "CONTEXTFOLD_HOME": str(home), "COLUMNS": "200"}
+    reader, writer = os.pipe()
+    with subprocess.Popen(
+        [sys.executable, "-m", "contextfold", *args], stdout=writer, stderr=subprocess.PIPE, text=True, env=env
+    ) as process:
+        os.close(writer)
+        with os.fdopen(reader, "rb") as pipe:
+            pipe.read(read)
+        _, stderr = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(args, process.returncode, "", stderr)
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path: Path):
+    """`contextfold demo | head` and `contextfold show … | head -c 600` exit 0 and say nothing, as git and ls do."""
+    transcript = tmp_path / "t.jsonl"
+    lines = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "words " * 200} for i in range(60)
+    ]
+    transcript.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    home = tmp_path / "home"
+    assert run(home, "import", str(transcript), "--session", "s").returncode == 0
+
+    for args, read in (
+        (("show", "s"), 600),
+        (("show", "s"), 0),
+        (("show", "s", "--format", "openai"), 600),
+        (("export", "s"), 0),
+        (("sessions",), 0),
+        (("stats", "s", "--json"), 0),
+        (("--help",), 0),
+        (("demo",), 200),
+    ):
+        out = run_into_closed_pipe(home, *args, read=read)
+        assert (out.returncode, out.stderr) == (0, ""), (args, out.stderr[-2000:])
+
+    out = run_into_closed_pipe(home, "show", "missing")  # a real error is still reported, not hidden
+    assert out.returncode == 2 and "no session with id 'missing'" in out.stderr

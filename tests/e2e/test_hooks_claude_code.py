@@ -60,6 +60,15 @@ def mcp_event(response: Any) -> dict[str, Any]:
     }
 
 
+def tool_results(tmp_path: Path, session: str = "s1") -> tuple[str, Path]:
+    """A session's transcript path and the folder Claude Code saves its too-large outputs in:
+    `~/.claude/projects/<project>/<session>.jsonl` and `…/<project>/<session>/tool-results/`."""
+    project = tmp_path / ".claude" / "projects" / "-work-project"
+    folder = project / session / "tool-results"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(project / f"{session}.jsonl"), folder
+
+
 def numbered(n: int, width: int = 40) -> str:
     return "".join(f"row {i:06d} " + "x" * (width - 11) + "\n" for i in range(1, n + 1))
 
@@ -118,10 +127,11 @@ async def test_bash_over_the_limits_is_spilled_and_read_back_over_mcp(tmp_path: 
 async def test_a_bash_output_claude_code_saved_to_disk_is_spilled_whole(tmp_path: Path) -> None:
     home = tmp_path / "home"
     whole = "".join(f"{i}\n" for i in range(1, 20_001))  # 108,894 bytes: Claude Code persists it
-    saved = tmp_path / "tool-results" / "bleroiqs2.txt"
-    saved.parent.mkdir()
+    transcript, folder = tool_results(tmp_path)
+    saved = folder / "bleroiqs2.txt"
     saved.write_text(whole)
     event = bash_event(whole[:PERSIST_CUT], persistedOutputPath=str(saved), persistedOutputSize=len(whole))
+    event["transcript_path"] = transcript
     run = run_hook(home, "claude-code", "PostToolUse", event)
     updated = run.answer["hookSpecificOutput"]["updatedToolOutput"]
     assert "persistedOutputPath" not in updated and "persistedOutputSize" not in updated  # else Claude Code shows 2 KB
@@ -132,11 +142,11 @@ async def test_a_bash_output_claude_code_saved_to_disk_is_spilled_whole(tmp_path
 def test_a_bash_output_within_the_limits_but_saved_to_disk_still_gets_a_real_preview(tmp_path: Path) -> None:
     # 35 KB: over Claude Code's 30,000-character cap, under contextfold's 50 KiB.
     whole = numbered(900)
-    saved = tmp_path / "saved.txt"
+    transcript, folder = tool_results(tmp_path)
+    saved = folder / "saved.txt"
     saved.write_text(whole)
-    run = run_hook(
-        tmp_path / "home", "claude-code", "PostToolUse", bash_event(whole[:PERSIST_CUT], persistedOutputPath=str(saved))
-    )
+    event = bash_event(whole[:PERSIST_CUT], persistedOutputPath=str(saved)) | {"transcript_path": transcript}
+    run = run_hook(tmp_path / "home", "claude-code", "PostToolUse", event)
     stdout = run.answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
     assert stdout.startswith("row 000001") and "read_output(" in stdout
 
@@ -145,14 +155,15 @@ def test_a_bash_output_within_the_limits_but_saved_to_disk_still_gets_a_real_pre
 async def test_an_mcp_result_claude_code_replaced_by_an_error_becomes_a_preview(tmp_path: Path) -> None:
     home = tmp_path / "home"
     whole = numbered(4_000, width=50)
-    saved = tmp_path / "mcp-bigdata-query-1795715818848.txt"
+    transcript, folder = tool_results(tmp_path)
+    saved = folder / "mcp-bigdata-query-1795715818848.txt"
     saved.write_text(whole)
     error = (
         f"Error: result ({len(whole):,} characters across 4,000 lines) exceeds maximum allowed tokens. "
         f"Output has been saved to {saved}.\nFormat: Plain text\nUse offset and limit parameters to read specific "
         "portions of the file, search within it for specific content, and jq to make structured queries.\n"
     )
-    run = run_hook(home, "claude-code", "PostToolUse", mcp_event(error))
+    run = run_hook(home, "claude-code", "PostToolUse", mcp_event(error) | {"transcript_path": transcript})
     specific = run.answer["hookSpecificOutput"]
     preview = specific["updatedToolOutput"]
     assert isinstance(preview, str) and preview.startswith("row 000001") and "exceeds maximum" not in preview
@@ -437,3 +448,120 @@ async def test_the_history_the_handover_points_to_is_searchable_over_mcp(tmp_pat
         found = await client.call_tool("search_history", {"session_id": session, "pattern": "TimeoutError"})
     assert not found.is_error, found.content
     assert "TimeoutError: read timed out" in found.structured_content["text"]
+
+
+LONE = "\ud800"
+"""A lone surrogate: JSON's `\\ud800` escape with no low half after it, which Python keeps as is."""
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        bash_event(LONE + " start\n" + numbered(3_000), extra="tail \udc00"),
+        bash_event(numbered(3_000)) | {"tool_input": {"command": f"grep {LONE} -r ."}},
+        bash_event(f"small {LONE}\n"),
+        mcp_event([{"type": "text", "text": numbered(2_500) + LONE}]),
+        mcp_event(f"{LONE} a short error"),
+        bash_event(numbered(3_000), session=f"odd-{LONE}"),
+    ],
+    ids=["bash-output", "bash-command", "small", "mcp-blocks", "mcp-text", "session-id"],
+)
+def test_lone_surrogates_in_an_event_are_repaired_not_a_crash(tmp_path: Path, event: dict[str, Any]) -> None:
+    home = tmp_path / "home"
+    run = run_hook(home, "claude-code", "PostToolUse", event)  # run_hook decodes stdout as strict UTF-8
+    assert (run.code, run.stderr) == (0, "")
+    assert not (home / "hooks" / "hooks.log").exists()
+    if run.stdout:
+        answer = json.dumps(run.answer, ensure_ascii=False)
+        answer.encode("utf-8")  # no surrogate left in the answer
+        if "start\n" in json.dumps(event):
+            assert "\ufffd start\n" in run.answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+            assert run.answer["hookSpecificOutput"]["updatedToolOutput"]["extra"] == "tail \ufffd"
+
+
+def test_lone_surrogates_in_other_events_fail_open_or_are_answered(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    status = {"session_id": "s1", "model": {"id": f"claude-{LONE}"}, "context_window": {"total_input_tokens": 10}}
+    run = run_hook(home, "claude-code", "StatusLine", status)
+    assert run.code == 0 and run.stdout.startswith("contextfold · 10 of ") and run.stderr == ""
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text('{"type": "user", "message": {"role": "user", "content": "\\ud800"}}\n', "utf-8")
+    for name in ("PreCompact", "UserPromptSubmit"):
+        event = {"session_id": LONE, "transcript_path": str(transcript), "hook_event_name": name, "prompt": LONE}
+        run = run_hook(home, "claude-code", name, event)
+        assert (run.code, run.stdout, run.stderr) == (0, "", ""), name
+
+
+# -- the files an event names ------------------------------------------------------------------------
+
+
+def saved_error(path: Path | str) -> str:
+    """What Claude Code puts in place of an MCP result too large to show; an MCP server can write it too."""
+    return (
+        "Error: result (90,000 characters across 4,000 lines) exceeds maximum allowed tokens. "
+        f"Output has been saved to {path}.\nFormat: Plain text\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "where", ["etc", "outside", "symlink", "dotdot", "directory", "other-session", "no-transcript"]
+)
+def test_a_saved_output_is_read_only_from_the_sessions_tool_results_folder(tmp_path: Path, where: str) -> None:
+    home = tmp_path / "home"
+    transcript, folder = tool_results(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-TOKEN\n" + numbered(3_000))
+    target: Path | str
+    if where == "etc":
+        target = "/etc/passwd"
+    elif where == "outside":
+        target = secret
+    elif where == "symlink":
+        target = folder / "link.txt"
+        target.symlink_to(secret)
+    elif where == "dotdot":
+        target = f"{folder}/../../../../secret.txt"
+    elif where == "directory":
+        target = folder / "sub"
+        target.mkdir()
+    elif where == "other-session":
+        _, elsewhere = tool_results(tmp_path, "s2")
+        target = elsewhere / "theirs.txt"
+        target.write_text("SECRET-TOKEN\n" + numbered(3_000))
+    else:
+        target = folder / "mine.txt"
+        target.write_text("SECRET-TOKEN\n" + numbered(3_000))
+        transcript = ""
+    for event in (
+        bash_event("cut", persistedOutputPath=str(target)) | {"transcript_path": transcript},
+        mcp_event(saved_error(target)) | {"transcript_path": transcript},
+    ):
+        run = run_hook(home, "claude-code", "PostToolUse", event)
+        assert (run.code, run.stdout, run.stderr) == (0, "", ""), run.stdout[:300]
+    lines = (home / "hooks" / "hooks.log").read_text().splitlines()
+    assert len(lines) == 2 and all("not read" in line or "not a regular file" in line for line in lines), lines
+    assert not (home / "contextfold.db").exists()  # refused before the home was opened
+
+
+def test_a_fifo_where_the_output_was_saved_does_not_hold_the_hook(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    transcript, folder = tool_results(tmp_path)
+    fifo = folder / "fifo.txt"
+    os.mkfifo(fifo)
+    event = mcp_event(saved_error(fifo)) | {"transcript_path": transcript}
+    run = run_hook(home, "claude-code", "PostToolUse", event, timeout=30)  # it hung for good before
+    assert (run.code, run.stdout, run.stderr) == (0, "", "")
+    assert "not a regular file" in (home / "hooks" / "hooks.log").read_text()
+
+
+def test_a_saved_output_over_the_read_limit_is_left_alone(tmp_path: Path) -> None:
+    from contextfold.hooks.runner import SAVED_READ_LIMIT
+
+    home = tmp_path / "home"
+    transcript, folder = tool_results(tmp_path)
+    big = folder / "big.txt"
+    with big.open("wb") as handle:
+        handle.truncate(SAVED_READ_LIMIT + 1)  # sparse: no 64 MB written
+    run = run_hook(home, "claude-code", "PostToolUse", mcp_event(saved_error(big)) | {"transcript_path": transcript})
+    assert (run.code, run.stdout, run.stderr) == (0, "", "")
+    assert "over 67,108,864 bytes" in (home / "hooks" / "hooks.log").read_text()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
@@ -284,6 +285,49 @@ def _add_session_commands(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv` names; its exit status.
+
+    A reader that stops reading (`contextfold demo | head`) ends the command quietly with 0, as
+    `git` and `ls` do: whatever the handler was writing, and however the failed write came back
+    (a `BrokenPipeError`, rich's `SystemExit` after one, either inside an exception group).
+    """
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe would fail out of reach
+        return status
+    except BaseException as exc:
+        if not _broken_pipe(exc):
+            raise
+        _stdout_to_devnull()
+        return 0
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    """Whether `exc` comes from writing to a pipe nobody reads any more: a `BrokenPipeError`, the
+    `SystemExit` rich raises while handling one, or an exception group holding either."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    if isinstance(exc, SystemExit):
+        return exc.__context__ is not None and _broken_pipe(exc.__context__)
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_broken_pipe(inner) for inner in exc.exceptions)
+    return False
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so what is still buffered for the closed pipe goes nowhere at exit
+    instead of failing again (Python's own advice: docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (an embedder's): nothing buffered to lose
+        pass
+
+
+def _run(argv: Sequence[str] | None) -> int:
     settings: Settings | None = None
     try:
         with _starting():
@@ -305,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome = asyncio.run(outcome)
         return int(outcome)
     except Exception as exc:
-        if not _reported(exc):
+        if _broken_pipe(exc) or not _reported(exc):
             raise
         print(f"contextfold: error: {error_line(exc, settings.home if settings else None)}", file=sys.stderr)
         return EXIT_USAGE

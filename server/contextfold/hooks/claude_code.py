@@ -97,6 +97,19 @@ def tool_output(event: dict[str, Any]) -> ToolOutput | None:
     return None
 
 
+def saved_outputs(event: dict[str, Any]) -> Path | None:
+    """The folder Claude Code saves this session's too-large outputs in (`persistedOutputPath`, an
+    MCP result's "saved to PATH"): `tool-results` in the session's folder, which sits next to its
+    transcript, `~/.claude/projects/<project>/<session id>/tool-results/` beside `<session id>.jsonl`.
+    None when the event does not say."""
+    transcript, raw = event.get("transcript_path"), event.get("session_id")
+    if not isinstance(transcript, str) or not transcript or not isinstance(raw, str):
+        return None
+    if not raw or raw in (".", "..") or "/" in raw or "\\" in raw or "\0" in raw:
+        return None  # not a name: it could lead out of the project's folder
+    return Path(transcript).parent / raw / "tool-results"
+
+
 def replacement(event: dict[str, Any], output: ToolOutput, preview: str) -> dict[str, Any]:
     """The PostToolUse answer that shows the model `preview` instead of the output, in the
     tool's own output shape (else Claude Code keeps the original)."""
@@ -150,6 +163,7 @@ __all__ = [
     "ToolOutput",
     "additional_context",
     "replacement",
+    "saved_outputs",
     "session_id",
     "tool_output",
 ]

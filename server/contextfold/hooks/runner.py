@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,6 +42,9 @@ AGENTS = ("claude-code", "codex")
 SAVED_READ_LIMIT = 64 * 1024**2
 """A file an agent saved an output to is read up to this many bytes (the spill is then refused
 with the reason if it is over `max_message_bytes`)."""
+SAVED_READ_SECONDS = 10.0
+"""And for at most this long: a hook must not hold the agent up on a slow disk."""
+_SAVED_CHUNK = 1 << 20
 
 
 HINT_LINES = 2
@@ -65,18 +69,41 @@ def run(
     where: Path | None = None
     try:
         where = gate.home_of(home, environ)
-        data = json.loads(raw) if raw.strip() else {}
+        data = _repaired(json.loads(raw)) if raw.strip() else {}
         if not isinstance(data, dict):
             raise HookError(f"the {event} event is not a JSON object")
         hook = _Hook(agent, event, data, where, Path(config) if config else None, environ)
         answer = hook.answer()
         if isinstance(answer, str):
-            return answer  # the status line: plain text
-        return json.dumps(answer, ensure_ascii=False) if answer else ""
+            return _repaired_text(answer)  # the status line: plain text
+        return _repaired_text(json.dumps(answer, ensure_ascii=False)) if answer else ""
     except Exception as exc:  # noqa: BLE001 - fail open: the agent must never break on its hook
         if where is not None:
             state.log_failure(where, agent, event, exc)
         return ""
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _repaired(value: Any) -> Any:
+    """`value`, parsed JSON, with each lone surrogate (JSON's `\\ud800` escapes: Python keeps the
+    ones no pair completes) replaced by U+FFFD, as a UTF-8 decoder does with a bad byte.
+
+    Such a string cannot be encoded: spilling the output, writing the state or the answer would
+    fail. Repaired where the event comes in, the output is spilled and previewed like any other.
+    """
+    if isinstance(value, str):
+        return _repaired_text(value)
+    if isinstance(value, dict):
+        return {_repaired(k): _repaired(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_repaired(item) for item in value]
+    return value
+
+
+def _repaired_text(text: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
 class _Hook:
@@ -182,9 +209,10 @@ class _Hook:
         from contextfold.tokens import catalog
         from contextfold.tokens.counting import counter_for
 
+        # Read before the home is opened: a file refused here leaves nothing behind.
+        text = output.text if output.saved is None else _read_saved(output.saved, claude_code.saved_outputs(self.data))
         settings, service = await self._service()
         async with service:
-            text = output.text if output.saved is None else _read_saved(output.saved)
             counter = counter_for(claude_code.MODEL, settings.token_factors)
             window = catalog.budget(catalog.lookup(claude_code.MODEL), context=settings.context_window).context
             caps = PreviewCaps.of(settings, window, counter.count)
@@ -284,12 +312,45 @@ def _plain_text(message: Message) -> str:
     return "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
 
 
-def _read_saved(path: Path) -> str:
-    with path.open("rb") as handle:
-        data = handle.read(SAVED_READ_LIMIT + 1)
-    if len(data) > SAVED_READ_LIMIT:
-        raise HookError(f"{path} is over {SAVED_READ_LIMIT:,} bytes; left as the agent saved it")
-    return data.decode("utf-8", "replace")
+def _read_saved(path: Path, folder: Path | None) -> str:
+    """The output the agent saved at `path`, which the event names (an MCP server writes the
+    "saved to PATH" string itself, so it can name any file).
+
+    Only a regular file inside `folder`, where the agent saves outputs, symbolic links resolved
+    first: not /etc/shadow, not a FIFO that would block the hook until a writer came, not a device.
+    Opened without blocking, checked with `fstat` on what was opened, and read up to
+    `SAVED_READ_LIMIT` bytes within `SAVED_READ_SECONDS`.
+    """
+    import stat
+    import time
+
+    if folder is None:
+        raise HookError(f"{path}: the event does not say where the agent saves outputs; not read")
+    where = os.path.realpath(path)
+    root = os.path.realpath(folder)
+    if os.path.commonpath([where, root]) != root or where == root:
+        raise HookError(f"{path} is not in {folder}, where the agent saves outputs; not read")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(where, flags)
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise HookError(f"{path} is not a regular file; not read")
+        if found.st_size > SAVED_READ_LIMIT:
+            raise HookError(f"{path} is over {SAVED_READ_LIMIT:,} bytes; left as the agent saved it")
+        deadline = time.monotonic() + SAVED_READ_SECONDS
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(_SAVED_CHUNK, SAVED_READ_LIMIT + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > SAVED_READ_LIMIT:
+                raise HookError(f"{path} is over {SAVED_READ_LIMIT:,} bytes; left as the agent saved it")
+            if time.monotonic() > deadline:
+                raise HookError(f"{path} took over {SAVED_READ_SECONDS:g} s to read; left as the agent saved it")
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 _T = TypeVar("_T")

@@ -99,7 +99,7 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         message = " ".join(str(error).split())[:500]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(f"{stamp} {agent} {event}: {type(error).__name__}: {message}\n")
     except Exception:  # noqa: BLE001 - nowhere left to report to
         pass

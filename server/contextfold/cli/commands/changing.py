@@ -9,6 +9,8 @@ from contextfold.cli import views
 from contextfold.cli.commands._home import open_home, open_session, read_session
 from contextfold.cli.commands._output import print_json
 from contextfold.config import Settings
+from contextfold.home.opening import open_for_reading
+from contextfold.results import GcResult
 
 IMPORT_SKIPS_SHOWN = 5
 """`import` names the conversation records it left out once there are more than a handful."""
@@ -90,8 +92,21 @@ async def compact(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def gc(args: argparse.Namespace, settings: Settings) -> int:
-    async with await open_home(settings) as service:
-        result = await service.gc(dry_run=args.dry_run)
+    if args.dry_run:  # only reads: a home without a database stays as it is, like every reading command
+        reader = await open_for_reading(settings)
+        if reader is None:
+            if args.json:
+                print_json(
+                    GcResult(dry_run=True, outputs_removed=0, files_removed=0, bytes_freed=0, bytes_kept=0).model_dump()
+                )
+            else:
+                print(f"nothing to remove (no database at {settings.database_name})")
+            return 0
+        async with reader as service:
+            result = await service.gc(dry_run=True)
+    else:
+        async with await open_home(settings) as service:
+            result = await service.gc(dry_run=False)
     if args.json:
         print_json(result.model_dump())
     else:

@@ -17,8 +17,8 @@ def hook(args: argparse.Namespace, settings: Settings | None) -> int:
     from contextfold.hooks.runner import run
 
     answer = run(args.agent, args.event, sys.stdin.buffer.read(), home=args.home, config=args.config)
-    if answer:
-        sys.stdout.write(answer + "\n")
+    if answer:  # UTF-8 whatever the locale says: the agent reads JSON (the runner left no lone surrogate in it)
+        sys.stdout.buffer.write((answer + "\n").encode("utf-8", "replace"))
     return 0
 
 
