@@ -781,8 +781,8 @@ def test_deeply_nested_json_over_stdio_leaves_the_server_alive(tmp_path: Path) -
     """Raw JSON-RPC nested 1,000 and 10,000 deep (the SDK client cannot even serialize that).
 
     The SDK's stdio transport parses with pydantic's JSON parser, whose recursion limit refuses the
-    line; it logs and drops it without answering (an SDK limitation: JSON-RPC asks for a parse
-    error reply), and the server goes on answering the next request.
+    line; the SDK would drop it without answering, `serve_stdio` answers it with a JSON-RPC parse
+    error (id null), and the server goes on answering the next request.
     """
     env = {**os.environ, "CONTEXTFOLD_HOME": str(tmp_path)}
     env.pop("ANTHROPIC_API_KEY", None)
@@ -839,8 +839,10 @@ def test_deeply_nested_json_over_stdio_leaves_the_server_alive(tmp_path: Path) -
                     }
                 )
             )
+            refused = reply()
+            assert refused.get("id") is None and refused["error"]["code"] == -32700, refused
             answer = reply()
-            assert answer["id"] == request_id + 1, answer  # the deep request got no reply (see above)
+            assert answer["id"] == request_id + 1, answer
             assert answer["result"]["structuredContent"]["session_id"] == f"alive{depth}"
     finally:
         process.stdin.close()
