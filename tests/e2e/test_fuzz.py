@@ -696,6 +696,21 @@ def test_argument_errors_name_the_field_without_a_pydantic_report(server: Fuzzed
     )
 
 
+def test_an_id_with_a_nul_is_refused_naming_its_field(server: Fuzzed) -> None:
+    """PostgreSQL would store "n\\x00" as "n\\ufffd" (one session where SQLite has two), so no id may
+    hold a NUL; the store contract holds both backends to it, this the tools' answers."""
+    for tool, arguments, field in (
+        ("session_open", {"session_id": "n\x00"}, "session_id"),
+        ("status", {"session_id": "n\x00"}, "session_id"),
+        ("append", {"session_id": "n\x00", "messages": [{"role": "user", "content": "hi"}]}, "session_id"),
+        ("read_output", {"id": "o\x00"}, "output_id"),
+    ):
+        result = server.check(tool, arguments)
+        assert result.is_error and _text(result) == (
+            f"Error executing tool {tool}: {field}: holds a NUL character (\\x00), which no id may contain"
+        ), _text(result)
+
+
 def test_an_error_never_echoes_a_huge_argument_whole(server: Fuzzed) -> None:
     result = server.check("append", {"session_id": BASE, "messages": [{"role": "x" * 1_000_000, "content": "hi"}]})
     text = _text(result)

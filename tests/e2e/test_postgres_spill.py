@@ -178,7 +178,7 @@ async def test_the_quota_counts_what_every_replica_stored(tmp_path: Path, pg_url
 
 async def test_a_dropped_connection_costs_no_request(tmp_path: Path, pg_url: str) -> None:
     async with await _service(tmp_path, pg_url, "a") as service:
-        await service.open_session("s\x00x", model="gpt-4o", title="a title with a NUL \x00 in it")
+        await service.open_session("s-x", model="gpt-4o", title="a title with a NUL \x00 in it")
         with psycopg.connect(pg_url, autocommit=True) as admin:  # what a failover or a restart does
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -193,9 +193,9 @@ async def test_a_dropped_connection_costs_no_request(tmp_path: Path, pg_url: str
                 time.sleep(0.05)
             time.sleep(0.1)
         for _ in range(3):
-            status = await service.status("s\x00x")
+            status = await service.status("s-x")
             assert status.message_count == 0
-        session = await service.store.get_session("s\x00x")
+        session = await service.store.get_session("s-x")
         assert session.title == "a title with a NUL \ufffd in it"
 
 
