@@ -62,7 +62,12 @@ async def test_replicas_sharing_spills_in_postgresql_never_lose_an_acknowledged_
     tmp_path: Path, pg_url: str
 ) -> None:
     pool = _pool()
-    env = {"CONTEXTFOLD_SPILL_QUOTA_BYTES": str(QUOTA), "CONTEXTFOLD_MAX_BYTES": "1024"}
+    # No eviction grace: every write may evict what others just wrote, the race this test is about.
+    env = {
+        "CONTEXTFOLD_SPILL_QUOTA_BYTES": str(QUOTA),
+        "CONTEXTFOLD_MAX_BYTES": "1024",
+        "CONTEXTFOLD_SPILL_EVICTION_GRACE_SECONDS": "0",
+    }
     servers: list[Server] = []
     seen = [Seen() for _ in range(SERVERS * CLIENTS_PER_SERVER)]
 
@@ -104,7 +109,9 @@ async def test_replicas_sharing_spills_in_postgresql_never_lose_an_acknowledged_
 
 
 async def _service(tmp_path: Path, url: str, name: str, **overrides: Any) -> ContextService:
-    return await ContextService.open(load_settings({"home": tmp_path / name, "database": url, **overrides}, environ={}))
+    """A replica whose outputs may be evicted at once (no grace): these tests are about the races."""
+    settings = {"home": tmp_path / name, "database": url, "spill_eviction_grace_seconds": 0, **overrides}
+    return await ContextService.open(load_settings(settings, environ={}))
 
 
 def _expire(url: str, output_id: str) -> None:
