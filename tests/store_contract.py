@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from contextfold.domain import CompactionRecord, Message, Session, TextPart, ToolPart, Usage
-from contextfold.errors import ConflictError, NotFoundError
+from contextfold.errors import ConflictError, InvalidInput, NotFoundError
 from contextfold.store import OutputRecord, PartMark
 
 pytestmark = pytest.mark.anyio
@@ -71,6 +71,39 @@ async def test_session_ids_are_per_tenant(store):
     assert (await store.tenant("bob").get_session("x")).title == "bob's"
     with pytest.raises(ConflictError):
         await _session(store, "alice", "x")
+
+
+async def test_ids_with_a_nul_are_refused_naming_the_field(store):
+    """PostgreSQL text cannot hold NUL: "n\\x00" would be stored as "n\\ufffd" and be one session with
+    it, where SQLite keeps two. So no backend accepts a NUL in an id, whatever the call."""
+    alice = store.tenant("alice")
+    await _session(store, "alice", "n\ufffd", title="replacement")
+    refused = [
+        lambda: _session(store, "alice", "n\x00"),
+        lambda: alice.get_session("n\x00"),
+        lambda: alice.delete_session("n\x00"),
+        lambda: alice.load_messages("n\x00"),
+        lambda: alice.rows("n\x00"),
+        lambda: alice.recent_usages("n\x00"),
+        lambda: alice.session_outputs("n\x00"),
+        lambda: alice.compactions("n\x00"),
+        lambda: alice.compaction_totals("n\x00"),
+    ]
+    for call in refused:
+        with pytest.raises(InvalidInput) as refusal:
+            await call()
+        assert refusal.value.field == "session_id" and "NUL" in str(refusal.value)
+    for session_id, create in (("n\x00", Session(id="n\x00", model="gpt-4o")), ("n\x00", None)):
+        with pytest.raises(InvalidInput) as refusal:
+            async with alice.write(session_id, create=create):
+                pass
+        assert refusal.value.field == "session_id"
+    for output_call in (alice.get_output, alice.touch_output, alice.output_tombstone):
+        with pytest.raises(InvalidInput) as refusal:
+            await output_call("out\x00")
+        assert refusal.value.field == "output_id"
+    assert (await alice.get_session("n\ufffd")).title == "replacement"
+    assert [s.id for s in (await alice.list_sessions()).sessions] == ["n\ufffd"]
 
 
 async def test_sessions_list_newest_first_in_pages(store):

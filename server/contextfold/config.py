@@ -77,6 +77,9 @@ class Settings(BaseModel):
     spill_quota_bytes: int = Field(
         2 * 1024**3, ge=0, description="Spill store size; past 90 % the oldest outputs are evicted. 0 = no quota."
     )
+    spill_eviction_grace_seconds: float = Field(
+        60.0, ge=0, description="An output this young is never evicted: its client has yet to read it."
+    )
 
     # -- prune and tail ----------------------------------------------------------------------------
     prune_protect: int | None = Field(
@@ -270,6 +273,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "max_database_bytes",
         "max_count_bytes",
         "spill_quota_bytes",
+        "spill_eviction_grace_seconds",
         "spill_retention_days",
         "http_sessions_per_tenant",
         "http_max_sessions",

@@ -696,6 +696,21 @@ def test_argument_errors_name_the_field_without_a_pydantic_report(server: Fuzzed
     )
 
 
+def test_an_id_with_a_nul_is_refused_naming_its_field(server: Fuzzed) -> None:
+    """PostgreSQL would store "n\\x00" as "n\\ufffd" (one session where SQLite has two), so no id may
+    hold a NUL; the store contract holds both backends to it, this the tools' answers."""
+    for tool, arguments, field in (
+        ("session_open", {"session_id": "n\x00"}, "session_id"),
+        ("status", {"session_id": "n\x00"}, "session_id"),
+        ("append", {"session_id": "n\x00", "messages": [{"role": "user", "content": "hi"}]}, "session_id"),
+        ("read_output", {"id": "o\x00"}, "output_id"),
+    ):
+        result = server.check(tool, arguments)
+        assert result.is_error and _text(result) == (
+            f"Error executing tool {tool}: {field}: holds a NUL character (\\x00), which no id may contain"
+        ), _text(result)
+
+
 def test_an_error_never_echoes_a_huge_argument_whole(server: Fuzzed) -> None:
     result = server.check("append", {"session_id": BASE, "messages": [{"role": "x" * 1_000_000, "content": "hi"}]})
     text = _text(result)
@@ -781,8 +796,8 @@ def test_deeply_nested_json_over_stdio_leaves_the_server_alive(tmp_path: Path) -
     """Raw JSON-RPC nested 1,000 and 10,000 deep (the SDK client cannot even serialize that).
 
     The SDK's stdio transport parses with pydantic's JSON parser, whose recursion limit refuses the
-    line; it logs and drops it without answering (an SDK limitation: JSON-RPC asks for a parse
-    error reply), and the server goes on answering the next request.
+    line; the SDK would drop it without answering, `serve_stdio` answers it with a JSON-RPC parse
+    error (id null), and the server goes on answering the next request.
     """
     env = {**os.environ, "CONTEXTFOLD_HOME": str(tmp_path)}
     env.pop("ANTHROPIC_API_KEY", None)
@@ -839,8 +854,10 @@ def test_deeply_nested_json_over_stdio_leaves_the_server_alive(tmp_path: Path) -
                     }
                 )
             )
+            refused = reply()
+            assert refused.get("id") is None and refused["error"]["code"] == -32700, refused
             answer = reply()
-            assert answer["id"] == request_id + 1, answer  # the deep request got no reply (see above)
+            assert answer["id"] == request_id + 1, answer
             assert answer["result"]["structuredContent"]["session_id"] == f"alive{depth}"
     finally:
         process.stdin.close()

@@ -62,7 +62,12 @@ async def test_replicas_sharing_spills_in_postgresql_never_lose_an_acknowledged_
     tmp_path: Path, pg_url: str
 ) -> None:
     pool = _pool()
-    env = {"CONTEXTFOLD_SPILL_QUOTA_BYTES": str(QUOTA), "CONTEXTFOLD_MAX_BYTES": "1024"}
+    # No eviction grace: every write may evict what others just wrote, the race this test is about.
+    env = {
+        "CONTEXTFOLD_SPILL_QUOTA_BYTES": str(QUOTA),
+        "CONTEXTFOLD_MAX_BYTES": "1024",
+        "CONTEXTFOLD_SPILL_EVICTION_GRACE_SECONDS": "0",
+    }
     servers: list[Server] = []
     seen = [Seen() for _ in range(SERVERS * CLIENTS_PER_SERVER)]
 
@@ -104,7 +109,9 @@ async def test_replicas_sharing_spills_in_postgresql_never_lose_an_acknowledged_
 
 
 async def _service(tmp_path: Path, url: str, name: str, **overrides: Any) -> ContextService:
-    return await ContextService.open(load_settings({"home": tmp_path / name, "database": url, **overrides}, environ={}))
+    """A replica whose outputs may be evicted at once (no grace): these tests are about the races."""
+    settings = {"home": tmp_path / name, "database": url, "spill_eviction_grace_seconds": 0, **overrides}
+    return await ContextService.open(load_settings(settings, environ={}))
 
 
 def _expire(url: str, output_id: str) -> None:
@@ -178,7 +185,7 @@ async def test_the_quota_counts_what_every_replica_stored(tmp_path: Path, pg_url
 
 async def test_a_dropped_connection_costs_no_request(tmp_path: Path, pg_url: str) -> None:
     async with await _service(tmp_path, pg_url, "a") as service:
-        await service.open_session("s\x00x", model="gpt-4o", title="a title with a NUL \x00 in it")
+        await service.open_session("s-x", model="gpt-4o", title="a title with a NUL \x00 in it")
         with psycopg.connect(pg_url, autocommit=True) as admin:  # what a failover or a restart does
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -193,9 +200,9 @@ async def test_a_dropped_connection_costs_no_request(tmp_path: Path, pg_url: str
                 time.sleep(0.05)
             time.sleep(0.1)
         for _ in range(3):
-            status = await service.status("s\x00x")
+            status = await service.status("s-x")
             assert status.message_count == 0
-        session = await service.store.get_session("s\x00x")
+        session = await service.store.get_session("s-x")
         assert session.title == "a title with a NUL \ufffd in it"
 
 

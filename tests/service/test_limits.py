@@ -19,7 +19,7 @@ from test_service import call, dump
 from contextfold.config import load_settings
 from contextfold.errors import NotFoundError
 from contextfold.service.facade import ContextService, LimitExceeded
-from contextfold.service.outputs import EVICT_TO
+from contextfold.service.outputs import EVICT_TO, EVICTION_GRACE_SECONDS
 
 pytestmark = pytest.mark.anyio
 
@@ -55,6 +55,7 @@ def _spill_bytes(tmp_path: Path) -> int:
 async def test_the_spill_store_evicts_its_oldest_outputs_instead_of_refusing(tmp_path: Path):
     quota = 1_000_000
     async with await _open(tmp_path, spill_quota_bytes=quota) as svc:
+        svc.outputs.eviction_grace = 0  # every output past its grace: eviction alone is tested here
         await svc.open_session("s", model="gpt-4o")
         ids = []
         for n in range(12):  # 12 × 150 kB = 1.8 MB through a 1 MB store
@@ -62,14 +63,50 @@ async def test_the_spill_store_evicts_its_oldest_outputs_instead_of_refusing(tmp
             ids.append(result.spilled[0].output_id)
             assert await svc.outputs.used_bytes() <= quota
         assert _spill_bytes(tmp_path) <= quota
-        # The newest outputs are all still readable; the oldest went first.
-        newest = ids[-int(EVICT_TO * quota // 150_000) :]
+        # As many of the newest outputs as fit are all still readable; the oldest went first.
+        newest = ids[-int(quota // 150_000) :]
         for output_id in newest:
             assert (await svc.read_output(output_id, offset=1, limit=1)).total_lines > 0
         with pytest.raises(
             NotFoundError, match=r"was evicted at .* UTC to keep the spill store under spill_quota_bytes"
         ):
             await svc.read_output(ids[0], offset=1, limit=1)
+
+
+SIZE = 150_000
+FITS_THREE = 3 * SIZE + SIZE // 2
+"""A spill quota that holds three outputs of SIZE bytes, not four."""
+
+
+async def test_a_spill_evicts_only_what_it_needs(tmp_path: Path):
+    """The fourth output into a store that fits three evicts the oldest alone: the two newest
+    survive with it (eviction down to 80 % of the quota used to take them too, just acknowledged)."""
+    async with await _open(tmp_path, spill_quota_bytes=FITS_THREE) as svc:
+        svc.outputs.eviction_grace = 0  # all four are past their grace
+        await svc.open_session("s", model="gpt-4o")
+        ids = [(await _tool_result(svc, "s", n, _noise(SIZE, n))).spilled[0].output_id for n in range(4)]
+        with pytest.raises(NotFoundError, match="was evicted"):
+            await svc.read_output(ids[0], offset=1, limit=1)
+        for output_id in ids[1:]:
+            assert (await svc.read_output(output_id, offset=1, limit=1)).total_lines > 0
+        assert await svc.outputs.used_bytes() == 3 * SIZE
+
+
+async def test_an_output_within_its_grace_is_never_evicted(tmp_path: Path):
+    """Outputs are safe for EVICTION_GRACE_SECONDS after they are acknowledged: a spill that could
+    fit only by evicting one is refused, and every acknowledged output stays readable."""
+    assert 0 < EVICTION_GRACE_SECONDS <= 300
+    assert load_settings({"home": tmp_path}, environ={}).spill_eviction_grace_seconds == EVICTION_GRACE_SECONDS
+    async with await _open(tmp_path, spill_quota_bytes=FITS_THREE) as svc:
+        svc.outputs.eviction_grace = 1e9  # every output is within its grace, however slow the machine
+        await svc.open_session("s", model="gpt-4o")
+        ids = [(await _tool_result(svc, "s", n, _noise(SIZE, n))).spilled[0].output_id for n in range(3)]
+        before = dump(svc.settings.database_path)
+        with pytest.raises(LimitExceeded, match=r"spill: a 150,000-byte output does not fit"):
+            await _tool_result(svc, "s", 3, _noise(SIZE, 3))
+        assert dump(svc.settings.database_path) == before
+        for output_id in ids:
+            assert (await svc.read_output(output_id, offset=1, limit=1)).total_lines > 0
 
 
 async def test_an_output_larger_than_the_quota_is_refused_and_nothing_is_written(tmp_path: Path):
@@ -95,6 +132,7 @@ async def test_a_spill_quota_of_zero_means_no_quota(tmp_path: Path):
 
 async def test_gc_evicts_only_past_90_percent_of_the_quota(tmp_path: Path):
     async with await _open(tmp_path, spill_quota_bytes=0) as svc:
+        svc.outputs.eviction_grace = 0
         await svc.open_session("s", model="gpt-4o")
         for n in range(10):
             await _tool_result(svc, "s", n, _noise(100_000, n))

@@ -938,7 +938,7 @@ def _minute(message: str, word: str) -> float:
 
 @pytest.mark.anyio
 async def test_a_removed_output_says_whether_it_expired_or_was_evicted_and_when(tmp_path: Path) -> None:
-    async with await _service(tmp_path, spill_quota_bytes=40_000) as svc:
+    async with await _service(tmp_path, spill_quota_bytes=40_000, spill_eviction_grace_seconds=0) as svc:
         await svc.tenant("alice").open_session("s", model="gpt-4o")
         spill_one = lambda n: svc.tenant("alice").spill("s", numbered(200) + f"#{n}\n" + "y" * 7_000)  # noqa: E731
         old = (await spill_one(0)).output_id

@@ -119,14 +119,24 @@ class LargeStrings:
                 _strings.pop(token, None)
 
     async def _allowed(self, scope: dict[str, Any]) -> bool:
-        if self.verify is None:
-            return True
-        for name, value in scope.get("headers", ()):
-            if name.lower() == b"authorization":
-                if value[:7].lower() != b"bearer ":
-                    return False
-                return await self.verify(value[7:].decode("latin-1")) is not None
-        return False
+        return await bearer_allowed(scope, self.verify)
+
+
+async def bearer_allowed(scope: dict[str, Any], verify: Callable[[str], Awaitable[object | None]] | None) -> bool:
+    """Whether the app would accept the request's bearer token (always, without `verify`)."""
+    if verify is None:
+        return True
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            if value[:7].lower() != b"bearer ":
+                return False
+            return await verify(value[7:].decode("latin-1")) is not None
+    return False
+
+
+def content_length(scope: dict[str, Any]) -> int | None:
+    """The request's Content-Length, or None when it has none (chunked) or a bad one."""
+    return _content_length(scope)
 
 
 def _content_length(scope: dict[str, Any]) -> int | None:

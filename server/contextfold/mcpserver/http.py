@@ -28,6 +28,7 @@ from contextfold.home.bearer import digest, fingerprint
 from contextfold.mcpserver.auth import unauthorized_message
 from contextfold.mcpserver.bigstrings import LargeStrings
 from contextfold.mcpserver.limits import SessionLimits
+from contextfold.mcpserver.rawjson import RepairSurrogates
 from contextfold.tokens import encodings
 
 log = logging.getLogger(__name__)
@@ -158,8 +159,12 @@ def serve_http(server: MCPServer, settings: Settings, *, host: str, port: int) -
         settings.http_sessions_per_tenant, settings.http_max_sessions, settings.http_session_idle_seconds
     ).install(server.session_manager)
     verifier = server._token_verifier  # the SDK keeps it private; None without bearer tokens
-    guarded = LargeStrings(
-        app, limit=settings.max_request_bytes, verify=verifier.verify_token if verifier is not None else None
+    verify = verifier.verify_token if verifier is not None else None
+    # Lone surrogate escapes are repaired first, so that the SDK's parser never refuses one.
+    guarded = RepairSurrogates(
+        LargeStrings(app, limit=settings.max_request_bytes, verify=verify),
+        limit=settings.max_request_bytes,
+        verify=verify,
     )
     config = uvicorn.Config(
         _ExplainUnauthorized(_ExplainTooLarge(guarded, settings.max_request_bytes)),

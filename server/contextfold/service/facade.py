@@ -128,7 +128,11 @@ class ContextService(Tenant):
 
     def __init__(self, settings: Settings, store: Store, files: BlobStore) -> None:
         outputs = Outputs(
-            store, files, retention_days=settings.spill_retention_days, quota_bytes=settings.spill_quota_bytes
+            store,
+            files,
+            retention_days=settings.spill_retention_days,
+            quota_bytes=settings.spill_quota_bytes,
+            eviction_grace=settings.spill_eviction_grace_seconds,
         )
         super().__init__(Runtime(settings, store, outputs), LOCAL_OWNER)
 

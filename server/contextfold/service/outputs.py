@@ -42,8 +42,14 @@ TOMBSTONE_RETENTIONS = 4
 
 EVICT_AT = 0.9
 EVICT_TO = 0.8
-"""Past EVICT_AT of the quota, gc evicts the oldest outputs down to EVICT_TO of it: the gap is
-the room new spills get before the next eviction, so writers near the quota are not refused."""
+"""Past EVICT_AT of the quota, `contextfold gc` evicts the oldest outputs down to EVICT_TO of it.
+A writer evicts only what its output needs (`make_room`): emptying the store to EVICT_TO for
+each spill took outputs that had just been acknowledged and never read."""
+
+EVICTION_GRACE_SECONDS = 60.0
+"""No output younger than this is evicted, by a writer or by gc: its id has just been handed to a
+client, which reads it next. A spill that fits only by evicting such an output is refused instead.
+The default of the `spill_eviction_grace_seconds` setting."""
 
 
 class OutputExpired(OutputGone):
@@ -71,13 +77,23 @@ class NewOutput:
 
 
 class Outputs:
-    def __init__(self, store: Store, files: BlobStore, *, retention_days: float, quota_bytes: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        files: BlobStore,
+        *,
+        retention_days: float,
+        quota_bytes: int,
+        eviction_grace: float = EVICTION_GRACE_SECONDS,
+    ) -> None:
         self.store = store
         self.files = files
         """The blobs under the outputs (any backend: every call goes through `blobs.BlobStore`)."""
         self.retention_seconds = retention_days * 86_400
         self.retention_days = retention_days
         self.quota_bytes = quota_bytes
+        self.eviction_grace = eviction_grace
+        """Seconds an output is safe from eviction after it was recorded."""
         self._released: set[str] = set()
         """Digests whose rows a write transaction evicted: their files go at the next `make_room` or
         gc, once that transaction has committed (and only if still no row points at them)."""
@@ -87,14 +103,15 @@ class Outputs:
         return await self.store.spill_bytes()
 
     async def make_room(self, incoming: int) -> None:
-        """Before a write of up to `incoming` bytes (outside its transaction): evict if it would pass the threshold."""
+        """Before a write of up to `incoming` bytes (outside its transaction): if it would not fit,
+        evict the oldest outputs past their grace, just enough for it."""
         if self._released:
             released, self._released = self._released, set()
             await self._delete_unreferenced(released)
         if not self.quota_bytes or incoming > self.quota_bytes:
             return  # nothing to enforce, or evicting everything would still not make room: evict nothing
-        if await self.used_bytes() + incoming > EVICT_AT * self.quota_bytes:
-            await self.gc(reserve=incoming)
+        if await self.used_bytes() + incoming > self.quota_bytes:
+            await self.gc(reserve=incoming, just_enough=True)
 
     async def store_file(self, text: str) -> StoredBlob:
         """Write the blob of an output about to be recorded.
@@ -158,7 +175,9 @@ class Outputs:
         if spilled.bytes <= self.quota_bytes:
             candidates = await tx.outputs()
             others = used - _referenced_bytes(candidates)  # outputs this transaction added
-            evicted = _evictions(candidates, spilled.bytes + others, EVICT_TO * self.quota_bytes)
+            evicted = _evictions(
+                candidates, spilled.bytes + others, self.quota_bytes, before=time.time() - self.eviction_grace
+            )
             if evicted:
                 await tx.remove_outputs([r.id for r in evicted], "evicted", time.time())
                 if await tx.spill_bytes() + spilled.bytes <= self.quota_bytes:
@@ -168,10 +187,16 @@ class Outputs:
         if spilled.created:
             # No row points at it (checked above) and this transaction holds the write lock.
             await asyncio.to_thread(self.files.delete, spilled.digest)
+        young = (
+            f", and no output younger than {self.eviction_grace:g} s (spill_eviction_grace_seconds) is evicted. "
+            "Retry shortly, run"
+            if spilled.bytes <= self.quota_bytes
+            else ". Run"
+        )
         raise LimitExceeded(
             "spill",
             f"a {spilled.bytes:,}-byte output does not fit: the spill store holds {used:,} of its "
-            f"{self.quota_bytes:,} bytes (spill_quota_bytes). Run `contextfold gc` to evict the "
+            f"{self.quota_bytes:,} bytes (spill_quota_bytes){young} `contextfold gc` to evict the "
             "oldest outputs, delete old sessions, or raise spill_quota_bytes",
         )
 
@@ -282,21 +307,24 @@ class Outputs:
             await asyncio.to_thread(_delete_files, self.files, doomed)
         return doomed
 
-    async def gc(self, *, dry_run: bool = False, now: float | None = None, reserve: int = 0) -> GcResult:
+    async def gc(
+        self, *, dry_run: bool = False, now: float | None = None, reserve: int = 0, just_enough: bool = False
+    ) -> GcResult:
         """Drop expired records, evict oldest-first near the quota, then delete unreferenced files.
 
         The records are chosen and removed in one write transaction, leaving tombstones; the files
         then go under the write lock once more (see `_delete_unreferenced`). `reserve` is room
-        wanted for a write about to happen; it counts as used.
+        wanted for a write about to happen; it counts as used. `just_enough` evicts only what
+        `reserve` needs to fit the quota, instead of past EVICT_AT down to EVICT_TO.
         """
         now = time.time() if now is None else now
         if dry_run:
             records = await self.store.outputs()
-            expired, evicted = self._plan(records, now, reserve)
+            expired, evicted = self._plan(records, now, reserve, just_enough)
         else:
             async with self.store.spill_transaction() as tx:
                 records = await tx.outputs()
-                expired, evicted = self._plan(records, now, reserve)
+                expired, evicted = self._plan(records, now, reserve, just_enough)
                 await tx.remove_outputs([r.id for r in expired], "expired", now)
                 await tx.remove_outputs([r.id for r in evicted], "evicted", now)
                 await tx.drop_tombstones(now - TOMBSTONE_RETENTIONS * self.retention_seconds)
@@ -324,13 +352,14 @@ class Outputs:
         )
 
     def _plan(
-        self, records: list[OutputRecord], now: float, reserve: int
+        self, records: list[OutputRecord], now: float, reserve: int, just_enough: bool = False
     ) -> tuple[list[OutputRecord], list[OutputRecord]]:
         """(expired, evicted) among `records` (oldest first)."""
         expired = [r for r in records if now - r.created_at > self.retention_seconds]
         live = [r for r in records if now - r.created_at <= self.retention_seconds]
-        if self.quota_bytes and _referenced_bytes(live) + reserve > EVICT_AT * self.quota_bytes:
-            return expired, _evictions(live, reserve, EVICT_TO * self.quota_bytes)
+        at, to = (1.0, 1.0) if just_enough else (EVICT_AT, EVICT_TO)
+        if self.quota_bytes and _referenced_bytes(live) + reserve > at * self.quota_bytes:
+            return expired, _evictions(live, reserve, to * self.quota_bytes, before=now - self.eviction_grace)
         return expired, []
 
 
@@ -344,9 +373,10 @@ def _referenced_bytes(records: list[OutputRecord]) -> int:
     return sum({r.digest: r.bytes for r in records}.values())
 
 
-def _evictions(live: list[OutputRecord], reserve: int, target: float) -> list[OutputRecord]:
+def _evictions(live: list[OutputRecord], reserve: int, target: float, *, before: float) -> list[OutputRecord]:
     """The oldest of `live` (oldest first) to remove so that what the rest reference, plus `reserve`,
-    is at most `target`; a content file is freed only with the last record pointing at it."""
+    is at most `target`; a content file is freed only with the last record pointing at it. No
+    output created after `before` (within its eviction grace) is removed, so the target may be missed."""
     sizes = {r.digest: r.bytes for r in live}
     refs = Counter(r.digest for r in live)
     used = sum(sizes.values())
@@ -354,6 +384,8 @@ def _evictions(live: list[OutputRecord], reserve: int, target: float) -> list[Ou
     for record in live:
         if used + reserve <= target:
             break
+        if record.created_at > before:
+            continue
         evicted.append(record)
         refs[record.digest] -= 1
         if not refs[record.digest]:

@@ -121,6 +121,8 @@ class Spilling:
             )
         except TimeoutError as exc:
             raise InvalidInput("pattern", f"{exc}; use a simpler pattern or a literal string") from exc
+        except InvalidInput:  # already names its field (an id with a NUL)
+            raise
         except ValueError as exc:
             raise InvalidInput("pattern" if pattern is not None else "output_id", str(exc)) from exc
 
@@ -129,5 +131,7 @@ class Spilling:
             return await self._scope.outputs.full_text(
                 output_id, owner=self._scope.owner, max_bytes=self._scope.settings.max_message_bytes
             )
+        except InvalidInput:
+            raise
         except ValueError as exc:
             raise InvalidInput("output_id", str(exc)) from exc

@@ -23,7 +23,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, ClassVar, Protocol
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
-from contextfold.errors import ConflictError, NotFoundError
+from contextfold.errors import ConflictError, InvalidInput, NotFoundError
 from contextfold.store.base import OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
 from contextfold.store.rows import (
     KEPT,
@@ -232,6 +232,17 @@ class SQLStore:
         return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
 
 
+def _id(field: str, value: str) -> str:
+    """`value`, an id a caller passed, or an `InvalidInput` naming `field` if it holds a NUL.
+
+    PostgreSQL text cannot hold NUL and stores U+FFFD in its place, so "n\\x00" and "n\\ufffd"
+    would be one session there and two on SQLite: no backend accepts a NUL in an id.
+    """
+    if "\x00" in value:
+        raise InvalidInput(field, "holds a NUL character (\\x00), which no id may contain")
+    return value
+
+
 class SQLTenant:
     """`TenantStore` on a `SQLStore`: every query is scoped to one owner.
 
@@ -246,6 +257,7 @@ class SQLTenant:
     # -- sessions ----------------------------------------------------------------------------
 
     async def create_session(self, session: Session) -> Session:
+        _id("session_id", session.id)
         now = time.time()
         session = session.model_copy(
             update={"owner": self.owner, "created_at": now, "updated_at": now, **dict.fromkeys(KEPT, 0)}
@@ -256,6 +268,7 @@ class SQLTenant:
         return session
 
     async def get_session(self, session_id: str) -> Session:
+        _id("session_id", session_id)
         row = await self._store._fetchone(f"{SESSION_SELECT} WHERE owner = ? AND id = ?", (self.owner, session_id))
         if row is None:
             raise NotFoundError("session", session_id, "list sessions with session_list or open one with session_open")
@@ -277,6 +290,7 @@ class SQLTenant:
         return SessionPage(sessions, next_cursor)
 
     async def delete_session(self, session_id: str) -> None:
+        _id("session_id", session_id)
         async with self._store._transaction() as db:
             await self._lock_for_delete(db, session_id)
             if await db.execute("DELETE FROM sessions WHERE owner = ? AND id = ?", (self.owner, session_id)) == 0:
@@ -289,6 +303,7 @@ class SQLTenant:
 
     @asynccontextmanager
     async def write(self, session_id: str, *, create: Session | None = None) -> AsyncIterator[SQLSessionTransaction]:
+        _id("session_id", session_id)
         async with self._store._transaction() as db:
             row = await self._session_row(db, session_id)
             if row is None and create is not None:
@@ -313,21 +328,25 @@ class SQLTenant:
     async def load_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None, hidden: bool = False
     ) -> list[Message]:
+        _id("session_id", session_id)
         async with self._store._reading() as db:
             return await load_messages(db, self.owner, session_id, after_seq, limit, hidden=hidden)
 
     async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]:
+        _id("session_id", session_id)
         async with self._store._reading() as db:
             return await message_rows(db, self.owner, session_id, after_seq)
 
     async def changed_messages(
         self, session_id: str, *, since: int, after_seq: int = 0
     ) -> tuple[list[Message], set[str]]:
+        _id("session_id", session_id)
         async with self._store._reading() as db:
             return await load_changed(db, self.owner, session_id, after_seq, since)
 
     async def recent_usages(self, session_id: str, *, limit: int = 10) -> list[Usage]:
         """The usage reports of the latest assistant messages, oldest first."""
+        _id("session_id", session_id)
         rows = await self._store._fetchall(
             "SELECT usage FROM messages WHERE owner = ? AND session_id = ? AND usage IS NOT NULL "
             "ORDER BY seq DESC LIMIT ?",
@@ -338,6 +357,7 @@ class SQLTenant:
     # -- spilled outputs ---------------------------------------------------------------------
 
     async def get_output(self, output_id: str) -> OutputRecord:
+        _id("output_id", output_id)
         row = await self._store._fetchone(f"{OUTPUT_SELECT} WHERE id = ? AND owner = ?", (output_id, self.owner))
         if row is None:
             raise NotFoundError(
@@ -346,17 +366,20 @@ class SQLTenant:
         return output_from_row(row)
 
     async def session_outputs(self, session_id: str) -> list[OutputRecord]:
+        _id("session_id", session_id)
         rows = await self._store._fetchall(
             f"{OUTPUT_SELECT} WHERE owner = ? AND session_id = ? ORDER BY created_at, id", (self.owner, session_id)
         )
         return [output_from_row(r) for r in rows]
 
     async def touch_output(self, output_id: str) -> None:
+        _id("output_id", output_id)
         await self._store._write(
             "UPDATE outputs SET last_read_at = ? WHERE id = ? AND owner = ?", (time.time(), output_id, self.owner)
         )
 
     async def output_tombstone(self, output_id: str) -> Tombstone | None:
+        _id("output_id", output_id)
         row = await self._store._fetchone(
             "SELECT id, owner, reason, removed_at FROM output_tombstones WHERE id = ? AND owner = ?",
             (output_id, self.owner),
@@ -366,6 +389,7 @@ class SQLTenant:
     # -- compaction history ------------------------------------------------------------------
 
     async def compactions(self, session_id: str, *, limit: int = 10) -> list[CompactionRecord]:
+        _id("session_id", session_id)
         rows = await self._store._fetchall(
             "SELECT data FROM compactions WHERE owner = ? AND session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
             (self.owner, session_id, limit),
@@ -373,6 +397,7 @@ class SQLTenant:
         return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
 
     async def compaction_totals(self, session_id: str) -> tuple[int, int]:
+        _id("session_id", session_id)
         return totals(
             await self._store._fetchone(
                 "SELECT compaction_count AS n, compaction_tokens_freed AS freed FROM sessions WHERE owner = ? AND id = ?",

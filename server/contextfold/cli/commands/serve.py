@@ -28,7 +28,11 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
 
         check_database(settings)
     if not args.http:
-        build_server(settings, tools=tools).run()
+        import anyio
+
+        from contextfold.mcpserver.rawjson import serve_stdio  # lone surrogates repaired, parse errors answered
+
+        anyio.run(serve_stdio, build_server(settings, tools=tools))
         return 0
     from contextfold.mcpserver.http import serve_http  # the HTTP transport, for this branch only
 
