@@ -3,7 +3,8 @@
 It answers the handshake and lists its tools like any server; each tool then fails in its own way:
 `exit` dies mid-call (stderr says why), `hang` never answers, `garbage` writes a line that is not
 JSON and then a response with neither a result nor an error, `junk` writes a stray non-JSON line
-before a good answer, `huge` streams a result of `mb` megabytes (never held in memory), `echo`
+before a good answer, `stray` answers a made-up id and then its own call twice, `late` answers
+after `seconds` (a result of `mb` megabytes, meanwhile serving other requests), `huge` streams a result of `mb` megabytes (never held in memory), `echo`
 works. `--hang-at-start` never answers anything; `--no-tools` has no tools capability.
 """
 
@@ -12,17 +13,26 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 
 TOOLS = [
     {"name": name, "description": f"fails: {name}", "inputSchema": {"type": "object"}}
-    for name in ("exit", "hang", "garbage", "junk", "huge", "echo")
+    for name in ("exit", "hang", "garbage", "junk", "stray", "late", "huge", "echo")
 ]
 
 
+WRITING = threading.Lock()
+
+
 def send(message: dict) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    with WRITING:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+def text_answer(request_id: object, text: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}}
 
 
 def stream_huge(request_id: int, mb: float) -> None:
@@ -81,6 +91,13 @@ def main() -> None:
             elif name == "junk":
                 sys.stdout.write("<html>oops</html>\n")
                 send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "fine"}]}})
+            elif name == "stray":
+                send(text_answer("never-asked-42", "an answer nobody asked for"))
+                send(text_answer(request_id, "stray"))
+                send(text_answer(request_id, "the same answer again"))
+            elif name == "late":
+                later = text_answer(request_id, "late\n" * int(float(arguments.get("mb", 0)) * 200_000))
+                threading.Timer(float(arguments.get("seconds", 2)), send, (later,)).start()
             elif name == "huge":
                 stream_huge(request_id, float(arguments.get("mb", 100)))
             elif name == "echo":

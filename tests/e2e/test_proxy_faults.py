@@ -193,3 +193,23 @@ async def test_an_upstream_without_tools_still_gets_the_added_ones(tmp_path):
         assert missing["result"]["isError"] is True
     finally:
         assert await client.close() == 0
+
+
+async def test_answers_to_ids_not_pending_never_reach_the_client(tmp_path):
+    """Issue 26: a late answer (after the timeout), a second answer and an answer to a made-up id
+    went to the client raw, unguarded (a 1 MB late result whole). They are dropped."""
+    client = await start(tmp_path, *faulty(), options=("--timeout", "1"))
+    try:
+        late_id = client.next_id + 1
+        message = error_of(await call(client, "late", {"seconds": 2.5, "mb": 1}))
+        assert "did not answer tools/call late within 1 s" in message
+        answer = await call(client, "stray")
+        assert answer["result"]["content"][0]["text"] == "stray"
+        await asyncio.sleep(2.5)  # the late answer has come by now
+        pong = json.loads(await client.request("ping"))
+        assert pong["result"] == {}
+        strays = [json.loads(line) for line in client.notifications]
+        assert not [m for m in strays if "result" in m or "error" in m], [str(m)[:200] for m in strays]
+        assert late_id not in [m.get("id") for m in strays]
+    finally:
+        assert await client.close() == 0

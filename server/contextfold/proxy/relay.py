@@ -15,6 +15,8 @@ It changes only these:
   the client gets previews with the `read_output` hint; when not, the bytes go on untouched;
 - `initialize` and `server/discover` answers gain a `tools` capability if the upstream has none
   (the added tools are then listed here);
+- answers to ids no pending request has (after a timeout, a second answer, a made-up id) are
+  dropped and logged, never passed on unguarded;
 - failures become clear JSON-RPC errors for the request they concern: an upstream that exits
   or stops answering (`proxy_timeout_seconds`), an answer over `max_message_bytes`, a malformed
   answer. The relay keeps running: the added tools keep working, and other requests get an
@@ -251,8 +253,12 @@ class Relay:
                     own.set_result(message)
                 return
             request = self.pending.pop(wire.key(message["id"]), None)
-            if request is None:
-                await self._to_client(frame.raw or b"")
+            if request is None:  # late (timed out), a second answer, or never asked: nothing guards it
+                log.warning(
+                    "contextfold proxy: dropped an answer from the upstream server to id %.100r, which no "
+                    "pending request has (answered already, timed out, or never asked)",
+                    message["id"],
+                )
             elif not request.cancelled:
                 await self._answer(frame, message, request)
             return
