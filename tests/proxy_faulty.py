@@ -6,12 +6,16 @@ JSON and then a response with neither a result nor an error, `junk` writes a str
 before a good answer, `stray` answers a made-up id and then its own call twice, `late` answers
 after `seconds` (a result of `mb` megabytes, meanwhile serving other requests), `huge` streams a result of `mb` megabytes (never held in memory), `echo`
 works. `--hang-at-start` never answers anything; `--no-tools` has no tools capability.
+`--pid-file PATH` starts a child of its own (`sleep`, in its process group) and writes both pids
+there; `--ignore-eof` keeps running after its stdin closes, `--ignore-sigterm` ignores SIGTERM.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -54,6 +58,12 @@ def stream_huge(request_id: int, mb: float) -> None:
 def main() -> None:
     hang_at_start = "--hang-at-start" in sys.argv
     no_tools = "--no-tools" in sys.argv
+    if "--ignore-sigterm" in sys.argv:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "--pid-file" in sys.argv:
+        child = subprocess.Popen(["sleep", "600"])
+        with open(sys.argv[sys.argv.index("--pid-file") + 1], "w") as f:
+            f.write(f"{os.getpid()} {child.pid}\n")
     for raw in sys.stdin:
         if not raw.strip():
             continue
@@ -107,7 +117,8 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         else:
             send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "Method not found"}})
-    time.sleep(0)
+    while "--ignore-eof" in sys.argv:
+        time.sleep(60)
 
 
 if __name__ == "__main__":
