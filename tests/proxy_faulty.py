@@ -3,7 +3,8 @@
 It answers the handshake and lists its tools like any server; each tool then fails in its own way:
 `exit` dies mid-call (stderr says why), `hang` never answers, `garbage` writes a line that is not
 JSON and then a response with neither a result nor an error, `junk` writes a stray non-JSON line
-before a good answer, `stray` answers a made-up id and then its own call twice, `late` answers
+before a good answer, `stray` answers a made-up id and then its own call twice, `unreadable` answers with invalid UTF-8 (`how`
+"utf8") or JSON nested 5,000 deep ("deep"), `late` answers
 after `seconds` (a result of `mb` megabytes, meanwhile serving other requests), `huge` streams a result of `mb` megabytes (never held in memory), `echo`
 works. `--hang-at-start` never answers anything; `--no-tools` has no tools capability.
 `--pid-file PATH` starts a child of its own (`sleep`, in its process group) and writes both pids
@@ -22,7 +23,7 @@ import time
 
 TOOLS = [
     {"name": name, "description": f"fails: {name}", "inputSchema": {"type": "object"}}
-    for name in ("exit", "hang", "garbage", "junk", "stray", "late", "huge", "echo")
+    for name in ("exit", "hang", "garbage", "junk", "stray", "unreadable", "late", "huge", "echo")
 ]
 
 
@@ -105,6 +106,16 @@ def main() -> None:
                 send(text_answer("never-asked-42", "an answer nobody asked for"))
                 send(text_answer(request_id, "stray"))
                 send(text_answer(request_id, "the same answer again"))
+            elif name == "unreadable":
+                head = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":'
+                if arguments.get("how") == "deep":
+                    body = b'{"content":[],"deep":' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+                else:
+                    body = b'{"content":[{"type":"text","text":"caf\xe9 cr\xe8me"}]}'
+                with WRITING:
+                    sys.stdout.flush()
+                    sys.stdout.buffer.write(head + body + b"}\n")
+                    sys.stdout.buffer.flush()
             elif name == "late":
                 later = text_answer(request_id, "late\n" * int(float(arguments.get("mb", 0)) * 200_000))
                 threading.Timer(float(arguments.get("seconds", 2)), send, (later,)).start()

@@ -263,3 +263,18 @@ async def test_no_upstream_process_outlives_a_client_disconnect(tmp_path, stubbo
         os.kill(pid, signal.SIGKILL)
     assert not left, f"still running after the proxy ended ({took:.1f} s): {left}"
     assert took < 4, took  # never down to the SIGKILL
+
+
+async def test_an_answer_that_cannot_be_parsed_is_answered_at_once(tmp_path):
+    """Issue 26: an answer in invalid UTF-8, or nested 5,000 deep, was dropped and the client waited
+    proxy_timeout_seconds. Invalid UTF-8 is read with replacement characters; the too-deep answer
+    becomes an error for its request, at once."""
+    client = await start(tmp_path, *faulty(), options=("--timeout", "60"))
+    try:
+        latin = await call(client, "unreadable", {"how": "utf8"}, timeout=10)
+        assert latin["result"]["content"][0]["text"] == "caf\ufffd cr\ufffdme"
+        message = error_of(await call(client, "unreadable", {"how": "deep"}, timeout=10))
+        assert "answer to tools/call unreadable could not be read" in message and "not JSON" in message
+        assert (await call(client, "echo", {"text": "ok"}))["result"]["content"][0]["text"] == "ok"
+    finally:
+        assert await client.close() == 0

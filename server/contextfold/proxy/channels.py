@@ -128,13 +128,20 @@ class LineFramer:
 
 async def _parse(line: bytes, what: str) -> Frame:
     try:
-        if len(line) >= THREADED_PARSE:
-            message = await asyncio.to_thread(json.loads, line)
-        else:
-            message = json.loads(line)
+        try:
+            message = await _loads(line)
+        except UnicodeDecodeError:  # not UTF-8: read with replacement characters rather than lost
+            line = line.decode("utf-8", "replace").encode()
+            message = await _loads(line)
     except (ValueError, RecursionError) as exc:
         return Frame(line, None, len(line), f"{what} sent a line that is not JSON ({exc})")
     return Frame(line, message, len(line))
+
+
+async def _loads(line: bytes) -> Any:
+    if len(line) >= THREADED_PARSE:
+        return await asyncio.to_thread(json.loads, line)
+    return json.loads(line)
 
 
 class StreamChannel:

@@ -33,7 +33,7 @@ from typing import Any
 
 from contextfold.proxy import oversize as guard
 from contextfold.proxy import tools, wire
-from contextfold.proxy.channels import Channel, Frame
+from contextfold.proxy.channels import EDGE, Channel, Frame
 from contextfold.proxy.session import ProxySession
 
 log = logging.getLogger(__name__)
@@ -284,8 +284,16 @@ class Relay:
         return None
 
     async def _unreadable_from_upstream(self, frame: Frame) -> None:
-        if frame.raw is not None:
-            log.warning("contextfold proxy: dropped what %s", frame.problem)
+        if frame.raw is not None:  # not JSON (or nested too deep): an answer still gets one, at once
+            found, request_id = wire.find_id(frame.raw[:EDGE], frame.raw[-EDGE:])
+            unread = self.pending.pop(wire.key(request_id), None) if found else None
+            if unread is None:
+                log.warning("contextfold proxy: dropped what %s", frame.problem)
+                return
+            text = f"the upstream server's answer to {self._what(unread)} could not be read: {frame.problem}"
+            await self._to_client(wire.error(unread.id, wire.UPSTREAM_ERROR, text))
+            if unread.method == "tools/call":
+                self.session.record(str(unread.tool), unread.arguments, None, text)
             return
         found, request_id = wire.find_id(frame.head, frame.tail)
         request = self.pending.pop(wire.key(request_id), None) if found else None
