@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -191,5 +193,88 @@ async def test_an_upstream_without_tools_still_gets_the_added_ones(tmp_path):
         assert [tool["name"] for tool in listed] == ["read_output", "search_history"]
         missing = await call(client, "read_output", {"id": "out_nope"})
         assert missing["result"]["isError"] is True
+    finally:
+        assert await client.close() == 0
+
+
+async def test_answers_to_ids_not_pending_never_reach_the_client(tmp_path):
+    """Issue 26: a late answer (after the timeout), a second answer and an answer to a made-up id
+    went to the client raw, unguarded (a 1 MB late result whole). They are dropped."""
+    client = await start(tmp_path, *faulty(), options=("--timeout", "1"))
+    try:
+        late_id = client.next_id + 1
+        message = error_of(await call(client, "late", {"seconds": 2.5, "mb": 1}))
+        assert "did not answer tools/call late within 1 s" in message
+        answer = await call(client, "stray")
+        assert answer["result"]["content"][0]["text"] == "stray"
+        await asyncio.sleep(2.5)  # the late answer has come by now
+        pong = json.loads(await client.request("ping"))
+        assert pong["result"] == {}
+        strays = [json.loads(line) for line in client.notifications]
+        assert not [m for m in strays if "result" in m or "error" in m], [str(m)[:200] for m in strays]
+        assert late_id not in [m.get("id") for m in strays]
+    finally:
+        assert await client.close() == 0
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie awaiting its reaping counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def _sdk_close(process: asyncio.subprocess.Process) -> float:
+    """The MCP TypeScript SDK's StdioClientTransport.close(): stdin closed, 2 s, SIGTERM, 2 s, SIGKILL."""
+    started = time.monotonic()
+    assert process.stdin is not None
+    process.stdin.close()
+    for then in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            await asyncio.wait_for(process.wait(), 2)
+            break
+        except TimeoutError:
+            process.send_signal(then)
+    await process.wait()
+    return time.monotonic() - started
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("stubborn", [("--ignore-eof",), ("--ignore-eof", "--ignore-sigterm")])
+async def test_no_upstream_process_outlives_a_client_disconnect(tmp_path, stubborn):
+    """Issue 26: with the SDK's shutdown sequence the proxy waited 2.0 s after closing the upstream's
+    stdin, exactly the client's grace; the client's SIGTERM cut that wait short and the upstream
+    was left running for good (PPID 1). Now the upstream, and what it started, is gone with the proxy."""
+    pids = tmp_path / "pids"
+    client = await start(tmp_path, *faulty("--pid-file", str(pids), *stubborn))
+    try:
+        assert (await call(client, "echo", {"text": "hi"}))["result"]["content"][0]["text"] == "hi"
+        upstream, child = map(int, pids.read_text().split())
+        assert _alive(upstream) and _alive(child)
+    finally:
+        took = await _sdk_close(client.process)
+    deadline = time.monotonic() + 3
+    while (_alive(upstream) or _alive(child)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    left = [pid for pid in (upstream, child) if _alive(pid)]
+    for pid in left:  # not to leave them behind for the next tests
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"still running after the proxy ended ({took:.1f} s): {left}"
+    assert took < 4, took  # never down to the SIGKILL
+
+
+async def test_an_answer_that_cannot_be_parsed_is_answered_at_once(tmp_path):
+    """Issue 26: an answer in invalid UTF-8, or nested 5,000 deep, was dropped and the client waited
+    proxy_timeout_seconds. Invalid UTF-8 is read with replacement characters; the too-deep answer
+    becomes an error for its request, at once."""
+    client = await start(tmp_path, *faulty(), options=("--timeout", "60"))
+    try:
+        latin = await call(client, "unreadable", {"how": "utf8"}, timeout=10)
+        assert latin["result"]["content"][0]["text"] == "caf\ufffd cr\ufffdme"
+        message = error_of(await call(client, "unreadable", {"how": "deep"}, timeout=10))
+        assert "answer to tools/call unreadable could not be read" in message and "not JSON" in message
+        assert (await call(client, "echo", {"text": "ok"}))["result"]["content"][0]["text"] == "ok"
     finally:
         assert await client.close() == 0

@@ -270,3 +270,48 @@ def test_the_id_of_a_message_too_large_to_parse_is_found_at_either_end(head, tai
     from contextfold.proxy.wire import find_id
 
     assert find_id(head, tail) == expected
+
+
+class _Counted(int):
+    """A block index that counts how often it is compared for equality (a membership test on a list
+    of paths compares it with every path before it; a set, about once)."""
+
+    comparisons = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.comparisons += 1
+        return int.__eq__(self, other)
+
+    __hash__ = int.__hash__
+
+
+def _comparisons_to_guard(blocks: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    real = guard.slots
+
+    def counted(result: dict[str, Any]) -> Any:
+        for path, holder, kind in real(result):
+            yield tuple(_Counted(k) if type(k) is int else k for k in path), holder, kind
+
+    monkeypatch.setattr(guard, "slots", counted)
+    result = text_result(*(f"block {i}\nsecond line\nthird line" for i in range(blocks)))  # small, over max_lines
+    _Counted.comparisons = 0
+    planned = plan(result, LIMITS, COUNT)
+    assert planned is not None and len(planned.combine) == blocks
+    out = guard.apply(result, planned, stored_for(planned), count=COUNT)
+    assert len(out["content"]) == 1 and len(result["content"]) == blocks
+    return _Counted.comparisons
+
+
+def test_guarding_many_small_blocks_is_linear_in_blocks(monkeypatch):
+    """Issue 26: a membership test on a list of paths made 10k blocks take 0.87 s, 40k 10.7 s,
+    200k never. Counted, not timed: the path comparisons grow with the blocks, not their square."""
+    small, large = (_comparisons_to_guard(n, monkeypatch) for n in (1_000, 2_000))
+    assert large <= 4 * 2_000, (small, large)
+    assert large <= 2.2 * small + 10, (small, large)
+
+
+def test_a_result_over_the_block_bound_is_refused_naming_the_bound():
+    result = {"content": [{"type": "text", "text": "x"}] * (guard.MAX_BLOCKS + 1)}
+    with pytest.raises(guard.TooManyBlocks, match=f"{guard.MAX_BLOCKS:,}.*MAX_BLOCKS"):
+        plan(result, LIMITS, COUNT)
+    assert plan({"content": [{"type": "text", "text": "x"}] * 1_000}, LIMITS, COUNT) is None

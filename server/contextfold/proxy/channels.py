@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -127,13 +128,20 @@ class LineFramer:
 
 async def _parse(line: bytes, what: str) -> Frame:
     try:
-        if len(line) >= THREADED_PARSE:
-            message = await asyncio.to_thread(json.loads, line)
-        else:
-            message = json.loads(line)
+        try:
+            message = await _loads(line)
+        except UnicodeDecodeError:  # not UTF-8: read with replacement characters rather than lost
+            line = line.decode("utf-8", "replace").encode()
+            message = await _loads(line)
     except (ValueError, RecursionError) as exc:
         return Frame(line, None, len(line), f"{what} sent a line that is not JSON ({exc})")
     return Frame(line, message, len(line))
+
+
+async def _loads(line: bytes) -> Any:
+    if len(line) >= THREADED_PARSE:
+        return await asyncio.to_thread(json.loads, line)
+    return json.loads(line)
 
 
 class StreamChannel:
@@ -212,6 +220,22 @@ class _ThreadWriter:
 
 
 STDERR_LINES = 20
+STOP_GRACE = 0.5
+"""Seconds an upstream gets to exit once its stdin is closed, before SIGTERM. Well under the 2 s an
+MCP client (the TypeScript SDK) gives the proxy itself before it sends SIGTERM, then SIGKILL: the
+proxy must have stopped its upstream by then, whatever the upstream does with EOF."""
+KILL_GRACE = 0.5
+"""Seconds an upstream gets to exit after SIGTERM, before SIGKILL."""
+
+_RUNNING: set[ProcessChannel] = set()
+"""The upstream processes started and not yet stopped, for `terminate_upstreams`."""
+
+
+def terminate_upstreams() -> None:
+    """At once, from a signal handler: SIGTERM to every running upstream's process group (SIGKILL
+    when it was already sent), so none outlives the proxy even if its cleanup is cut short."""
+    for channel in list(_RUNNING):
+        channel.signal_group(signal.SIGKILL if channel.terminated else signal.SIGTERM)
 
 
 class ProcessChannel(StreamChannel):
@@ -227,7 +251,9 @@ class ProcessChannel(StreamChannel):
         self.process = process
         self.command = command
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self.terminated = False
         self._stderr_task = asyncio.create_task(self._relay_stderr())
+        _RUNNING.add(self)
 
     @classmethod
     async def start(
@@ -242,6 +268,8 @@ class ProcessChannel(StreamChannel):
             env=env,
             cwd=cwd,
             limit=BLOCK,
+            # Its own process group: what it starts (npx → node, a shell → its server) is stopped with it.
+            process_group=0 if os.name == "posix" else None,
         )
         return cls(process, max_bytes, " ".join(argv))
 
@@ -285,21 +313,56 @@ class ProcessChannel(StreamChannel):
         except (TimeoutError, asyncio.CancelledError):
             pass
 
-    async def aclose(self) -> None:
-        """Close its stdin (the stdio way to ask a server to stop), then terminate, then kill."""
-        await super().aclose()
+    def signal_group(self, signum: int) -> None:
+        """Send `signum` to the upstream's process group (to the process alone where there is none)."""
+        if signum != signal.SIGKILL:
+            self.terminated = True
+        killpg = getattr(os, "killpg", None)
+        if killpg is not None:
+            try:
+                killpg(self.process.pid, signum)
+                return
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.process.returncode is None:
             try:
-                await asyncio.wait_for(self.process.wait(), 2.0)
-            except TimeoutError:
-                for stop in (self.process.terminate, self.process.kill):
-                    try:
-                        stop()
-                    except ProcessLookupError:
-                        break
-                    try:
-                        await asyncio.wait_for(self.process.wait(), 2.0)
-                        break
-                    except TimeoutError:
-                        continue
-        self._stderr_task.cancel()
+                self.process.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    async def _exited(self, timeout: float) -> bool:
+        if self.process.returncode is not None:
+            return True
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def aclose(self) -> None:
+        """Close its stdin (the stdio way to ask a server to stop), then terminate, then kill: within
+        `STOP_GRACE` + `KILL_GRACE`, or at once after `terminate_upstreams`. Whatever is left of its
+        process group is killed, and it is reaped."""
+        await super().aclose()
+        try:
+            if not await self._exited(0 if self.terminated else STOP_GRACE):
+                if not self.terminated:
+                    self.signal_group(signal.SIGTERM)
+                if not await self._exited(KILL_GRACE):
+                    self.signal_group(signal.SIGKILL)
+                    await self._exited(KILL_GRACE)
+        except BaseException:  # cancelled mid-way: no more waiting, but nothing left running
+            self.signal_group(signal.SIGKILL)
+            raise
+        finally:
+            self._kill_leftovers()
+            _RUNNING.discard(self)
+            self._stderr_task.cancel()
+
+    def _kill_leftovers(self) -> None:
+        killpg = getattr(os, "killpg", None)
+        if killpg is not None:
+            try:
+                killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

@@ -45,6 +45,13 @@ MIN_PIECE_TOKENS = 200
 """A preview never gets less than this, however many pieces share the budget."""
 COMBINED = ("content", "*")
 """The path of the piece that stands for all of a result's small text blocks at once."""
+MAX_BLOCKS = 100_000
+"""A result with more content blocks (or resource contents, or prompt messages) than this is not
+guarded but refused (`TooManyBlocks`): planning is linear in blocks, and this bounds it."""
+
+
+class TooManyBlocks(ValueError):
+    """A result over `MAX_BLOCKS`: the proxy answers the request with an error naming the bound."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +207,11 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
     """What to store of `result`, or None when it goes to the client unchanged."""
     pieces: list[Piece] = []
     texts: list[tuple[Path, str]] = []
+    blocks = _block_count(result)
+    if blocks > MAX_BLOCKS:
+        raise TooManyBlocks(
+            f"the result has {blocks:,} content blocks, over the proxy's bound of {MAX_BLOCKS:,} (MAX_BLOCKS)"
+        )
     for path, holder, kind in slots(result):
         if kind == "text":
             texts.append((path, holder["text"]))
@@ -218,7 +230,8 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
         if _over(_measure([(("structuredContent",), text)], count, limits)[0][2], limits):
             budget = limits.preview_tokens
             mirrors = [path for path, text in texts if len(path) == 2 and _mirrors(text, structured)]
-            texts = [(path, text) for path, text in texts if path not in mirrors]
+            mirrored = set(mirrors)
+            texts = [(path, text) for path, text in texts if path not in mirrored]
             by_text = {text: path for path, text in texts if len(text) >= SUBSTITUTE_CHARS}
             substitutes = {value: by_text[value] for value in _strings(structured) if value in by_text}
             if substitutes:  # those strings are stored as their text blocks: this stores the rest
@@ -250,11 +263,16 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
         )
         pieces += [Piece(path, "text", readable(text), *share) for path, text, _ in chosen]
         if combine:
-            joined = "\n".join(text for path, text, _ in measured if path in combine)
+            combined = set(combine)
+            joined = "\n".join(text for path, text, _ in measured if path in combined)
             pieces.append(Piece(COMBINED, "text", readable(joined), *share))
     if not pieces and budget is None:
         return None
     return Plan(pieces, combine, mirrors, substitutes, budget)
+
+
+def _block_count(result: dict[str, Any]) -> int:
+    return sum(len(v) for v in (result.get(k) for k in ("content", "contents", "messages")) if isinstance(v, list))
 
 
 SUBSTITUTE_CHARS = 200
@@ -334,10 +352,13 @@ def _choose(
         (t for t in texts if t[0] not in forced), key=lambda t: (t[2].tokens, t[2].bytes, t[2].lines), reverse=True
     )
     kept = sum((s for _, _, s in rest), _ZERO) + sum((_preview_size(s, limits) for _, _, s in chosen), _ZERO)
-    while rest and _over(kept, limits) and _shrinks(rest[0][2], limits):
-        path, text, size = rest.pop(0)
+    taken = 0
+    while taken < len(rest) and _over(kept, limits) and _shrinks(rest[taken][2], limits):
+        path, text, size = rest[taken]
+        taken += 1
         chosen.append((path, text, size))
         kept = kept - size + _preview_size(size, limits)
+    rest = rest[taken:]
     if not _over(kept, limits):
         return chosen, []
     plain = [path for path, _, _ in rest if len(path) == 2 and path[0] == "content"]
@@ -444,16 +465,23 @@ def _copy_path_parents(result: dict[str, Any], planned: Plan) -> dict[str, Any]:
     out = dict(result)
     paths = [p.path for p in planned.pieces if p.path != COMBINED and p.kind != "structured"]
     paths += planned.combine + planned.mirrors
+    copied: set[int] = set()  # each container once (not once per path through it: 40k blocks)
+
+    def fresh(parent: Any, key: Any) -> Any:
+        child = parent[key]
+        if id(child) in copied:
+            return child
+        copy = list(child) if isinstance(child, list) else dict(child)
+        copied.add(id(copy))
+        parent[key] = copy
+        return copy
+
     for path in paths:
         node: Any = out
-        for key in path[:-1] if len(path) > 1 else ():
-            child = node[key]
-            copy = list(child) if isinstance(child, list) else dict(child)
-            node[key] = copy
-            node = copy
+        for key in path[:-1]:
+            node = fresh(node, key)
         if len(path) >= 2:
-            last = node[path[-1]]
-            node[path[-1]] = list(last) if isinstance(last, list) else dict(last)
+            fresh(node, path[-1])
     if planned.combine:
         out["content"] = list(out["content"])
     return out
@@ -488,10 +516,10 @@ def _replace_binary(out: dict[str, Any], piece: Piece, outcome: Stored) -> None:
 def _combine(out: dict[str, Any], paths: list[Path], shown: str) -> None:
     """The text blocks at `paths` (all `("content", i)`) become one, where the first was."""
     indexes = sorted(p[1] for p in paths)
+    first, dropped = indexes[0], set(indexes[1:])
     content = out["content"]
-    content[indexes[0]] = {"type": "text", "text": shown}
-    for i in reversed(indexes[1:]):
-        del content[i]
+    content[first] = {"type": "text", "text": shown}
+    content[:] = [block for i, block in enumerate(content) if i not in dropped]
 
 
 # -- shortening structured content ---------------------------------------------------------------------

@@ -15,6 +15,8 @@ It changes only these:
   the client gets previews with the `read_output` hint; when not, the bytes go on untouched;
 - `initialize` and `server/discover` answers gain a `tools` capability if the upstream has none
   (the added tools are then listed here);
+- answers to ids no pending request has (after a timeout, a second answer, a made-up id) are
+  dropped and logged, never passed on unguarded;
 - failures become clear JSON-RPC errors for the request they concern: an upstream that exits
   or stops answering (`proxy_timeout_seconds`), an answer over `max_message_bytes`, a malformed
   answer. The relay keeps running: the added tools keep working, and other requests get an
@@ -31,7 +33,7 @@ from typing import Any
 
 from contextfold.proxy import oversize as guard
 from contextfold.proxy import tools, wire
-from contextfold.proxy.channels import Channel, Frame
+from contextfold.proxy.channels import EDGE, Channel, Frame
 from contextfold.proxy.session import ProxySession
 
 log = logging.getLogger(__name__)
@@ -251,8 +253,12 @@ class Relay:
                     own.set_result(message)
                 return
             request = self.pending.pop(wire.key(message["id"]), None)
-            if request is None:
-                await self._to_client(frame.raw or b"")
+            if request is None:  # late (timed out), a second answer, or never asked: nothing guards it
+                log.warning(
+                    "contextfold proxy: dropped an answer from the upstream server to id %.100r, which no "
+                    "pending request has (answered already, timed out, or never asked)",
+                    message["id"],
+                )
             elif not request.cancelled:
                 await self._answer(frame, message, request)
             return
@@ -278,8 +284,16 @@ class Relay:
         return None
 
     async def _unreadable_from_upstream(self, frame: Frame) -> None:
-        if frame.raw is not None:
-            log.warning("contextfold proxy: dropped what %s", frame.problem)
+        if frame.raw is not None:  # not JSON (or nested too deep): an answer still gets one, at once
+            found, request_id = wire.find_id(frame.raw[:EDGE], frame.raw[-EDGE:])
+            unread = self.pending.pop(wire.key(request_id), None) if found else None
+            if unread is None:
+                log.warning("contextfold proxy: dropped what %s", frame.problem)
+                return
+            text = f"the upstream server's answer to {self._what(unread)} could not be read: {frame.problem}"
+            await self._to_client(wire.error(unread.id, wire.UPSTREAM_ERROR, text))
+            if unread.method == "tools/call":
+                self.session.record(str(unread.tool), unread.arguments, None, text)
             return
         found, request_id = wire.find_id(frame.head, frame.tail)
         request = self.pending.pop(wire.key(request_id), None) if found else None
@@ -375,6 +389,12 @@ class Relay:
             guarded = guard.apply(
                 result, planned, stored, count=counter.count, output_schema=schema, validate=_fits_schema
             )
+        except guard.TooManyBlocks as exc:
+            text = f"contextfold proxy did not pass on the answer to {self._what(request)}: {exc}; ask for less"
+            await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
+            if request.method == "tools/call":
+                self.session.record(str(request.tool), request.arguments, None, text)
+            return
         except Exception:
             log.exception("contextfold proxy: could not guard the answer to %s", self._what(request))
             text = f"contextfold proxy could not process the answer to {self._what(request)}; see its log"

@@ -64,15 +64,20 @@ async def _stdio(settings: Settings, spec: Any) -> int:
     import asyncio
     import signal
 
-    from contextfold.proxy.channels import stdio_channel
+    from contextfold.proxy.channels import stdio_channel, terminate_upstreams
     from contextfold.proxy.run import run_proxy
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
+
+        def stop() -> None:  # the upstream first: the client may SIGKILL the proxy next
+            terminate_upstreams()
+            task.cancel()
+
         for signum in (signal.SIGTERM, signal.SIGHUP):
             try:
-                loop.add_signal_handler(signum, task.cancel)
+                loop.add_signal_handler(signum, stop)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
     client = await stdio_channel(settings.max_request_bytes)
