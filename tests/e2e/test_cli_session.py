@@ -317,6 +317,36 @@ def test_prune_and_its_dry_run(tmp_path: Path):
     assert again.returncode == 0 and again.stdout.startswith("not pruned: ")
 
 
+def test_prune_takes_the_minimum_the_tool_takes(tmp_path: Path):
+    # --clear-at-least: the CLI can apply the prune the MCP tool allows (issue 26, item 22).
+    populate(tmp_path)
+    freeable = json.loads(run(tmp_path, "prune", SESSION, "--dry-run", "--keep-tool-uses", "0", "--json").stdout)
+    assert freeable["tokens_freed"] > 0
+    refused = run(
+        tmp_path,
+        "prune",
+        SESSION,
+        "--keep-tool-uses",
+        "0",
+        "--clear-at-least",
+        str(freeable["tokens_freed"] + 1),
+        "--json",
+    )
+    assert refused.returncode == 0 and not json.loads(refused.stdout)["applied"], refused.stderr
+    applied = run(
+        tmp_path, "prune", SESSION, "--keep-tool-uses", "0", "--clear-at-least", str(freeable["tokens_freed"]), "--json"
+    )
+    assert applied.returncode == 0 and json.loads(applied.stdout)["applied"], applied.stderr
+
+
+def test_count_of_a_file_it_cannot_read_says_which_in_one_line(tmp_path: Path):
+    for path in (tmp_path / "missing.txt", tmp_path):
+        out = run(tmp_path / "home", "count", str(path))
+        assert out.returncode == 2
+        assert out.stderr.strip().count("\n") == 0 and f"{path}: cannot read it" in out.stderr, out.stderr
+        assert "Errno" not in out.stderr
+
+
 # -- watch ---------------------------------------------------------------------------------------------
 
 

@@ -260,6 +260,12 @@ def _add_session_commands(sub: Any) -> None:
     prune.add_argument(
         "--keep-tool-uses", type=int, metavar="N", help="clear every tool result but the newest N tool uses"
     )
+    prune.add_argument(
+        "--clear-at-least",
+        type=int,
+        metavar="TOKENS",
+        help="prune only if it frees at least this many tokens (the minimum the tool also takes)",
+    )
     prune.add_argument("--json", action="store_true", help="print JSON")
     prune.set_defaults(handler="commands.changing:prune")
 

@@ -67,7 +67,12 @@ async def delete(args: argparse.Namespace, settings: Settings) -> int:
 
 async def prune(args: argparse.Namespace, settings: Settings) -> int:
     async with await open_session(settings, args.session) as service:
-        result = await service.prune(args.session, dry_run=args.dry_run, keep_tool_uses=args.keep_tool_uses)
+        result = await service.prune(
+            args.session,
+            dry_run=args.dry_run,
+            keep_tool_uses=args.keep_tool_uses,
+            clear_at_least=args.clear_at_least,
+        )
     if args.json:
         print_json(result.model_dump())
     else:

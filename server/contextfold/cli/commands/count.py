@@ -13,6 +13,7 @@ from pathlib import Path
 
 from contextfold.cli.commands._output import print_json
 from contextfold.config import Settings
+from contextfold.errors import UsageError
 from contextfold.tokens.counting import count_text
 
 
@@ -20,7 +21,12 @@ def count(args: argparse.Namespace, settings: Settings) -> int:
     if args.file in (None, "-"):
         text = sys.stdin.read()
     else:
-        text = Path(args.file).read_text("utf-8", errors="surrogateescape")
+        try:
+            text = Path(args.file).read_text("utf-8", errors="surrogateescape")
+        except OSError as exc:
+            raise UsageError(
+                f"{args.file}: cannot read it ({exc.strerror or exc}); give a readable file, or - for stdin"
+            ) from None
     result = count_text(text, args.model, settings)
     if args.json:
         print_json(result.model_dump())
