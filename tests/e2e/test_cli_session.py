@@ -396,6 +396,24 @@ def test_watch_prints_a_line_per_change_until_ctrl_c(tmp_path: Path):
         process.wait()
 
 
+def test_watch_ends_on_ctrl_c_even_started_with_sigint_ignored(tmp_path: Path):
+    # As a shell starts a background job (issue 26, item 22): SIGINT ignored before exec.
+    populate(tmp_path)
+    process = _watch(
+        tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        _lines(process).get(timeout=WAIT)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=WAIT) == 0
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_watch_ends_when_the_session_is_deleted(tmp_path: Path):
     populate(tmp_path)
     process = _watch(tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

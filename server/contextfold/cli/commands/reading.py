@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -131,6 +132,9 @@ def watch(args: argparse.Namespace, settings: Settings) -> int:
         async with await read_session(settings, args.session) as service:
             return await service.status(args.session)
 
+    # A shell starts a background job with SIGINT ignored, and Python then keeps it ignored: watch
+    # runs until Ctrl-C, so it takes the signal back.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     status = asyncio.run(poll())  # a missing session is an error before anything is shown
     try:
         if sys.stdout.isatty():
