@@ -32,3 +32,6 @@ TOKENS_ENV = "CONTEXTFOLD_TOKENS"
 
 OverflowState = Literal["ok", "soft", "hard", "overflow"]
 """Where a session stands against its budget (`policy.overflow` assesses it); a status line shows it."""
+
+LOCAL_OWNER = ""
+"""The tenant of callers on this machine (stdio, the CLI, the hooks, a library user)."""

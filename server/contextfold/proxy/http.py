@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from contextfold.errors import UsageError
+from contextfold.names import LOCAL_OWNER
 from contextfold.proxy import wire
 from contextfold.proxy.channels import Frame
 from contextfold.proxy.run import run_proxy
@@ -129,7 +130,7 @@ def _sessions(settings: Settings, spec: Any, security: Any) -> Any:
                         idle_scope = http_transport.idle_scope or anyio.CancelScope()
                         with idle_scope:
                             client = SdkChannel(read_stream, write_stream, upstream=False)
-                            await run_proxy(client, spec, settings, service=self.service)
+                            await run_proxy(client, spec, settings, owner=LOCAL_OWNER, service=self.service)
                     except Exception:
                         log.exception("contextfold proxy: session %s failed", session_id)
                     finally:
@@ -191,7 +192,7 @@ class _Sessionless:
             if self._channel is None:
                 self._channel = _Multiplex()
                 self._task = asyncio.create_task(
-                    run_proxy(self._channel, self.spec, self.settings, service=self.service)
+                    run_proxy(self._channel, self.spec, self.settings, owner=LOCAL_OWNER, service=self.service)
                 )
             return self._channel
 

@@ -23,7 +23,7 @@ async def run_proxy(
     spec: UpstreamSpec | list[UpstreamSpec],
     settings: Settings,
     *,
-    owner: str = "",
+    owner: str,
     service: ContextService | None = None,
 ) -> None:
     """Relay one client connection to the upstream (or upstreams) until the client leaves."""

@@ -429,7 +429,7 @@ async def run_multi(
     specs: list[UpstreamSpec],
     settings: Settings,
     *,
-    owner: str = "",
+    owner: str,
     service: ContextService | None = None,
 ) -> None:
     names = ", ".join(spec.name or "" for spec in specs)

@@ -42,9 +42,7 @@ FLUSH_SECONDS = 5.0
 
 
 class ProxySession:
-    def __init__(
-        self, settings: Settings, *, title: str, owner: str = "", service: ContextService | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, *, title: str, owner: str, service: ContextService | None = None) -> None:
         """`service`: one already open (the HTTP server shares one); else the session opens its own."""
         self.settings = settings
         self._given = service

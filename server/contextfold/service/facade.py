@@ -28,6 +28,7 @@ from contextfold.config import Settings, load_settings
 from contextfold.domain import Message
 from contextfold.errors import USER_ERRORS, CompactionFailed, ContextfoldError, InvalidInput, LimitExceeded
 from contextfold.formats.base import WireMessage
+from contextfold.names import LOCAL_OWNER
 from contextfold.results import (
     GcResult,
     ImportResult,
@@ -55,9 +56,6 @@ from contextfold.tokens.counting import (
     count_system,
     count_text,
 )
-
-LOCAL_OWNER = ""
-"""The tenant of callers on this machine (stdio, the CLI, a library user)."""
 
 
 class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History):

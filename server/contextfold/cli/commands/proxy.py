@@ -64,6 +64,7 @@ async def _stdio(settings: Settings, spec: Any) -> int:
     import asyncio
     import signal
 
+    from contextfold.names import LOCAL_OWNER
     from contextfold.proxy.channels import stdio_channel, terminate_upstreams
     from contextfold.proxy.run import run_proxy
 
@@ -82,7 +83,7 @@ async def _stdio(settings: Settings, spec: Any) -> int:
                 pass
     client = await stdio_channel(settings.max_request_bytes)
     try:
-        await run_proxy(client, spec, settings)
+        await run_proxy(client, spec, settings, owner=LOCAL_OWNER)  # stdio: the local user
     except asyncio.CancelledError:
         pass
     return 0
