@@ -91,35 +91,48 @@ class LargeStrings:
         ):
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        chunks = await read_body(receive)
+        if chunks is None:  # the client went away
+            return
         body, tokens = await anyio.to_thread.run_sync(_rewrite, chunks)
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                message: dict[str, Any] = await receive()  # a disconnect, for a response stream
-                return message
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
         headers.append((b"content-length", str(len(body)).encode()))
         try:
-            await self.app({**scope, "headers": headers}, replay, send)
+            await self.app({**scope, "headers": headers}, replaying(body, receive), send)
         finally:
             for token in tokens:
                 _strings.pop(token, None)
 
     async def _allowed(self, scope: dict[str, Any]) -> bool:
         return await bearer_allowed(scope, self.verify)
+
+
+async def read_body(receive: Any) -> list[bytes] | None:
+    """A request body's chunks, read whole; None when the client went away first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks
+
+
+def replaying(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A `receive` that hands the app `body` whole, then passes on what the client sends next
+    (a disconnect, for a response stream)."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            message: dict[str, Any] = await receive()
+            return message
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 async def bearer_allowed(scope: dict[str, Any], verify: Callable[[str], Awaitable[object | None]] | None) -> bool:

@@ -24,7 +24,7 @@ from mcp.server import MCPServer
 from mcp.shared.message import SessionMessage
 from mcp.types import ErrorData, JSONRPCError
 
-from contextfold.mcpserver.bigstrings import MIN_BODY, bearer_allowed, content_length
+from contextfold.mcpserver.bigstrings import MIN_BODY, bearer_allowed, content_length, read_body, replaying
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -138,24 +138,9 @@ class RepairSurrogates:
         if length is None or length > self.limit or (large and not await bearer_allowed(scope, self.verify)):
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        chunks = await read_body(receive)
+        if chunks is None:  # the client went away
+            return
         body = b"".join(chunks)
         body = await anyio.to_thread.run_sync(repair, body) if large else repair(body)
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                message: dict[str, Any] = await receive()  # a disconnect, for a response stream
-                return message
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
