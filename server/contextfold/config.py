@@ -49,6 +49,12 @@ class Settings(BaseModel):
     database_pool_size: int = Field(
         10, ge=1, description="PostgreSQL: connections each server process keeps at most for sessions."
     )
+    database_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="PostgreSQL: how long a request waits for a free connection (after 1 s it checks that the "
+        "database answers at all, and fails at once when it does not).",
+    )
 
     # -- models and counting ---------------------------------------------------------------------
     default_model: str = Field("default", description="Model of sessions opened without one.")
@@ -269,6 +275,7 @@ PATH_SETTINGS = frozenset({"home", "database", "spill_dir", "spill_url"})
 PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
     {
         "database_pool_size",
+        "database_timeout_seconds",
         "max_request_bytes",
         "max_database_bytes",
         "max_count_bytes",

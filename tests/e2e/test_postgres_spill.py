@@ -226,4 +226,4 @@ def test_serve_refuses_to_start_on_an_unreachable_database_in_one_line(tmp_path:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("contextfold: error: the PostgreSQL database at postgresql://team:***@127.0.0.1:1/")
-    assert "cannot be reached" in lines[0] and "hunter2" not in done.stderr
+    assert "is unreachable (Connection refused)" in lines[0] and "hunter2" not in done.stderr

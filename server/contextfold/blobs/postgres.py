@@ -22,14 +22,15 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from contextfold.blobs import lineindex
 from contextfold.blobs.base import BlobInfo, RangeReads, StoredBlob, WindowedReader, byte_chunks, check_digest, missing
-from contextfold.store.postgres import connect_kwargs, connection_lost
+from contextfold.store.postgres import FIRST_WAIT_SECONDS, check_reachable, connect_kwargs, connection_lost
 
 __all__ = ["CHUNK_BYTES", "PostgresBlobs"]
 
@@ -62,9 +63,26 @@ class PostgresBlobs(RangeReads):
             check=_check,
         )
         self._pool.open(wait=True, timeout=timeout)
+        self._url = url
+        self._timeout = timeout
 
     def close(self) -> None:
         self._pool.close()
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection, failing within about a second when the database refuses
+        connections (see `PostgresStore._connection`)."""
+        try:
+            conn = self._pool.getconn(timeout=min(FIRST_WAIT_SECONDS, self._timeout))
+        except PoolTimeout:
+            check_reachable(self._url, self._timeout)  # raises when it is unreachable
+            conn = self._pool.getconn(timeout=max(FIRST_WAIT_SECONDS, self._timeout - FIRST_WAIT_SECONDS))
+        try:
+            with conn:  # commits, or rolls back on an error, as the pool's own does
+                yield conn
+        finally:
+            self._pool.putconn(conn)
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -82,7 +100,7 @@ class PostgresBlobs(RangeReads):
             chunks = _rechunk(byte_chunks(content))
             fed = False
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 next_id = conn.execute("SELECT nextval('blob_ids')").fetchone()
                 assert next_id is not None  # nextval always returns its one row
                 blob_id = next_id[0]
@@ -115,7 +133,7 @@ class PostgresBlobs(RangeReads):
     def _reuse(self, intake: lineindex.Intake) -> StoredBlob | None:
         """The stored copy of this content, counted as put now; None when there is none."""
         digest = intake.digest()
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             row = conn.execute(
                 "UPDATE blobs SET modified = %s WHERE digest = %s AND size = %s RETURNING blob_id",
                 (time.time(), digest, intake.size),
@@ -128,7 +146,7 @@ class PostgresBlobs(RangeReads):
     def write_index(self, digest: str, data: bytes) -> None:
         digest = check_digest(digest)
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 conn.execute("UPDATE blobs SET line_index = %s WHERE digest = %s", (data, digest))
         except psycopg.OperationalError:
             pass  # an index is a cache: the next read rebuilds it
@@ -140,14 +158,14 @@ class PostgresBlobs(RangeReads):
 
     def stat(self, digest: str) -> BlobInfo:
         digest = check_digest(digest)
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             row = conn.execute("SELECT size, modified, blob_id FROM blobs WHERE digest = %s", (digest,)).fetchone()
         if row is None:
             raise missing(digest)
         return BlobInfo(digest, row[0], row[1], row[2])
 
     def _chunk_size(self, digest: str) -> int:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             row = conn.execute("SELECT chunk_size FROM blobs WHERE digest = %s", (digest,)).fetchone()
         if row is None:
             raise missing(digest)
@@ -155,7 +173,7 @@ class PostgresBlobs(RangeReads):
 
     def read_index(self, digest: str) -> bytes | None:
         digest = check_digest(digest)
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             row = conn.execute(
                 "SELECT line_index FROM blobs WHERE digest = %s AND octet_length(line_index) <= %s",
                 (digest, lineindex.MAX_INDEX_BYTES),
@@ -163,13 +181,13 @@ class PostgresBlobs(RangeReads):
         return bytes(row[0]) if row and row[0] is not None else None
 
     def list(self) -> Iterator[BlobInfo]:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             rows = conn.execute("SELECT digest, size, modified, blob_id FROM blobs").fetchall()
         for digest, size, modified, blob_id in rows:
             yield BlobInfo(digest, size, modified, blob_id)
 
     def _chunks(self, blob_id: int, first: int, count: int) -> builtins.list[bytes]:  # `list` is a method here
-        with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+        with self._connection() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(
                 "SELECT data FROM blob_chunks WHERE blob_id = %s AND n >= %s AND n < %s ORDER BY n",
                 (blob_id, first, first + count),
@@ -180,7 +198,7 @@ class PostgresBlobs(RangeReads):
 
     def delete(self, digest: str) -> None:
         digest = check_digest(digest)
-        with self._pool.connection() as conn, conn.transaction():
+        with self._connection() as conn, conn.transaction():
             row = conn.execute("DELETE FROM blobs WHERE digest = %s RETURNING blob_id", (digest,)).fetchone()
             if row is not None:
                 conn.execute("DELETE FROM blob_chunks WHERE blob_id = %s", (row[0],))

@@ -221,10 +221,12 @@ def build_server(
         raise SettingsError(f"no tool named {', '.join(unknown)}; contextfold's tools are {', '.join(TOOLS)}")
     instructions = INSTRUCTIONS if tools is None else AGENT_INSTRUCTIONS
     mcp = _CompactSchemas("contextfold", version=__version__, instructions=instructions, lifespan=lifespan, **auth)
-    private = {str(settings.home), str(settings.database_path), str(settings.spill_path)}
+    private = dict.fromkeys((str(settings.home), str(settings.database_path), str(settings.spill_path)), _DATA_HOME)
     if settings.database_url:  # a remote tenant learns neither the database's address nor its password
-        private |= {settings.database_url, settings.database_name}
-    mcp.private_paths = tuple(sorted(private, key=len, reverse=True))
+        for name in (settings.database_url, settings.database_name):
+            private[f"the PostgreSQL database at {name}"] = _DATABASE
+            private[name] = _DATABASE
+    mcp.private_names = tuple(sorted(private.items(), key=lambda item: len(item[0]), reverse=True))
 
     @mcp.tool(title="Count tokens", annotations=_annotations(read_only=True, idempotent=True))
     async def count_tokens(
@@ -558,8 +560,9 @@ class _CompactSchemas(MCPServer):
     error answered to a remote tenant names "the server's data home" rather than its paths.
     """
 
-    private_paths: tuple[str, ...] = ()
-    """The server's own paths (data home, database, spill store), longest first."""
+    private_names: tuple[tuple[str, str], ...] = ()
+    """The server's own paths and database address, each with what a remote tenant reads instead,
+    longest first."""
 
     def tool(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
         """The SDK's decorator, registering the tool to answer once (`_answered_once`)."""
@@ -595,8 +598,8 @@ class _CompactSchemas(MCPServer):
             raise
 
     def _redacted(self, message: str) -> str:
-        for path in self.private_paths:
-            message = message.replace(path, "the server's data home")
+        for name, instead in self.private_names:
+            message = message.replace(name, instead)
         return message
 
     async def list_tools(self) -> list[Tool]:
@@ -612,6 +615,8 @@ class _CompactSchemas(MCPServer):
 
 
 _MAX_PROBLEMS = 5
+_DATA_HOME = "the server's data home"
+_DATABASE = "the server's database"
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:

@@ -45,7 +45,9 @@ async def open_postgres(settings: Settings) -> tuple[Any, Any]:
     url = settings.database_url
     assert url is not None
     try:
-        store = await PostgresStore.open(url, pool_size=settings.database_pool_size)
+        store = await PostgresStore.open(
+            url, pool_size=settings.database_pool_size, timeout=settings.database_timeout_seconds
+        )
     except Exception as exc:
         raise opening_problem(exc, url) from exc
     files: BlobStore
@@ -60,7 +62,9 @@ async def open_postgres(settings: Settings) -> tuple[Any, Any]:
                     f"could not open the spill store at {settings.spill_url}: {first_line(exc)}"
                 ) from exc
         else:
-            files = await asyncio.to_thread(PostgresBlobs, url, pool_size=settings.database_pool_size)
+            files = await asyncio.to_thread(
+                PostgresBlobs, url, pool_size=settings.database_pool_size, timeout=settings.database_timeout_seconds
+            )
     except BaseException as exc:
         await store.close()
         if isinstance(exc, StorageError):

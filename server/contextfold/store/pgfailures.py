@@ -59,10 +59,16 @@ def postgres_problem(exc: BaseException, url: str, then: str = "retry") -> Stora
         return StoreUnavailable(f"{where} is out of memory ({reason}); {then}")
     if isinstance(exc, psycopg.OperationalError) or state in _ADMIN_SHUTDOWN:
         return StoreUnavailable(
-            f"{where} cannot be reached ({reason}); check that it is running and that the URL, user and "
-            f"password are right, then {then}"
+            f"{where} is unreachable ({_last_clause(reason)}); check that it is running and that the URL, user "
+            f"and password are right, then {then}"
         )
     return None
+
+
+def _last_clause(reason: str) -> str:
+    """libpq's "connection failed: connection to server at "10.0.0.5", port 5432 failed: Connection
+    refused" as "Connection refused": the address is in the URL the message names already."""
+    return reason.rsplit(" failed: ", 1)[-1].strip() or reason
 
 
 def first_line(exc: BaseException) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from contextfold.domain import Session
 from contextfold.store import pgschema
@@ -54,7 +54,15 @@ from contextfold.store.sql import (
     totals,
 )
 
-__all__ = ["PostgresStore", "PostgresTenant", "connect_kwargs", "is_postgres_url", "redact"]
+__all__ = [
+    "PostgresStore",
+    "PostgresTenant",
+    "check_reachable",
+    "check_reachable_async",
+    "connect_kwargs",
+    "is_postgres_url",
+    "redact",
+]
 
 _FLUSHED = (*UPDATABLE, "revision", "next_seq", "compaction_count", "compaction_tokens_freed")
 _FLUSH = session_update(_FLUSHED)
@@ -64,6 +72,13 @@ _SESSION_TABLES = ("sessions", "messages", "parts", "compactions", "outputs", "o
 _LOCK_SPILL = "SELECT pg_advisory_xact_lock(?)"
 
 _NUL = "\x00"
+
+FIRST_WAIT_SECONDS = 1.0
+"""How long a request waits for a pooled connection before asking whether the database answers at
+all: when it refuses connections, the request fails now instead of after `database_timeout_seconds`."""
+_PROBE_SECONDS = 10
+"""The longest a reachability probe waits to connect (a host that drops packets answers nothing)."""
+_TOO_MANY_CONNECTIONS = "53300"
 
 
 def is_postgres_url(value: object) -> bool:
@@ -75,6 +90,34 @@ def redact(url: str) -> str:
     from contextfold.config import redact_url
 
     return redact_url(url)
+
+
+def check_reachable(url: str, timeout: float) -> None:
+    """Raise the connection's `psycopg.OperationalError` when the database at `url` cannot be
+    reached (refused, unknown host, no answer, login refused); return when it answers, or when it
+    is only full (a pooled connection may still come free)."""
+    try:
+        conn = psycopg.connect(url, connect_timeout=_probe_timeout(timeout), **connect_kwargs())
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate != _TOO_MANY_CONNECTIONS:
+            raise
+        return
+    conn.close()
+
+
+async def check_reachable_async(url: str, timeout: float) -> None:
+    """`check_reachable` without blocking the event loop."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=_probe_timeout(timeout), **connect_kwargs())
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate != _TOO_MANY_CONNECTIONS:
+            raise
+        return
+    await conn.close()
+
+
+def _probe_timeout(timeout: float) -> int:
+    return max(1, int(min(timeout, _PROBE_SECONDS)))
 
 
 def connect_kwargs() -> dict[str, Any]:
@@ -233,9 +276,10 @@ class PostgresStore(SQLStore):
     _OUTPUT_TRANSACTION = _PgOutputTransaction
     _SESSION_TRANSACTION = _PgTransaction
 
-    def __init__(self, pool: AsyncConnectionPool[Any], url: str) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], url: str, timeout: float = 30.0) -> None:
         self._pool = pool
         self.url = url
+        self._timeout = timeout
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10, timeout: float = 30.0) -> PostgresStore:
@@ -254,7 +298,7 @@ class PostgresStore(SQLStore):
             check=_check,
         )
         await pool.open(wait=True, timeout=timeout)
-        return cls(pool, url)
+        return cls(pool, url, timeout)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -262,14 +306,29 @@ class PostgresStore(SQLStore):
     # -- connections and transactions ------------------------------------------------------------
 
     @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection, as `pool.connection()` lends one, but failing within about a second
+        when the database refuses connections: the pool alone would wait the whole timeout."""
+        try:
+            conn = await self._pool.getconn(timeout=min(FIRST_WAIT_SECONDS, self._timeout))
+        except PoolTimeout:
+            await check_reachable_async(self.url, self._timeout)  # raises when it is unreachable
+            conn = await self._pool.getconn(timeout=max(FIRST_WAIT_SECONDS, self._timeout - FIRST_WAIT_SECONDS))
+        try:
+            async with conn:  # commits, or rolls back on an error, as the pool's own does
+                yield conn
+        finally:
+            await self._pool.putconn(conn)
+
+    @asynccontextmanager
     async def _reading(self) -> AsyncIterator[Db]:
         # Autocommit: each statement is its own snapshot (those that must agree are one statement).
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             yield _PgDb(conn)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Db]:
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 yield _PgDb(conn)
 
