@@ -42,6 +42,8 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
         )
     if args.header and not args.url:
         raise UsageError("--header goes with --url")
+    if args.tokens_file and not args.http:
+        raise UsageError("--tokens-file goes with --http (over stdio the client is the user who started the proxy)")
     headers = _headers(args.header)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     if args.http:
