@@ -148,6 +148,12 @@ class Settings(BaseModel):
         ge=0,
         description="A request the upstream leaves unanswered this long fails (progress restarts it; 0 = never).",
     )
+    proxy_max_upstreams: int = Field(
+        16,
+        ge=1,
+        description="`proxy --http`: upstream servers running at once, for all clients; past it a request that "
+        "needs one more gets 503.",
+    )
 
     # -- compaction, recovery and the strategies without an LLM -----------------------------------
     recovery_attempts: int = Field(3, ge=1, description="Compactions overflow recovery tries before giving up.")
@@ -291,6 +297,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "proxy_preview_tokens",
         "proxy_max_binary_bytes",
         "proxy_timeout_seconds",
+        "proxy_max_upstreams",
     }
 )
 """Server-wide: where data lives and the limits that guard the whole process or data home (one

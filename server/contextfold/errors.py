@@ -173,6 +173,13 @@ class NotFoundError(StoreError, LookupError):
         self.key = key
 
 
+def output_not_found(output_id: str) -> NotFoundError:
+    """What reading an output id nobody has says: the same words for one that is another's to read."""
+    return NotFoundError(
+        "output", output_id, "it may have expired or been deleted; outputs are kept for a limited time"
+    )
+
+
 class ConflictError(StoreError):
     """The write conflicts with what is stored (e.g. a session id that already exists)."""
 

@@ -135,6 +135,11 @@ def _add_proxy_command(sub: Any) -> None:
     proxy.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     proxy.add_argument("--host", default="127.0.0.1", help="with --http: bind address (default 127.0.0.1)")
     proxy.add_argument("--port", type=int, default=8766, help="with --http: port (default 8766)")
+    proxy.add_argument(
+        "--tokens-file",
+        help="with --http: bearer tokens per tenant, as serve --http takes them (default <home>/tokens if it "
+        f"exists; also ${TOKENS_ENV})",
+    )
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS…]: the upstream server to run")
     proxy.set_defaults(handler="commands.proxy:proxy")
 

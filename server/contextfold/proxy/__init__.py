@@ -7,6 +7,8 @@
 - `tools` — the added `read_output` and `search_history`, named so they never collide;
 - `channels` — newline-delimited JSON over stdio and child processes, bounded; `http` — the
   streamable-HTTP ends (an upstream URL, and `--http` for clients);
+- `launch` — over HTTP, each client's upstream started when it needs one, within
+  `proxy_max_upstreams`;
 - `servers` — `--config servers.json`: several upstreams behind one proxy, with name prefixes;
 - `wire` — JSON-RPC messages as plain dicts.
 

@@ -17,6 +17,9 @@ It changes only these:
   (the added tools are then listed here);
 - answers to ids no pending request has (after a timeout, a second answer, a made-up id) are
   dropped and logged, never passed on unguarded;
+- over HTTP the upstream may be started only when a request needs it (a `Launcher`, see
+  `launch`): until then `initialize` is answered as the upstream answered it before, and `ping`
+  here; when it starts, the client's `initialize` and `notifications/initialized` go first;
 - failures become clear JSON-RPC errors for the request they concern: an upstream that exits
   or stops answering (`proxy_timeout_seconds`), an answer over `max_message_bytes`, a malformed
   answer. The relay keeps running: the added tools keep working, and other requests get an
@@ -28,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from contextfold.proxy import oversize as guard
 from contextfold.proxy import tools, wire
@@ -66,6 +70,18 @@ class Pending:
     cancelled: bool = False
 
 
+class Launcher(Protocol):
+    """An upstream started on demand (`launch.Launch`)."""
+
+    wants: Callable[[Any], bool] | None
+
+    async def greet(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's answer to the client's `initialize`, as it answered it before."""
+
+    async def open(self) -> tuple[Channel | None, str | None, bool]:
+        """Start it: (channel, None, False), (None, why, False), or (None, why, True) when refused for now."""
+
+
 class Relay:
     def __init__(
         self,
@@ -78,15 +94,20 @@ class Relay:
         unavailable: str | None = None,
         names: tools.ToolNames | None = None,
         owns_session: bool = True,
+        launch: Launcher | None = None,
     ) -> None:
-        """`upstream` None means it could not be started; `unavailable` says why. Behind `--config`
-        the hub passes passive `names` and keeps the session (`owns_session` False)."""
+        """`upstream` None means it could not be started; `unavailable` says why; or, with `launch`,
+        that it starts when a request needs it. Behind `--config` the hub passes passive `names`
+        and keeps the session (`owns_session` False)."""
         self.client = client
         self.upstream = upstream
         self.session = session
         self.timeout = timeout
         self.max_message_bytes = max_message_bytes
-        self.dead = unavailable if upstream is None else None
+        self.dead = unavailable if upstream is None and launch is None else None
+        self.launch = launch
+        if launch is not None:
+            launch.wants = self.would_start
         self.names = names or tools.ToolNames()
         self.owns_session = owns_session
         self.pending: dict[str, Pending] = {}
@@ -97,20 +118,24 @@ class Relay:
         self._tasks: set[asyncio.Task[None]] = set()
         self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._own_count = 0
+        self._helpers: list[asyncio.Task[None]] = []
+        self._starting = asyncio.Lock()
+        self._greeted: dict[str, Any] | None = None
+        """The client's `initialize`, answered before the upstream started (sent to it when it does)."""
 
     # -- running ----------------------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Relay until the client goes away, then stop the upstream and record what is left."""
-        helpers = [asyncio.create_task(self._watch())]
+        self._helpers.append(asyncio.create_task(self._watch()))
         if self.upstream is not None:
-            helpers.append(asyncio.create_task(self._from_upstream()))
+            self._helpers.append(asyncio.create_task(self._from_upstream()))
         try:
             await self._from_client()
         finally:
-            for task in helpers:
+            for task in self._helpers:
                 task.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            await asyncio.gather(*self._helpers, return_exceptions=True)
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=10)
             if self.upstream is not None:
@@ -154,6 +179,9 @@ class Relay:
             await self._unreadable_from_client(frame)
         elif wire.is_request(message):
             await self._client_request(frame, message)
+        elif self.upstream is None and self.launch is not None:
+            # Nothing to tell an upstream not started: its `initialized` is sent when it starts.
+            log.debug("contextfold proxy: %.100r is not for an upstream that has not started", frame.raw)
         elif wire.is_notification(message):
             if message["method"] == "notifications/cancelled":
                 cancelled = self.pending.get(wire.key(wire.params(message).get("requestId")))
@@ -184,6 +212,17 @@ class Relay:
         if method == "tools/list" and not self.upstream_has_tools and not self.names.passive:
             await self._to_client(wire.result(request_id, self._stamped(message, {"tools": self.names.definitions()})))
             return
+        if self.upstream is None and self.launch is not None and self.dead is None:
+            if method == "initialize" and not wire.is_modern(message):
+                await self._greet(message)
+                return
+            if method == "ping" and not wire.is_modern(message):
+                await self._to_client(wire.result(request_id, {}))
+                return
+            refused = await self._start()
+            if refused is not None:
+                await self._to_client(wire.error(request_id, wire.UPSTREAM_ERROR, f"{refused}; {method} was not sent"))
+                return
         if self.dead is not None:
             await self._to_client(wire.error(request_id, wire.UPSTREAM_ERROR, f"{self.dead}; {method} was not sent"))
             return
@@ -210,6 +249,67 @@ class Relay:
                 result["_meta"] = {wire.SERVER_INFO_META: self._server_info}
         return result
 
+    # -- an upstream started on demand ------------------------------------------------------------------
+
+    def would_start(self, message: Any) -> bool:
+        """Whether this client message would start the upstream now (`Launcher.wants`)."""
+        if self.launch is None or self.upstream is not None or self.dead is not None or not wire.is_request(message):
+            return False
+        method, params = message["method"], wire.params(message)
+        if method in ("initialize", "ping") and not wire.is_modern(message):
+            return False
+        if method == "tools/call" and self.names.owns(params.get("name")) is not None:
+            return False
+        return not (method == "tools/list" and not self.upstream_has_tools and not self.names.passive)
+
+    async def _greet(self, message: dict[str, Any]) -> None:
+        """Answer `initialize` as the upstream answers it, without starting one for this client."""
+        assert self.launch is not None
+        answer = await self.launch.greet(message)
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            error = answer.get("error")
+            if not isinstance(error, dict):
+                error = {"code": wire.UPSTREAM_ERROR, "message": "the upstream server did not answer initialize"}
+            await self._to_client({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            return
+        self._greeted = message
+        await self._to_client(wire.result(message["id"], self._with_tools(result)))
+
+    async def _start(self) -> str | None:
+        """Start the upstream for the request that needs it, and give it the client's handshake.
+        None once it runs or is known dead (`self.dead`); the refusal when there is no room for it."""
+        assert self.launch is not None
+        async with self._starting:
+            if self.upstream is not None or self.dead is not None:
+                return None
+            channel, problem, refused = await self.launch.open()
+            if channel is None:
+                if refused:
+                    return problem
+                self.dead = problem
+                return None
+            self.upstream = channel
+            self._helpers.append(asyncio.create_task(self._from_upstream()))
+            if self._greeted is not None:
+                answer = await self._ask_upstream("initialize", wire.params(self._greeted), self.timeout or None)
+                result = answer.get("result") if answer is not None else None
+                if not isinstance(result, dict):
+                    error = answer.get("error") if answer is not None else None
+                    why = (
+                        str(error.get("message"))
+                        if isinstance(error, dict)
+                        else f"no answer within {self.timeout:g} s (proxy_timeout_seconds)"
+                    )
+                    if self.dead is None:
+                        self.dead = f"the upstream server, started for this client, refused its handshake ({why})"
+                        log.warning("contextfold proxy: %s", self.dead)
+                        await channel.aclose()  # of no use now: its place goes to another client
+                    return None
+                await self._to_upstream({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            self.session.start()  # the upstream is up: now the store and the tokenizer
+            return None
+
     async def _added_tool(self, message: dict[str, Any], added: str) -> None:
         result = await tools.answer(self.session, added, wire.params(message).get("arguments"))
         await self._to_client(wire.result(message["id"], self._stamped(message, result)))
@@ -233,6 +333,11 @@ class Relay:
         reason = describe() if describe is not None else "the upstream server closed the connection"
         self.dead = reason
         log.warning("contextfold proxy: %s", reason)
+        if self.launch is not None and self.upstream is not None:
+            await self.upstream.aclose()  # its place among `proxy_max_upstreams` is free again
+        for own in self._own.values():  # the proxy's own requests get no answer now either
+            if not own.done():
+                own.set_result(wire.error(None, wire.UPSTREAM_ERROR, reason))
         pending, self.pending = list(self.pending.values()), {}
         for request in pending:
             if not request.cancelled:
@@ -360,13 +465,16 @@ class Relay:
         await self._to_client({**message, "result": {**result, "tools": [*listed, *self.names.definitions()]}})
 
     async def _capabilities(self, frame: Frame, message: dict[str, Any], result: dict[str, Any]) -> None:
+        patched = self._with_tools(result)
+        await self._to_client((frame.raw or b"") if patched is result else {**message, "result": patched})
+
+    def _with_tools(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A handshake's result, with a `tools` capability for the added tools if it has none."""
         capabilities = result.get("capabilities")
         if not isinstance(capabilities, dict) or "tools" in capabilities:
-            await self._to_client(frame.raw or b"")
-            return
+            return result
         self.upstream_has_tools = False
-        patched = {**result, "capabilities": {**capabilities, "tools": {}}}
-        await self._to_client({**message, "result": patched})
+        return {**result, "capabilities": {**capabilities, "tools": {}}}
 
     async def _guard(self, frame: Frame, message: dict[str, Any], result: dict[str, Any], request: Pending) -> None:
         if result.get("resultType") not in (None, "complete"):  # input_required, a task handle…
@@ -428,7 +536,9 @@ class Relay:
                     break
         return self.output_schemas.get(request.tool, {"not": {}})
 
-    async def _ask_upstream(self, method: str, params: dict[str, Any], timeout: float = 15.0) -> dict[str, Any] | None:
+    async def _ask_upstream(
+        self, method: str, params: dict[str, Any], timeout: float | None = 15.0
+    ) -> dict[str, Any] | None:
         """The proxy's own request to the upstream, and its answer (None if there is none in time)."""
         self._own_count += 1
         request_id = f"{OWN_ID}{self._own_count}"

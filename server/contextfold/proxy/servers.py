@@ -16,7 +16,9 @@ faults), talking to a hub instead of to the client. The hub is the one server th
   upstreams' ids never meet; notifications pass, cancellations go where their request went;
 - an upstream that cannot start or dies takes only its own tools with it.
 
-All outputs go to one contextfold session per proxy instance.
+All outputs go to one contextfold session per proxy instance. Over HTTP (a `Seat`) each upstream
+starts when a request needs it, as a single one does (`launch`); the handshake is answered from what
+each answered before.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from contextfold.proxy.upstream import connect
 if TYPE_CHECKING:
     from contextfold.config import Settings
     from contextfold.proxy.channels import Channel
+    from contextfold.proxy.launch import Seat
     from contextfold.service.facade import ContextService
 
 log = logging.getLogger(__name__)
@@ -100,8 +103,16 @@ class _Member:
 
 
 class Hub:
-    def __init__(self, client: Channel, specs: list[UpstreamSpec], settings: Settings, session: ProxySession) -> None:
+    def __init__(
+        self,
+        client: Channel,
+        specs: list[UpstreamSpec],
+        settings: Settings,
+        session: ProxySession,
+        seat: Seat | None = None,
+    ) -> None:
         self.client = client
+        self.seat = seat
         self.settings = settings
         self.session = session
         self.names = tools.ToolNames()
@@ -121,12 +132,13 @@ class Hub:
 
     async def run(self, stack: AsyncExitStack) -> None:
         for member in self.members.values():
-            upstream, problem = await connect(member.spec, self.settings, stack)
+            launch = self.seat.launch(member.spec, stack) if self.seat is not None else None
+            upstream, problem = (None, None) if launch is not None else await connect(member.spec, self.settings, stack)
             passive = tools.ToolNames(passive=True)
             relay = Relay(
                 member.pipe, upstream, self.session, timeout=self.settings.proxy_timeout_seconds,
                 max_message_bytes=self.settings.max_message_bytes, unavailable=problem, names=passive,
-                owns_session=False,
+                owns_session=False, launch=launch,
             )  # fmt: skip
             member.task = asyncio.create_task(relay.run())
         try:
@@ -431,8 +443,16 @@ async def run_multi(
     *,
     owner: str,
     service: ContextService | None = None,
+    seat: Seat | None = None,
 ) -> None:
     names = ", ".join(spec.name or "" for spec in specs)
-    session = ProxySession(settings, title=f"proxy: {names}", owner=owner, service=service)
+    session = ProxySession(
+        settings,
+        title=f"proxy: {names}",
+        owner=owner,
+        service=service,
+        own_outputs_only=seat is not None,
+        unsearchable=seat.unsearchable if seat is not None else None,
+    )
     async with AsyncExitStack() as stack:
-        await Hub(client, specs, settings, session).run(stack)
+        await Hub(client, specs, settings, session, seat).run(stack)

@@ -2,7 +2,10 @@
 
 Each proxy instance (each client session, over HTTP) has one contextfold session, made on first
 use, so a proxy that is only started and listed (as clients do to check a server) leaves nothing
-behind. Outputs go through the service's `spill`, with its file store, quota, retention and
+behind. Its id starts `proxy_` and its title `proxy: `, so that upkeep can tell proxy sessions
+from an agent's. Over HTTP a session is one client's among others': `read_output` then reads only
+the outputs this session stored (any other id reads exactly as an unknown one), and a session
+shared by clients the proxy cannot tell apart does not search its history for them. Outputs go through the service's `spill`, with its file store, quota, retention and
 per-owner ids, so `contextfold gc`, `sessions`, `show` and several processes on one home treat
 them like any other. Every tool call and what the client received of it is appended to the
 session after the answer has gone out (a queue and one writer task, batched), which is what
@@ -22,7 +25,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from contextfold.errors import USER_ERRORS, brief
+from contextfold.domain import new_id
+from contextfold.errors import USER_ERRORS, UsageError, brief, output_not_found
 from contextfold.proxy.oversize import Limits, Piece, Stored
 
 if TYPE_CHECKING:
@@ -42,12 +46,28 @@ FLUSH_SECONDS = 5.0
 
 
 class ProxySession:
-    def __init__(self, settings: Settings, *, title: str, owner: str, service: ContextService | None = None) -> None:
-        """`service`: one already open (the HTTP server shares one); else the session opens its own."""
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        title: str,
+        owner: str,
+        service: ContextService | None = None,
+        own_outputs_only: bool = False,
+        unsearchable: str | None = None,
+    ) -> None:
+        """`service`: one already open (the HTTP server shares one); else the session opens its own.
+        `own_outputs_only`: `read_output` reads only the outputs this session stored (a client over
+        HTTP, among others); `unsearchable`: why `search_history` is refused (a session several
+        clients share that the proxy cannot tell apart)."""
         self.settings = settings
         self._given = service
         self.title = title[:200]
         self.owner = owner
+        self.own_outputs_only = own_outputs_only
+        self.unsearchable = unsearchable
+        self._stored: set[str] = set()
+        """The outputs this session stored, which are all `read_output` reads when `own_outputs_only`."""
         self.limits = Limits(
             max_tokens=settings.proxy_max_tokens,
             max_lines=settings.max_lines,
@@ -118,7 +138,7 @@ class ProxySession:
         async with self._made:
             if self.session_id is None:
                 tenant = await self._tenant()
-                brief_ = await tenant.open_session(None, title=self.title)
+                brief_ = await tenant.open_session(new_id("proxy"), title=self.title)
                 self.session_id = brief_.session_id
                 log.info("contextfold proxy: session %s (%s)", self.session_id, self.title)
         return self.session_id
@@ -141,6 +161,7 @@ class ProxySession:
         except Exception as exc:  # the store failed in a way it does not describe: still answer
             log.exception("contextfold proxy: could not store an output")
             return Stored(await self._unsaved(piece, f"{type(exc).__name__}: {exc}"), None)
+        self._stored.add(spilled.output_id)
         if piece.kind == "binary":
             shown = f'Saved whole (base64) as {spilled.output_id}; {reader}(id="{spilled.output_id}") reads it.'
             return Stored(shown, spilled.output_id)
@@ -168,6 +189,8 @@ class ProxySession:
     # -- the added tools --------------------------------------------------------------------------------
 
     async def read_output(self, *, output_id: str, offset: int, limit: int, pattern: str | None, context: int) -> str:
+        if self.own_outputs_only and output_id not in self._stored:
+            raise output_not_found(output_id)  # another client's, the server's, a hook's: as if nobody had it
         tenant = await self._tenant()
         read = await tenant.read_output(output_id, offset=offset, limit=limit, pattern=pattern, context=context)
         if read.matches is not None:
@@ -179,6 +202,8 @@ class ProxySession:
         return f"{head}\n{read.text}"
 
     async def search_history(self, *, pattern: str | None, at: str | None) -> str:
+        if self.unsearchable is not None:
+            raise UsageError(self.unsearchable)
         if self.session_id is None:
             return "Nothing recorded yet: no tool of this server has been called through this connection."
         await self.flush()

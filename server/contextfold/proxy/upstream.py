@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from contextfold.proxy.channels import Channel, ProcessChannel
-from contextfold.proxy.relay import Relay
+from contextfold.proxy.relay import Launcher, Relay
 from contextfold.proxy.sdk import open_http_upstream
 from contextfold.proxy.session import ProxySession
 from contextfold.proxy.spec import UpstreamSpec
@@ -37,7 +37,13 @@ async def connect(spec: UpstreamSpec, settings: Settings, stack: AsyncExitStack)
 
 
 def relay_for(
-    client: Channel, upstream: Channel | None, session: ProxySession, settings: Settings, problem: str | None
+    client: Channel,
+    upstream: Channel | None,
+    session: ProxySession,
+    settings: Settings,
+    problem: str | None,
+    *,
+    launch: Launcher | None = None,
 ) -> Relay:
     return Relay(
         client,
@@ -46,4 +52,5 @@ def relay_for(
         timeout=settings.proxy_timeout_seconds,
         max_message_bytes=settings.max_message_bytes,
         unavailable=problem,
+        launch=launch,
     )

@@ -23,7 +23,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, ClassVar, Protocol
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
-from contextfold.errors import ConflictError, InvalidInput, NotFoundError
+from contextfold.errors import ConflictError, InvalidInput, NotFoundError, output_not_found
 from contextfold.store.base import OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
 from contextfold.store.rows import (
     KEPT,
@@ -360,9 +360,7 @@ class SQLTenant:
         _id("output_id", output_id)
         row = await self._store._fetchone(f"{OUTPUT_SELECT} WHERE id = ? AND owner = ?", (output_id, self.owner))
         if row is None:
-            raise NotFoundError(
-                "output", output_id, "it may have expired or been deleted; outputs are kept for a limited time"
-            )
+            raise output_not_found(output_id)
         return output_from_row(row)
 
     async def session_outputs(self, session_id: str) -> list[OutputRecord]:

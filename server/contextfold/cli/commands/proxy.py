@@ -4,7 +4,9 @@
     contextfold proxy [options] --url URL [--header K=V]  an upstream over streamable HTTP
     contextfold proxy [options] --config servers.json    several upstreams, names prefixed
 
-The proxy itself serves MCP on stdio, or on streamable HTTP with `--http`.
+The proxy itself serves MCP on stdio, or on streamable HTTP with `--http`, where clients are let in
+as `serve --http` lets them in: bearer tokens from the same file and variable, the same per-tenant
+session limits, the same 401 (`_access`).
 """
 
 from __future__ import annotations
@@ -40,14 +42,42 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
         )
     if args.header and not args.url:
         raise UsageError("--header goes with --url")
+    if args.tokens_file and not args.http:
+        raise UsageError("--tokens-file goes with --http (over stdio the client is the user who started the proxy)")
     headers = _headers(args.header)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     if args.http:
         from contextfold.proxy.http import serve_proxy_http
 
-        serve_proxy_http(settings, _spec(command, args.url, headers, args.servers), host=args.host, port=args.port)
+        spec = _spec(command, args.url, headers, args.servers)
+        serve_proxy_http(settings, spec, host=args.host, port=args.port, access=_access(args, settings))
         return 0
     return _stdio(settings, _spec(command, args.url, headers, args.servers))
+
+
+def _access(args: argparse.Namespace, settings: Settings) -> Any:
+    """Who may use `proxy --http`, exactly as for `serve --http`: its tokens (`--tokens-file`, else
+    <home>/tokens if it exists, and CONTEXTFOLD_TOKENS), its session limits and its 401."""
+    from contextfold.cli.commands.serve import LOOPBACK, _tokens_file
+    from contextfold.cli.commands.token import default_path
+    from contextfold.errors import SettingsError
+    from contextfold.mcpserver.auth import SCOPE, TenantTokens
+    from contextfold.mcpserver.http import _ExplainUnauthorized
+    from contextfold.mcpserver.limits import SessionLimits
+    from contextfold.names import TOKENS_ENV
+    from contextfold.proxy.http import Access
+
+    tokens = TenantTokens.load(_tokens_file(args, settings))
+    if args.host not in LOOPBACK and not tokens:
+        raise SettingsError(
+            f"refusing to serve the proxy on {args.host} without bearer tokens: it runs the upstream server for "
+            f"whoever connects. Create one with `contextfold token add NAME` (kept in {default_path(settings)}, read "
+            f"by default; or pass --tokens-file FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
+        )
+    limits = SessionLimits(
+        settings.http_sessions_per_tenant, settings.http_max_sessions, settings.http_session_idle_seconds
+    )
+    return Access(verifier=tokens or None, scope=SCOPE, limit_sessions=limits.install, explain=_ExplainUnauthorized)
 
 
 def _spec(command: list[str], url: str | None, headers: dict[str, str], servers: str | None) -> Any:
