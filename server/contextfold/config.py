@@ -89,10 +89,16 @@ class Settings(BaseModel):
 
     # -- prune and tail ----------------------------------------------------------------------------
     prune_protect: int | None = Field(
-        None, ge=0, description="Newest tool output prune never clears; default min(40000, a quarter of usable)."
+        None,
+        ge=0,
+        description="Newest tool output prune never clears; default 40000 from 80000 usable up, below "
+        "max(usable - 40000, usable / 4).",
     )
     prune_minimum: int | None = Field(
-        None, ge=0, description="Tokens a prune must free to apply; default min(20000, an eighth of usable)."
+        None,
+        ge=0,
+        description="Tokens a prune must free to apply; default 20000 from 80000 usable up, below "
+        "max((usable - 40000) / 2, usable / 8).",
     )
     prune_keep_turns: int = Field(2, ge=0)
     prune_protected_tools: list[str] = Field(default_factory=lambda: ["skill"])

@@ -233,3 +233,30 @@ async def test_session_state_is_typed_and_keeps_keys_it_does_not_know(service, t
     with sqlite3.connect(service.settings.database_path) as conn:
         (stored,) = conn.execute("SELECT json_extract(metadata, '$.future') FROM sessions WHERE id = 't'").fetchone()
     assert stored == "kept"
+
+
+@pytest.mark.parametrize(
+    ("settings", "usable", "minimum", "protected"),
+    [({}, 111_616, 20_000, 40_000), ({"context_window": 48_384, "input_limit": 0}, 32_000, 4_000, 8_000)],
+    ids=["gpt-4o-128k", "32k-budget"],
+)
+async def test_prune_keeps_opencode_thresholds_at_128k_and_scales_only_below(
+    service, settings: dict[str, int], usable: int, minimum: int, protected: int
+):
+    # 70 user turns, each with a ~1,000-token tool output. gpt-4o's own window (111,616 usable)
+    # holds OpenCode's 40,000 / 20,000 twice over, so they stand (before: 27,904 and 13,952); a
+    # 32,000-token budget keeps a quarter and an eighth, and its prune still frees what is older.
+    await service.open_session("p", model="gpt-4o", settings=settings)
+    for i in range(70):
+        await service.append("p", _tool_turn(i, " ".join(f"w{i}" for _ in range(500))))
+    status = await service.status("p")
+    assert status.usable == usable
+    plan = await service.prune("p", dry_run=True)
+    assert plan.applied is False and plan.dry_run and f"more than the minimum {minimum:,}" in plan.reason
+    outputs = GPT4O.count(" ".join("w1" for _ in range(500)))
+    older = 68 * outputs  # the last two turns are never pruned
+    # What stands is the protected newest outputs (whole ones, within `protected`); the rest is freed,
+    # less what each cleared call still costs (its placeholder).
+    assert older - protected - 68 * 20 <= plan.tokens_freed <= older - protected + outputs
+    done = await service.prune("p")
+    assert done.applied and done.tokens_freed == plan.tokens_freed
