@@ -171,6 +171,13 @@ class Settings(BaseModel):
     regions_keep_recent_tokens: int = Field(
         20_000, ge=0, description="regions: the newest tool output tokens never digested."
     )
+    regions_soft_target: float = Field(
+        0.50,
+        gt=0,
+        le=1,
+        description="regions: a compaction started below hard digests until the view is under this share of "
+        "usable (never above soft_ratio).",
+    )
     removal_preserve_start: int | None = Field(
         None, ge=0, description="middle/oldest/hybrid: first messages never removed (default: per provider)."
     )

@@ -260,3 +260,32 @@ async def test_prune_keeps_opencode_thresholds_at_128k_and_scales_only_below(
     assert older - protected - 68 * 20 <= plan.tokens_freed <= older - protected + outputs
     done = await service.prune("p")
     assert done.applied and done.tokens_freed == plan.tokens_freed
+
+
+async def test_a_soft_regions_compaction_ends_under_half_of_usable(service):
+    # The seed's soft compaction "gets under 50 %, leaving room for the turns to come"; before,
+    # regions stopped just under the soft threshold (69.x % here), so the next turns were soon
+    # soft again. 60 tool turns, a window that puts them at 78 % of usable (soft).
+    await service.open_session("s", model="gpt-4o")
+    for i in range(60):
+        await service.append("s", _tool_turn(i, "\n".join(f"row {n} of table {i}: ok" for n in range(120))))
+    tokens = (await service.status("s")).tokens_in_view
+    window = int(tokens / 0.78) + 4_000
+    sizes = {"context_window": window, "input_limit": window, "max_output": 4_000, "reserved": 4_000}
+    await service.open_session("s", settings=sizes)
+    status = await service.status("s")
+    assert status.state == "soft" and 0.77 <= status.ratio <= 0.79, status
+    done = await service.compact("s", strategy="regions")
+    assert done.status.ratio < 0.50 and done.status.state == "ok", done.reason
+    assert done.tokens_after >= 0.40 * status.usable  # the largest regions first, and no further than needed
+    # The share is a session setting; never above the soft threshold.
+    await service.open_session("t", model="gpt-4o", settings={**sizes, "regions_soft_target": 0.65})
+    for i in range(60):
+        await service.append("t", _tool_turn(i, "\n".join(f"row {n} of table {i}: ok" for n in range(120))))
+    lighter = await service.compact("t", strategy="regions")
+    assert 0.55 <= lighter.status.ratio < 0.65
+    await service.open_session("u", model="gpt-4o", settings={**sizes, "regions_soft_target": 1.0})
+    for i in range(60):
+        await service.append("u", _tool_turn(i, "\n".join(f"row {n} of table {i}: ok" for n in range(120))))
+    capped = await service.compact("u", strategy="regions")
+    assert 0.60 <= capped.status.ratio < 0.70  # min(regions_soft_target, soft_ratio)

@@ -11,8 +11,9 @@ not end a run (they carry nothing the run would split) but are never marked: sig
 be replayed byte for byte.
 
 The plan summarizes the largest region first, asking for about a fifth of its tokens, until the
-view costs no more than the target (the caller picks it: the soft threshold normally, the limit
-when starting at or above the hard one). A summary replaces a region in the view by re-marking
+view costs no more than the target (`target_tokens`: under half of usable for a soft compaction,
+as the seed says, leaving room for the turns to come; under usable when starting at or above the
+hard threshold, so the request fits). A summary replaces a region in the view by re-marking
 its parts, never by removing them, so every call keeps its id and name and pairing holds in both
 wire formats: the first part shows the summary (`view_text`), the others a short pointer with
 their input cleared. A part with `view_text` is never compactable again, so a summary is never
@@ -37,6 +38,9 @@ KEEP_RECENT_TOKENS = 20_000
 """The newest this-many tokens of the view are pinned (Claude Code's figure)."""
 TARGET_FRACTION = 5
 """A region's summary is asked to fit in 1/5 of the region's tokens."""
+SOFT_TARGET = 0.50
+"""A compaction started below the hard threshold aims under this share of usable (the seed's soft
+compaction: "get under 50 %, to leave room for the turns to come")."""
 SUMMARIZED_ABOVE = "(summarized above)"
 """What the second and later parts of a summarized region show (an empty result is invalid)."""
 TRUNCATED_ABOVE = "(truncated above)"
@@ -144,6 +148,12 @@ def _transparent(part: Part) -> bool:
 
 
 # -- the plan --------------------------------------------------------------------------------------
+
+
+def target_tokens(usable: int, *, urgent: bool, soft_target: float = SOFT_TARGET) -> int:
+    """Where a compaction aims: just below `usable` when `urgent` (the session is hard or in
+    overflow: the request must fit), else just below `soft_target` of it (a soft compaction)."""
+    return int(usable * (1.0 if urgent else soft_target)) - 1
 
 
 def plan_regions(
@@ -263,9 +273,11 @@ __all__ = [
     "Region",
     "RegionMark",
     "RegionPlan",
+    "SOFT_TARGET",
     "SUMMARIZED_ABOVE",
     "TRUNCATED_ABOVE",
     "digest",
     "find_regions",
     "plan_regions",
+    "target_tokens",
 ]
