@@ -171,6 +171,12 @@ class Settings(BaseModel):
     regions_keep_recent_tokens: int = Field(
         20_000, ge=0, description="regions: the newest tool output tokens never digested."
     )
+    regions_digest_max_tokens: int = Field(
+        8_000,
+        ge=100,
+        description="regions: the rule-based digest of one region takes at most this many tokens (a fifth of "
+        "what it replaces below that).",
+    )
     regions_soft_target: float = Field(
         0.50,
         gt=0,

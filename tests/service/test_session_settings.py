@@ -289,3 +289,28 @@ async def test_a_soft_regions_compaction_ends_under_half_of_usable(service):
         await service.append("u", _tool_turn(i, "\n".join(f"row {n} of table {i}: ok" for n in range(120))))
     capped = await service.compact("u", strategy="regions")
     assert 0.60 <= capped.status.ratio < 0.70  # min(regions_soft_target, soft_ratio)
+
+
+async def test_the_rule_digest_keeps_to_the_sessions_bound(service):
+    # One region of 8 calls (about 24,000 tokens): a fifth is about 4,800; the session's bound is 500.
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": f'{{"cmd": "cat part_{i}.log"}}'}}
+        for i in range(8)
+    ]
+    results = [
+        {"role": "tool", "tool_call_id": f"c{i}", "content": "\n".join(f"entry {n} of part {i}" for n in range(400))}
+        for i in range(8)
+    ]
+    history = [
+        {"role": "user", "content": "Read the logs."},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+    ]
+    for sid, settings in (("free", {}), ("bound", {"regions_digest_max_tokens": 500})):
+        window = {"context_window": 48_384, "input_limit": 0}  # 32,000 usable: the view at 80 %, soft
+        await service.open_session(
+            sid, model="gpt-4o", settings={"regions_keep_recent_tokens": 0, **window, **settings}
+        )
+        await service.append(sid, [*history, *results, {"role": "assistant", "content": "Done."}])
+    free = await service.compact("free", strategy="regions", summarizer="extractive", dry_run=True)
+    bound = await service.compact("bound", strategy="regions", summarizer="extractive", dry_run=True)
+    assert 4_000 <= free.summary_tokens <= 5_200 and 450 <= bound.summary_tokens <= 500

@@ -86,7 +86,9 @@ class Strategies:
             visible = await view.visible(tx.messages, session.view)
 
             def summarize(parts: list[ToolPart], budget: int) -> str:
-                return written.digests.get(region_key(parts)) or digest(parts, budget_tokens=budget, counter=counter)
+                return written.digests.get(region_key(parts)) or digest(
+                    parts, budget_tokens=min(budget, settings.regions_digest_max_tokens), counter=counter
+                )
 
             plan = self._plan(visible, session.tokens_in_view, settings, status, counter, summarize)
             by_llm = sum(1 for m in plan.marks if m.part.view_text in written.digests.values())
@@ -161,7 +163,8 @@ class Strategies:
 
         def recording(parts: list[ToolPart], budget: int) -> str:
             asks.append(RegionAsk(tuple(parts), budget))
-            return digest(parts, budget_tokens=budget, counter=read.counter)
+            cap = read.settings.regions_digest_max_tokens
+            return digest(parts, budget_tokens=min(budget, cap), counter=read.counter)
 
         self._plan(read.visible, read.session.tokens_in_view, read.settings, status, read.counter, recording)
         return asks
