@@ -89,10 +89,16 @@ class Settings(BaseModel):
 
     # -- prune and tail ----------------------------------------------------------------------------
     prune_protect: int | None = Field(
-        None, ge=0, description="Newest tool output prune never clears; default min(40000, a quarter of usable)."
+        None,
+        ge=0,
+        description="Newest tool output prune never clears; default 40000 from 80000 usable up, below "
+        "max(usable - 40000, usable / 4).",
     )
     prune_minimum: int | None = Field(
-        None, ge=0, description="Tokens a prune must free to apply; default min(20000, an eighth of usable)."
+        None,
+        ge=0,
+        description="Tokens a prune must free to apply; default 20000 from 80000 usable up, below "
+        "max((usable - 40000) / 2, usable / 8).",
     )
     prune_keep_turns: int = Field(2, ge=0)
     prune_protected_tools: list[str] = Field(default_factory=lambda: ["skill"])
@@ -170,6 +176,19 @@ class Settings(BaseModel):
     cut_chars: int = Field(2_000, ge=1, description="Characters of an output kept in view when it is cut.")
     regions_keep_recent_tokens: int = Field(
         20_000, ge=0, description="regions: the newest tool output tokens never digested."
+    )
+    regions_digest_max_tokens: int = Field(
+        8_000,
+        ge=100,
+        description="regions: the rule-based digest of one region takes at most this many tokens (a fifth of "
+        "what it replaces below that).",
+    )
+    regions_soft_target: float = Field(
+        0.50,
+        gt=0,
+        le=1,
+        description="regions: a compaction started below hard digests until the view is under this share of "
+        "usable (never above soft_ratio).",
     )
     removal_preserve_start: int | None = Field(
         None, ge=0, description="middle/oldest/hybrid: first messages never removed (default: per provider)."

@@ -233,3 +233,84 @@ async def test_session_state_is_typed_and_keeps_keys_it_does_not_know(service, t
     with sqlite3.connect(service.settings.database_path) as conn:
         (stored,) = conn.execute("SELECT json_extract(metadata, '$.future') FROM sessions WHERE id = 't'").fetchone()
     assert stored == "kept"
+
+
+@pytest.mark.parametrize(
+    ("settings", "usable", "minimum", "protected"),
+    [({}, 111_616, 20_000, 40_000), ({"context_window": 48_384, "input_limit": 0}, 32_000, 4_000, 8_000)],
+    ids=["gpt-4o-128k", "32k-budget"],
+)
+async def test_prune_keeps_opencode_thresholds_at_128k_and_scales_only_below(
+    service, settings: dict[str, int], usable: int, minimum: int, protected: int
+):
+    # 70 user turns, each with a ~1,000-token tool output. gpt-4o's own window (111,616 usable)
+    # holds OpenCode's 40,000 / 20,000 twice over, so they stand (before: 27,904 and 13,952); a
+    # 32,000-token budget keeps a quarter and an eighth, and its prune still frees what is older.
+    await service.open_session("p", model="gpt-4o", settings=settings)
+    for i in range(70):
+        await service.append("p", _tool_turn(i, " ".join(f"w{i}" for _ in range(500))))
+    status = await service.status("p")
+    assert status.usable == usable
+    plan = await service.prune("p", dry_run=True)
+    assert plan.applied is False and plan.dry_run and f"more than the minimum {minimum:,}" in plan.reason
+    outputs = GPT4O.count(" ".join("w1" for _ in range(500)))
+    older = 68 * outputs  # the last two turns are never pruned
+    # What stands is the protected newest outputs (whole ones, within `protected`); the rest is freed,
+    # less what each cleared call still costs (its placeholder).
+    assert older - protected - 68 * 20 <= plan.tokens_freed <= older - protected + outputs
+    done = await service.prune("p")
+    assert done.applied and done.tokens_freed == plan.tokens_freed
+
+
+async def test_a_soft_regions_compaction_ends_under_half_of_usable(service):
+    # The seed's soft compaction "gets under 50 %, leaving room for the turns to come"; before,
+    # regions stopped just under the soft threshold (69.x % here), so the next turns were soon
+    # soft again. 60 tool turns, a window that puts them at 78 % of usable (soft).
+    await service.open_session("s", model="gpt-4o")
+    for i in range(60):
+        await service.append("s", _tool_turn(i, "\n".join(f"row {n} of table {i}: ok" for n in range(120))))
+    tokens = (await service.status("s")).tokens_in_view
+    window = int(tokens / 0.78) + 4_000
+    sizes = {"context_window": window, "input_limit": window, "max_output": 4_000, "reserved": 4_000}
+    await service.open_session("s", settings=sizes)
+    status = await service.status("s")
+    assert status.state == "soft" and 0.77 <= status.ratio <= 0.79, status
+    done = await service.compact("s", strategy="regions")
+    assert done.status.ratio < 0.50 and done.status.state == "ok", done.reason
+    assert done.tokens_after >= 0.40 * status.usable  # the largest regions first, and no further than needed
+    # The share is a session setting; never above the soft threshold.
+    await service.open_session("t", model="gpt-4o", settings={**sizes, "regions_soft_target": 0.65})
+    for i in range(60):
+        await service.append("t", _tool_turn(i, "\n".join(f"row {n} of table {i}: ok" for n in range(120))))
+    lighter = await service.compact("t", strategy="regions")
+    assert 0.55 <= lighter.status.ratio < 0.65
+    await service.open_session("u", model="gpt-4o", settings={**sizes, "regions_soft_target": 1.0})
+    for i in range(60):
+        await service.append("u", _tool_turn(i, "\n".join(f"row {n} of table {i}: ok" for n in range(120))))
+    capped = await service.compact("u", strategy="regions")
+    assert 0.60 <= capped.status.ratio < 0.70  # min(regions_soft_target, soft_ratio)
+
+
+async def test_the_rule_digest_keeps_to_the_sessions_bound(service):
+    # One region of 8 calls (about 24,000 tokens): a fifth is about 4,800; the session's bound is 500.
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": f'{{"cmd": "cat part_{i}.log"}}'}}
+        for i in range(8)
+    ]
+    results = [
+        {"role": "tool", "tool_call_id": f"c{i}", "content": "\n".join(f"entry {n} of part {i}" for n in range(400))}
+        for i in range(8)
+    ]
+    history = [
+        {"role": "user", "content": "Read the logs."},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+    ]
+    for sid, settings in (("free", {}), ("bound", {"regions_digest_max_tokens": 500})):
+        window = {"context_window": 48_384, "input_limit": 0}  # 32,000 usable: the view at 80 %, soft
+        await service.open_session(
+            sid, model="gpt-4o", settings={"regions_keep_recent_tokens": 0, **window, **settings}
+        )
+        await service.append(sid, [*history, *results, {"role": "assistant", "content": "Done."}])
+    free = await service.compact("free", strategy="regions", summarizer="extractive", dry_run=True)
+    bound = await service.compact("bound", strategy="regions", summarizer="extractive", dry_run=True)
+    assert 4_000 <= free.summary_tokens <= 5_200 and 450 <= bound.summary_tokens <= 500

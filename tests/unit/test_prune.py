@@ -499,15 +499,45 @@ def test_reason_when_everything_beyond_protect_is_kept() -> None:
     assert plan.parts == [] and "keep_tool_uses" in plan.reason
 
 
-def test_the_default_thresholds_scale_down_with_a_small_window() -> None:
-    # OpenCode's 40,000 / 20,000 stand from 160,000 usable tokens up (a 200k window); below, a
-    # quarter and an eighth of usable, so a window smaller than the protection can be pruned.
+def test_the_seed_thresholds_stand_where_the_window_holds_them_and_scale_only_below() -> None:
+    # OpenCode's 40,000 / 20,000 stand from 80,000 usable tokens up (the window holds the
+    # protection twice over): gpt-4o's 128k window keeps them (before: 27,904 and 13,952). Below,
+    # the protection gives way token for token (usable - 40,000, the minimum half of it) down to
+    # a quarter and an eighth of usable, so a window smaller than the protection can be pruned.
     assert prune_thresholds(None) == (40 * K, 20 * K)  # unlimited window
     assert prune_thresholds(168_000) == (40 * K, 20 * K)  # claude-sonnet-4-5
-    assert prune_thresholds(160_000) == (40 * K, 20 * K)
-    assert prune_thresholds(111_616) == (27_904, 13_952)  # gpt-4o
+    assert prune_thresholds(111_616) == (40 * K, 20 * K)  # gpt-4o, 128k window
+    assert prune_thresholds(80 * K) == (40 * K, 20 * K)
+    assert prune_thresholds(80 * K - 1) == (40 * K - 1, 20 * K - 1)  # continuous at the boundary
+    assert prune_thresholds(60 * K) == (20 * K, 10 * K)
+    assert prune_thresholds(32 * K) == (8 * K, 4 * K)  # the demo's budget: a quarter and an eighth
     assert prune_thresholds(31_616) == (7_904, 3_952)  # gpt-4o on a 48,000-token window
     assert prune_thresholds(0) == (0, 0)
+    # Never decreasing with the window, never a jump bigger than the window's own step.
+    previous = (0, 0)
+    for usable in range(0, 200 * K, 997):
+        protect, minimum = prune_thresholds(usable)
+        assert previous[0] <= protect <= max(usable // 2, 40 * K) and previous[1] <= minimum <= protect // 2 + 1
+        previous = (protect, minimum)
     # Values a session sets are used as given, even above the share.
     assert prune_thresholds(31_616, protect=40 * K, minimum=20 * K) == (40 * K, 20 * K)
     assert prune_thresholds(31_616, minimum=0) == (7_904, 0)
+
+
+@pytest.mark.parametrize(
+    ("usable", "outputs", "freed"),
+    [(111_616, 65, 25 * K), (111_616, 58, 0), (32 * K, 65, 57 * K), (32 * K, 13, 5 * K)],
+    ids=["128k", "128k-below-minimum", "32k", "32k-small"],
+)
+def test_prunes_at_a_128k_window_follow_opencode_and_a_32k_window_still_prunes(
+    usable: int, outputs: int, freed: int
+) -> None:
+    # Older outputs of 1,000 tokens each. At gpt-4o's 128k window the newest 40,000 stand and a
+    # prune applies only above 20,000 (before: 27,904 stood and 13,952 was enough, so 58
+    # outputs were pruned); at a 32,000-token budget the newest 8,000 stand and more than 4,000 is enough.
+    protect, minimum = prune_thresholds(usable)
+    msgs = session(user(), *(assistant(tool(K)) for _ in range(outputs)), *recent_turns(30 * K))
+    plan = plan_prune(msgs, PruneOptions(protect=protect, minimum=minimum), **NOTHING_STAYS)
+    assert plan.tokens_scanned == outputs * K
+    assert plan.tokens_freed == outputs * K - protect
+    assert plan.applies == (freed > 0) and sum(p.tokens for p in plan.to_mark) == freed

@@ -191,7 +191,10 @@ def test_summarizer_gets_a_fifth_and_failure_drops_the_oldest_region():
         return None
 
     result = plan(msgs, target=view_cost(msgs) - 10, summarize=failing)
-    assert asked == [(2, regions[1].tokens // 5)]  # the largest region was asked first, with 1/5
+    # The largest region was asked first, for a fifth of what its summary replaces: the region less
+    # its first call, which stays in view (name and input).
+    stays = count_in_view(larger[0].model_copy(update={"view_text": ""}), COUNTER)
+    assert asked == [(2, (regions[1].tokens - stays) // 5)]
     assert result.regions_dropped == 1 and result.regions_summarized == 0 and result.reached_target
     assert [(m.message_id, m.index) for m in result.marks] == [("m0001", 0)]  # the oldest went instead
     assert result.marks[0].part.view_text == "[Earlier turns truncated: 1 tool call removed]"
@@ -253,6 +256,7 @@ def test_digest_keeps_exact_arguments_and_the_lines_that_matter():
         "- Bash ls /srv/app && git status → README.md",
         "  src/",
         "- Read /srv/app/src/main.py → 1\timport os",
+        "  limit: 40",  # what the call asked beyond its path: its input is cleared from the view
         # The exception's own line, not the traceback's opening.
         "- Bash pytest -x → error: KeyError: 'user_id'",
         "  Traceback (most recent call last):",
@@ -261,6 +265,7 @@ def test_digest_keeps_exact_arguments_and_the_lines_that_matter():
         "- Grep def \\w+_handler in /srv → (no output)",
         # Codex's wrapper lines are not findings; the exit code and the message are.
         "- exec_command rg -n main nope → rg: nope: No such file or directory (os error 2)",
+        "  workdir: /srv",
         "  Process exited with code 2",
     ]
     assert digest(parts, budget_tokens=10_000, counter=COUNTER) == out  # deterministic
@@ -282,7 +287,9 @@ def test_digest_of_a_realistic_run_is_about_a_fifth_and_keeps_the_findings():
     assert result.tokens_after < result.tokens_before - region.tokens // 2
     for fact in (ERROR_MESSAGE, FAILED_TEST, FIRST_VERDICT, LAST_VERDICT, LINT_ERROR, GREP_HIT, *COMMANDS):
         assert fact in first, fact
-    assert 'version = "2.3.1"' in first and "src/app/config.py" in first  # key values, file names
+    assert 'version = "2.3.1"' in first  # key values
+    # A listing shows how it begins and ends, and says how much it left out.
+    assert "src/app/routes.py" in first and "tests/test_module_13.py" in first and " more lines …" in first
     assert "Chunk ID" not in first and "=====" not in first
     # Bounded at any budget: never over it (past the header and note it always keeps), never over the region.
     for budget in (0, 50, 400, 1_000, region.tokens // 5, region.tokens):
@@ -326,6 +333,140 @@ def test_digest_shortens_long_arguments_at_the_end():
     command = "python - <<'EOF'\n" + "x = 1\n" * 50 + "EOF"
     out = digest([tool("done", arg={"command": command})], budget_tokens=10_000, counter=COUNTER)
     assert out.splitlines()[1] == "- Bash python - <<'EOF' … → done"
+
+
+def _written_run() -> list[ToolPart]:
+    """About 8,000 tokens whose bulk is what the agent sent (a document written, an edit's strings)
+    and a long one-line result, with findings in the middle of a build log."""
+    log = (
+        [f"[build] compiling module {i:03d} of 240" for i in range(8)]
+        + ["src/parser.rs:88:13: error[E0308]: mismatched types", "error: could not compile `parser`"]
+        + [f"[build] linking target {i:03d}" for i in range(6)]
+        + ["BUILD FAILED in 41s", "Process exited with code 101"]
+        + [f"[cleanup] removed cache shard {i:03d}" for i in range(6)]
+    )
+    document = [
+        f"# Design notes for the parser, section {i}" if i % 25 == 0 else f"Line {i} of the plan." for i in range(300)
+    ]
+    old = [f"    let field_{i} = parse_field(input, {i})?;" for i in range(40)]
+    new = [f'    let field_{i} = parse_field(input, {i}).context("field {i}")?;' for i in range(45)]
+    listing = json.dumps(
+        [{"id": i, "title": f"work order {i}", "status": "open" if i % 3 else "done"} for i in range(160)]
+    )
+    return [
+        tool("\n".join(log), arg={"command": "cargo build --release"}),
+        tool(
+            "File created successfully at: /srv/app/docs/DESIGN.md",
+            name="Write",
+            arg={"file_path": "/srv/app/docs/DESIGN.md", "content": "\n".join(document)},
+        ),
+        tool(
+            "The file /srv/app/src/parser.rs has been updated.",
+            name="Edit",
+            arg={"file_path": "/srv/app/src/parser.rs", "old_string": "\n".join(old), "new_string": "\n".join(new)},
+        ),
+        tool(listing, name="mcp__tracker__list_work_orders", arg={}),
+        tool(
+            "\n".join(
+                [
+                    "running 10 tests",
+                    *[f"test case_{i} ... ok" for i in range(10)],
+                    "test result: ok. 10 passed; 0 failed",
+                ]
+            ),
+            arg={"command": "cargo test"},
+        ),
+    ]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])
+def test_the_offline_digest_fills_a_fifth_by_rule_with_its_findings_in_order(model: str):
+    """Before: 544 tokens for this 7,839-token region (6.9 %, gpt-4o), nothing of what was written;
+    now about a fifth of what it replaces, within the budget in the session's own tokens."""
+    counter = counter_for(model)
+    parts = _written_run()
+    msgs = session(msg("user", text("Fix the build.")), msg("assistant", *parts), msg("user", text("ok")))
+    region = find_regions(msgs, keep_recent_tokens=0, counter=counter)[0]
+    replaced = region.tokens - count_in_view(parts[0].model_copy(update={"view_text": ""}), counter)
+    assert 7_000 <= replaced <= 11_000, replaced  # the set-up: an 8,000-token region, nearly all replaced
+    out = plan_regions(
+        msgs, total_tokens=view_cost(msgs), target_tokens=0, keep_recent_tokens=0, counter=counter, now=NOW
+    )
+    first = out.marks[0].part.view_text
+    tokens = counter.count(first)
+    assert replaced // 5 * 0.9 <= tokens <= replaced // 5, (tokens, replaced)  # fills the budget, never over it
+    lines = first.splitlines()
+    # Errors and verdicts, exit codes included, wherever they sit in a long output.
+    for finding in (
+        "src/parser.rs:88:13: error[E0308]: mismatched types",
+        "error: could not compile `parser`",
+        "BUILD FAILED in 41s",
+        "Process exited with code 101",
+        "test result: ok. 10 passed; 0 failed",
+    ):
+        assert any(finding in line for line in lines), finding
+
+    # The build's output from its first line to its last, in order.
+    def body(call: str) -> list[str]:
+        start = next(i for i, line in enumerate(lines) if line.startswith(call))
+        end = next((i for i, line in enumerate(lines) if i > start and line.startswith("- ")), len(lines))
+        return lines[start:end]
+
+    build = body("- Bash cargo build --release → ")[1:]
+    assert build[0] == "  [build] compiling module 000 of 240" and build[-1] == "  [cleanup] removed cache shard 005"
+    shown = [line.strip() for line in build if not line.strip().startswith("…")]
+    assert shown == [line for line in _written_run()[0].output.splitlines() if line in shown]  # original order
+    # What the agent sent, which leaves the view with the calls' inputs: the document (its head and
+    # tail, with what was left out marked) and the edit.
+    document = body("- Write /srv/app/docs/DESIGN.md → ")
+    assert document[1:3] == ["  content:", "    # Design notes for the parser, section 0"]
+    assert document[-1] == "    Line 299 of the plan." and "    … " in "".join(document)
+    assert any(line.startswith("    … ") and line.endswith(" more lines …") for line in document)
+    assert "  old_string:" in lines and "  new_string:" in lines
+    assert any('context("field 44")' in line for line in lines)  # the edit's last line
+    # A one-line result of 15,000 characters shows its beginning and its end, cut where marked.
+    orders = body("- mcp__tracker__list_work_orders → ")
+    assert orders[0].endswith(" …") and orders[1].startswith("  … ") and orders[-1].endswith('"}]')
+    # The first call's input stays in view: the digest does not repeat it.
+    assert first.count("cargo build --release") == 1
+    assert digest(parts, budget_tokens=replaced // 5, counter=counter) == first  # deterministic
+
+
+def test_what_the_agent_wrote_is_digested_too():
+    """Before: 129 tokens for this 8,736-token region (1.5 %: one line a call, as a real session's
+    8,000-token region of written documents got 132); now a fifth, the documents' heads and tails."""
+    documents = [
+        tool(
+            f"File created successfully at: /srv/notes/PLAN_{n}.md",
+            name="Write",
+            arg={
+                "file_path": f"/srv/notes/PLAN_{n}.md",
+                "content": "\n".join(
+                    f"- step {i} of plan {n}: migrate table t{i} to the new schema" for i in range(120)
+                ),
+            },
+        )
+        for n in range(4)
+    ]
+    parts = [tool("", arg={"command": "mkdir -p /srv/notes"}), *documents]
+    msgs = session(msg("user", text("plan it")), msg("assistant", *parts), msg("user", text("ok")))
+    result = plan(msgs, target=0)
+    first = result.marks[0].part.view_text
+    replaced = result.tokens_before - result.tokens_after + COUNTER.count(first)
+    assert 0.18 <= COUNTER.count(first) / replaced <= 0.2, (COUNTER.count(first), replaced)
+    for n in range(4):
+        assert f"- step 0 of plan {n}: migrate table t0 to the new schema" in first
+        assert f"- step 119 of plan {n}: migrate table t119 to the new schema" in first
+
+
+def test_a_rule_digest_is_bounded_by_its_setting():
+    parts = [tool(big(3_000), arg={"command": f"cat log_{i}.txt"}) for i in range(4)]  # about 60,000 tokens
+    msgs = session(msg("user", text("go")), msg("assistant", *parts), msg("user", text("ok")))
+    for cap in (8_000, 2_000):
+        result = plan(msgs, target=0, max_digest_tokens=cap)
+        assert cap * 0.9 <= COUNTER.count(result.marks[0].part.view_text) <= cap
+    # Within the cap, a fifth of what the digest replaces.
+    assert COUNTER.count(plan(msgs, target=0, max_digest_tokens=10**6).marks[0].part.view_text) > 8_000
 
 
 # -- properties ------------------------------------------------------------------------------------
@@ -472,3 +613,40 @@ def test_corpus_plans_keep_invariants_and_render_valid(path: Path):
     after = apply(msgs, result)
     assert_anthropic_valid(render([], after, "anthropic"))
     assert_openai_valid(render([], after, "openai"))
+
+
+_lines = st.text(alphabet="abc xyz,:0123\n", min_size=0, max_size=900)
+
+
+@st.composite
+def _digested_call(draw: st.DrawFn) -> ToolPart:
+    line = st.sampled_from(["ok", "E   AssertionError: boom", "3 failed, 1 passed", "Exit code 1", "src/a.py:3: x"])
+    output = "\n".join(draw(st.lists(st.one_of(_lines, line), max_size=30)))
+    arguments = draw(
+        st.dictionaries(st.sampled_from(["command", "content", "old_string", "limit", "todos"]), _lines, max_size=3)
+    )
+    return tool(output, arg=arguments, state=draw(st.sampled_from(["completed", "error"])))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_digested_call(), min_size=1, max_size=8), st.integers(0, 2_000))
+def test_property_a_digest_keeps_to_its_budget_and_to_the_order_of_its_lines(parts: list[ToolPart], budget: int):
+    parts = [part.model_copy(update={"name": f"T{i}"}) for i, part in enumerate(parts)]
+    out = digest(parts, budget_tokens=budget, counter=COUNTER)
+    floor = COUNTER.count(f"[Summary of {len(parts)} tool calls]\n… {len(parts)} more calls …")
+    assert COUNTER.count(out) <= max(budget, floor)
+    assert digest(parts, budget_tokens=budget, counter=COUNTER) == out
+    # Under each call, the result's lines it shows keep their original order.
+    for part in parts:
+        head = next((i for i, line in enumerate(out.splitlines()) if line.startswith(f"- {part.name} ")), None)
+        if head is None:
+            continue
+        original = [line.strip() for line in part.result_text.splitlines()]
+        body = []
+        for line in out.splitlines()[head + 1 :]:
+            if line.startswith("- ") or line.startswith("… "):
+                break
+            if line.startswith("  ") and not line.startswith("    ") and not line.strip().startswith("…"):
+                body.append(line.strip())
+        found = [original.index(line) for line in body if line in original]
+        assert found == sorted(found) or len(set(found)) < len(found)

@@ -28,11 +28,13 @@ what it costs as shown, so a plan never claims to free tokens the view no longer
 `prune_ceiling` bounds what the default rule can free from light message rows alone, so `status`
 can tell that pruning cannot help without loading any part.
 
-Small windows: OpenCode's 40,000 and 20,000 were set for 200k-token windows, where they are about
-a quarter and an eighth of the usable budget. Under 160,000 usable tokens `prune_thresholds` keeps
-those shares instead (gpt-4o's 128k window, 111,616 usable: protect 27,904, minimum 13,952; a
-32,000-token budget: 8,000 and 4,000), so a window smaller than the protection itself can still
-be pruned. Values a session sets (`prune_protect`, `prune_minimum`) are used as given.
+Small windows: OpenCode's 40,000 and 20,000 stand wherever the window holds the protection twice
+over (`SEED_USABLE`, 80,000 usable tokens: gpt-4o's 128k window, 111,616 usable, keeps them). Below,
+`prune_thresholds` gives up protection token for token with the window (usable − 40,000, the
+minimum half of that) down to a quarter and an eighth of usable, where it stays (a 60,000-token
+budget: 20,000 and 10,000; 32,000: 8,000 and 4,000). So the thresholds are continuous in the window,
+and a window smaller than the protection itself can still be pruned. Values a session sets
+(`prune_protect`, `prune_minimum`) are used as given.
 """
 
 from __future__ import annotations
@@ -78,21 +80,29 @@ class PruneOptions:
     """Clear the calls' inputs as well as their outputs."""
 
 
+SEED_USABLE = 2 * PruneOptions.protect
+"""From this many usable tokens up (80,000), the seed's 40,000 and 20,000 stand as they are."""
 PROTECT_SHARE = 0.25
-"""The default protection is at most this share of usable."""
+"""Below `SEED_USABLE`, the default protection is never less than this share of usable."""
 MINIMUM_SHARE = 0.125
-"""The default minimum is at most this share of usable."""
+"""Below `SEED_USABLE`, the default minimum is never less than this share of usable."""
 
 
 def prune_thresholds(usable: int | None, *, protect: int | None = None, minimum: int | None = None) -> tuple[int, int]:
-    """A session's `protect` and `minimum`: each as given, else the default (`PruneOptions`) or,
-    when less, its share of `usable` (None when the window is unlimited: the defaults)."""
+    """A session's `protect` and `minimum`: each as given, else the default (`PruneOptions`) from
+    `SEED_USABLE` usable tokens up (or when the window is unlimited, None); below, what the window
+    holds beyond the seed's protection (the minimum: half of it), but at least a quarter (an
+    eighth) of usable. Continuous in `usable`: 80,000 gives 40,000 and 20,000, 79,999 one less."""
     defaults = PruneOptions()
-    if protect is None:
-        protect = defaults.protect if usable is None else min(defaults.protect, int(usable * PROTECT_SHARE))
-    if minimum is None:
-        minimum = defaults.minimum if usable is None else min(defaults.minimum, int(usable * MINIMUM_SHARE))
-    return protect, minimum
+    if usable is None:
+        scaled = defaults.protect, defaults.minimum
+    else:
+        beyond = usable - (SEED_USABLE - defaults.protect)  # what the window holds beyond the protection
+        scaled = (
+            min(defaults.protect, max(int(usable * PROTECT_SHARE), beyond)),
+            min(defaults.minimum, max(int(usable * MINIMUM_SHARE), beyond // 2)),
+        )
+    return (scaled[0] if protect is None else protect), (scaled[1] if minimum is None else minimum)
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,19 @@ part already summarized or a compaction message ends it. Reasoning and whitespac
 not end a run (they carry nothing the run would split) but are never marked: signed thinking must
 be replayed byte for byte.
 
-The plan summarizes the largest region first, asking for about a fifth of its tokens, until the
-view costs no more than the target (the caller picks it: the soft threshold normally, the limit
-when starting at or above the hard one). A summary replaces a region in the view by re-marking
+The plan summarizes the largest region first, asking for about a fifth of the tokens the summary
+replaces (the region's, less its first call, which stays in view; `digest_budget`), until the
+view costs no more than the target (`target_tokens`: under half of usable for a soft compaction,
+as the seed says, leaving room for the turns to come; under usable when starting at or above the
+hard threshold, so the request fits). A summary replaces a region in the view by re-marking
 its parts, never by removing them, so every call keeps its id and name and pairing holds in both
 wire formats: the first part shows the summary (`view_text`), the others a short pointer with
 their input cleared. A part with `view_text` is never compactable again, so a summary is never
 summarized. When the summarizer fails (returns None), the oldest remaining region is dropped
 instead, with a visible `[Earlier turns truncated: …]` note. The summarizer is the rule-based
-digest (`policy.digest`) unless the caller passes another: the service passes the digests an LLM
-wrote (`compaction.region_digest`), the rule's for any region it did not write.
+digest (`policy.digest`, at most `max_digest_tokens`) unless the caller passes another: the
+service passes the digests an LLM wrote (`compaction.region_digest`), the rule's for any region it
+did not write.
 
 Everything here is pure: the caller applies the marks and stores them.
 """
@@ -36,7 +39,15 @@ from contextfold.tokens.counting import TokenCounter, count_in_view
 KEEP_RECENT_TOKENS = 20_000
 """The newest this-many tokens of the view are pinned (Claude Code's figure)."""
 TARGET_FRACTION = 5
-"""A region's summary is asked to fit in 1/5 of the region's tokens."""
+"""A region's summary is asked to fit in 1/5 of the tokens it replaces (the seed's `summarize_region`)."""
+MIN_DIGEST_TOKENS = 128
+"""A small region's summary may take up to this many tokens (at most half of what it replaces):
+a fifth of a few hundred tokens holds no more than the header, not a line a call."""
+MAX_DIGEST_TOKENS = 8_000
+"""The rule-based digest of one region takes at most this many tokens (`regions_digest_max_tokens`)."""
+SOFT_TARGET = 0.50
+"""A compaction started below the hard threshold aims under this share of usable (the seed's soft
+compaction: "get under 50 %, to leave room for the turns to come")."""
 SUMMARIZED_ABOVE = "(summarized above)"
 """What the second and later parts of a summarized region show (an empty result is invalid)."""
 TRUNCATED_ABOVE = "(truncated above)"
@@ -146,6 +157,12 @@ def _transparent(part: Part) -> bool:
 # -- the plan --------------------------------------------------------------------------------------
 
 
+def target_tokens(usable: int, *, urgent: bool, soft_target: float = SOFT_TARGET) -> int:
+    """Where a compaction aims: just below `usable` when `urgent` (the session is hard or in
+    overflow: the request must fit), else just below `soft_target` of it (a soft compaction)."""
+    return int(usable * (1.0 if urgent else soft_target)) - 1
+
+
 def plan_regions(
     messages: Sequence[Message],
     *,
@@ -155,17 +172,20 @@ def plan_regions(
     counter: TokenCounter,
     now: float,
     summarize: Summarize | None = None,
+    max_digest_tokens: int = MAX_DIGEST_TOKENS,
 ) -> RegionPlan:
     """Which parts to re-mark, largest region first, until the view costs `target_tokens` or less.
 
     `total_tokens` is what the view costs now (system prompt included); `now` is stamped as
-    `compacted_at` on each region's first part. `summarize(parts, budget)` defaults to `digest`.
-    A region whose summary would not free anything is left alone.
+    `compacted_at` on each region's first part. `summarize(parts, budget)` defaults to `digest`
+    (within `max_digest_tokens`). A region whose summary would not free anything is left alone.
     """
     by_id = {m.id: m for m in messages}
     if len(by_id) != len(messages):
         raise ValueError("plan_regions needs unique message ids")
-    summarize = summarize or (lambda parts, budget: digest(parts, budget_tokens=budget, counter=counter))
+    summarize = summarize or (
+        lambda parts, budget: digest(parts, budget_tokens=min(budget, max_digest_tokens), counter=counter)
+    )
     remaining = find_regions(messages, keep_recent_tokens=keep_recent_tokens, counter=counter)
     found = len(remaining)
     marks: list[RegionMark] = []
@@ -178,7 +198,7 @@ def plan_regions(
         if candidates:
             region = max(candidates, key=lambda r: (r.tokens, -r.first_index))
             parts = [_part(by_id, ref) for ref in region.parts]
-            text = summarize(parts, region.tokens // TARGET_FRACTION)
+            text = summarize(parts, digest_budget(replaced_tokens(region, parts, counter)))
             if text is None:
                 failed.add(region.first_index)
                 failures += 1
@@ -212,6 +232,19 @@ def plan_regions(
         reached_target=reached,
         reason=_reason(found, summarized, dropped, failures, skipped, freed, after, target_tokens, reached),
     )
+
+
+def digest_budget(replaced: int) -> int:
+    """The tokens a summary of `replaced` tokens is asked to fit in: a fifth (the seed's
+    `summarize_region`), or for a small region up to `MIN_DIGEST_TOKENS`, at most half."""
+    return max(replaced // TARGET_FRACTION, min(MIN_DIGEST_TOKENS, replaced // 2))
+
+
+def replaced_tokens(region: Region, parts: Sequence[ToolPart], counter: TokenCounter) -> int:
+    """What a region's summary replaces: the region, less its first call as it stays in view (the
+    call's name and input, with the summary as its result)."""
+    stays = count_in_view(parts[0].model_copy(update={"view_text": ""}), counter) if parts else 0
+    return max(0, region.tokens - stays)
 
 
 def _part(by_id: dict[str, Message], ref: tuple[str, int]) -> ToolPart:
@@ -260,12 +293,18 @@ def _reason(
 
 __all__ = [
     "KEEP_RECENT_TOKENS",
+    "MAX_DIGEST_TOKENS",
+    "MIN_DIGEST_TOKENS",
     "Region",
     "RegionMark",
     "RegionPlan",
+    "SOFT_TARGET",
     "SUMMARIZED_ABOVE",
     "TRUNCATED_ABOVE",
     "digest",
+    "digest_budget",
     "find_regions",
     "plan_regions",
+    "replaced_tokens",
+    "target_tokens",
 ]

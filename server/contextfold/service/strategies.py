@@ -29,7 +29,7 @@ from contextfold.errors import CompactionFailed
 from contextfold.names import REMOVAL_STRATEGIES
 from contextfold.policy import view
 from contextfold.policy.digest import digest
-from contextfold.policy.regions import RegionPlan, plan_regions
+from contextfold.policy.regions import RegionPlan, plan_regions, target_tokens
 from contextfold.policy.removal import plan_hybrid, plan_middle, plan_oldest, provider_defaults
 from contextfold.results import Brief, CompactResult, Status
 from contextfold.service.anchored import SessionAccess
@@ -86,7 +86,9 @@ class Strategies:
             visible = await view.visible(tx.messages, session.view)
 
             def summarize(parts: list[ToolPart], budget: int) -> str:
-                return written.digests.get(region_key(parts)) or digest(parts, budget_tokens=budget, counter=counter)
+                return written.digests.get(region_key(parts)) or digest(
+                    parts, budget_tokens=min(budget, settings.regions_digest_max_tokens), counter=counter
+                )
 
             plan = self._plan(visible, session.tokens_in_view, settings, status, counter, summarize)
             by_llm = sum(1 for m in plan.marks if m.part.view_text in written.digests.values())
@@ -161,7 +163,8 @@ class Strategies:
 
         def recording(parts: list[ToolPart], budget: int) -> str:
             asks.append(RegionAsk(tuple(parts), budget))
-            return digest(parts, budget_tokens=budget, counter=read.counter)
+            cap = read.settings.regions_digest_max_tokens
+            return digest(parts, budget_tokens=min(budget, cap), counter=read.counter)
 
         self._plan(read.visible, read.session.tokens_in_view, read.settings, status, read.counter, recording)
         return asks
@@ -175,12 +178,17 @@ class Strategies:
         counter: TokenCounter,
         summarize: Callable[[list[ToolPart], int], str | None],
     ) -> RegionPlan:
-        # On hard, make the request fit; otherwise get back under the soft threshold.
-        ratio = 1.0 if status.state in ("hard", "overflow") else settings.soft_ratio
+        # On hard, make the request fit; otherwise get under half of usable, as the seed's soft
+        # compaction does (and in any case under the soft threshold).
+        target = target_tokens(
+            status.usable,
+            urgent=status.state in ("hard", "overflow"),
+            soft_target=min(settings.regions_soft_target, settings.soft_ratio),
+        )
         return plan_regions(
             visible,
             total_tokens=total,
-            target_tokens=int(status.usable * ratio) - 1,
+            target_tokens=target,
             counter=counter,
             now=time.time(),
             keep_recent_tokens=settings.regions_keep_recent_tokens,
