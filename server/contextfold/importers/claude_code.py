@@ -241,9 +241,14 @@ class ClaudeCodeReader:
 
     def _compaction_at(self, summary_index: int) -> ImportedCompaction:
         """The compaction whose summary is at `summary_index`, with its boundary's facts when it has one."""
-        boundary: dict[str, Any] = next(
-            (c for c in reversed(self._compactions) if c["message_index"] == summary_index), {}
-        )
+        # A boundary names the index its summary lands at, so only the newest entries can match.
+        boundary: dict[str, Any] = {}
+        for entry in reversed(self._compactions):
+            if entry["message_index"] < summary_index:
+                break
+            if entry["message_index"] == summary_index:
+                boundary = entry
+                break
         facts = boundary.get("compact_metadata") or {}
         trigger, pre_tokens = facts.get("trigger"), facts.get("preTokens")
         return ImportedCompaction(

@@ -104,7 +104,12 @@ def select_thread(
 def _path(
     leaf: _Node, by_uuid: dict[str, _Node], ours: list[_Node], previous_tail: tuple[str, ...]
 ) -> tuple[set[_Node], str | None]:
-    """The records from `leaf` back to the root, and the parent outside what was read where it stopped."""
+    """The records from `leaf` back to the root, and the parent outside what was read where it stopped.
+
+    Each record is visited once: a record's predecessor (for a compaction whose logical parent was
+    never written) is looked up in a table made in one pass, not searched for, so a file of many
+    such boundaries costs linear time, not quadratic."""
+    before = _records_before(ours)
     kept: set[_Node] = set()
     node: _Node | None = leaf
     while node is not None and node not in kept:
@@ -114,11 +119,11 @@ def _path(
             parent = node.logical_parent
             if parent not in by_uuid and parent not in previous_tail:
                 # The boundary's logical parent was never written: continue from the record before it.
-                node = _record_before(node, ours)
+                node = before.get(node)
                 continue
         if parent is None and node.summary:
             # A 1.0.x compaction (no boundary): the summary follows the history it summarizes.
-            node = _record_before(node, ours)
+            node = before.get(node)
             continue
         if parent is None:
             return kept, None
@@ -128,9 +133,16 @@ def _path(
     return kept, None
 
 
-def _record_before(node: _Node, ours: list[_Node]) -> _Node | None:
-    """The newest conversation record of the thread written before `node`, if any."""
-    return next((n for n in reversed(ours) if n.line < node.line and n.kind in _CONVERSATION), None)
+def _records_before(ours: list[_Node]) -> dict[_Node, _Node]:
+    """For each record of the thread (in file order), the newest conversation record written before it."""
+    before: dict[_Node, _Node] = {}
+    newest: _Node | None = None
+    for node in ours:
+        if newest is not None:
+            before[node] = newest
+        if node.kind in _CONVERSATION:
+            newest = node
+    return before
 
 
 def _add_forks(ours: list[_Node], kept: set[_Node], pending_calls: frozenset[str]) -> None:
