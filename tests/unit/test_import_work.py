@@ -87,7 +87,7 @@ def test_dangling_compaction_boundaries_cost_linear_work(tmp_path: Path) -> None
     # The old lookup: 196,563 → 643,063 → 2,286,063 steps for 1k → 2k → 4k records (×3.3, ×3.6).
     work = [thread_work(dangling_boundaries(tmp_path / f"{n}.jsonl", n)) for n in (1_000, 2_000, 4_000)]
     assert work[1] <= 2.1 * work[0] and work[2] <= 2.1 * work[1], work
-    assert work[2] <= 100 * 4_000, work  # a few dozen steps a record
+    assert work[2] <= 200 * 4_000, work  # about a hundred steps a record, whatever the size
 
 
 def test_dangling_boundaries_still_continue_from_the_record_before(tmp_path: Path) -> None:
