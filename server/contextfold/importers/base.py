@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contextfold import safejson
-from contextfold.errors import LimitExceeded, RecordError, TranscriptError
+from contextfold.errors import LimitExceeded, RecordError, TranscriptError, brief
 from contextfold.formats import WireFormat
 from contextfold.names import ImportFormat
 
@@ -38,6 +38,8 @@ CHUNK_BYTES = 8 * 1024**2
 once the lines read since the last chunk reach this many bytes: what bounds its memory."""
 SHOWN_PROBLEMS = 3
 """Unreadable lines named one by one in an import's warnings; the rest are counted."""
+PROBLEM_CHARS = 300
+"""What is said of each, at most."""
 _TITLE_LIMIT = 80
 _LONE_TAG = re.compile(r"</?[\w:-]+( [^<>]*)?/?>")
 _KIND_NAMES: dict[type, str] = {
@@ -284,7 +286,7 @@ class Problems:
     def skip(self, line_no: int, problem: str) -> None:
         self.lines += 1
         if len(self.shown) < SHOWN_PROBLEMS:
-            self.shown.append(f"line {line_no}: {problem}")
+            self.shown.append(f"line {line_no}: {brief(problem, PROBLEM_CHARS)}")  # not a 1 MB value echoed
 
     def warnings(self) -> list[str]:
         said: list[str] = []
