@@ -636,18 +636,33 @@ def _error(path: Path, format: str | None = None) -> TranscriptError:
     return caught.value
 
 
-def test_malformed_line_names_its_line(tmp_path: Path) -> None:
+def _skipped(path: Path, format: str | None = None) -> ImportedTranscript:
+    """`path` read with its bad lines skipped (issue 26, item 10): one bad line must not stop every
+    later import of a session."""
+    transcript = load_transcript(path, format)  # type: ignore[arg-type]
+    assert transcript.unreadable >= 1 and "could not be read and" in transcript.warnings[0]
+    return transcript
+
+
+def test_a_malformed_line_is_skipped_and_named(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps(_cc("user", "hi")) + "\n\n" + '{"type": "assistant", "message": \n')
-    error = _error(path)
-    assert error.line == 3 and "line 3: malformed JSON" in str(error)
+    transcript = _skipped(path)
+    assert transcript.unreadable == 1 and "line 3: malformed JSON" in transcript.warnings[0]
+    assert transcript.messages == [{"role": "user", "content": "hi"}]
 
 
-def test_invalid_utf8_names_its_line(tmp_path: Path) -> None:
+def test_invalid_utf8_is_skipped_and_named(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(json.dumps(_cc("user", "hi")).encode() + b'\n{"type": "user", "x": "\xff\xfe"}\n')
-    error = _error(path)
-    assert error.line == 2 and "invalid UTF-8" in str(error)
+    assert "line 2: invalid UTF-8" in _skipped(path).warnings[0]
+
+
+def test_a_file_of_nothing_but_bad_lines_is_an_error_naming_them(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"type": "user", "message": {"role": "user", "content": "cut\n\xff\n')
+    error = _error(path, "claude-code")
+    assert "no conversation messages found" in str(error) and "line 1: malformed JSON" in str(error)
 
 
 @pytest.mark.parametrize("content", [b"", b"\n  \n\t\n"])
@@ -666,19 +681,17 @@ def test_unknown_format_names_the_first_unrecognized_line(tmp_path: Path) -> Non
     assert caught.value.line == 1
 
 
-def test_wrong_types_name_the_line_and_the_field(tmp_path: Path) -> None:
+def test_wrong_types_are_skipped_naming_the_line_and_the_field(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "s.jsonl", [_cc("user", "hi"), _cc("assistant", 5, id="m")])
-    error = _error(path)
-    assert error.line == 2 and "message.content: expected string or array, got number" in str(error)
+    assert "line 2: message.content: expected string or array, got number" in _skipped(path).warnings[0]
     path = _write_jsonl(tmp_path / "s.jsonl", [_cc("user", "hi"), _cc("assistant", [{"type": "tool_use", "id": 7}])])
-    assert "message.content[0].id: expected string, got number" in str(_error(path))
+    assert "message.content[0].id: expected string, got number" in _skipped(path).warnings[0]
 
 
 def test_a_line_that_is_not_an_object(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps(_cc("user", "hi")) + "\n[1, 2]\n")
-    error = _error(path, "claude-code")
-    assert error.line == 2 and "expected a JSON object, got array" in str(error)
+    assert "line 2: expected a JSON object, got array" in _skipped(path, "claude-code").warnings[0]
 
 
 def test_records_but_no_conversation(tmp_path: Path) -> None:

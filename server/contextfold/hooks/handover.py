@@ -12,7 +12,9 @@ history with the compaction facts everyone shares (`compaction.facts`, `userword
 5. the spilled outputs, one line each, with their ids for `read_output`;
 6. the working set: the files, tests and identifiers the agent used, most relevant first, in
    whatever room the rest leaves;
-7. one line saying the full history is searchable with `search_history` in this session.
+7. one line saying the full history is searchable with `search_history` in this session;
+8. what the import could not read of the transcript (`notes`: lines skipped, values kept as
+   text), so the agent knows the history has a gap; never trimmed, given once.
 
 Bounded by `budget` tokens (the `hook_context_tokens` setting): the working set takes what is left;
 when even the rest does not fit, older outputs, then the plan's finished items, then the older
@@ -82,9 +84,11 @@ def handover(
     summary: str | None = None,
     sent: Collection[str] = (),
     root: str | None = None,
+    notes: Sequence[str] = (),
 ) -> Handover:
     """The additional context for the compaction of `messages` (the stored history, oldest first).
-    `root`: the agent's working directory; the working set names files under it relative to it."""
+    `root`: the agent's working directory; the working set names files under it relative to it.
+    `notes`: what the import could not read (`importers.marks.problems`)."""
     facts = extract_facts(messages)
     known = _Known(summary)
     files = [i for i in _files(facts) if i.key not in sent and not known.path(i.key[5:])]
@@ -92,11 +96,13 @@ def handover(
     error = [i for i in _error(facts) if i.key not in sent and not known.text(i.key[6:])]
     plan = [i for i in _plan(facts) if i.key not in sent and not known.text(i.key[5:])]
     spilled = [i for i in _outputs(outputs) if i.key not in sent and not known.text(i.key[7:])]
+    gaps = [_Item(f"note:{note}", f"- {note}") for note in notes]
+    gaps = [i for i in gaps if i.key not in sent]
     closing = (
         f'The full history before the compaction is stored: search_history(session_id="{session_id}", '
         'pattern="…") finds any earlier message, hidden ones included; read_output(id=…) reads a spilled output whole.'
     )
-    sections = _Sections(files, quotes, error, plan, spilled)
+    sections = _Sections(files, quotes, error, plan, spilled, gaps)
     fixed = sections.render(HEADER, closing, [])
     while counter.count(fixed) > budget and sections.trim():
         fixed = sections.render(HEADER, closing, [])
@@ -215,12 +221,20 @@ def _working_set(
 
 class _Sections:
     def __init__(
-        self, files: list[_Item], quotes: list[_Item], error: list[_Item], plan: list[_Item], outputs: list[_Item]
+        self,
+        files: list[_Item],
+        quotes: list[_Item],
+        error: list[_Item],
+        plan: list[_Item],
+        outputs: list[_Item],
+        gaps: list[_Item],
     ) -> None:
         self.files, self.quotes, self.error, self.plan, self.outputs = files, quotes, error, plan, outputs
+        self.gaps = gaps
+        """What the import could not read: short, and never trimmed."""
 
     def items(self) -> list[_Item]:
-        return [*self.files, *self.quotes, *self.error, *self.plan, *self.outputs]
+        return [*self.files, *self.quotes, *self.error, *self.plan, *self.outputs, *self.gaps]
 
     def render(self, header: str, closing: str, names: list[str]) -> str:
         parts = [header]
@@ -230,6 +244,7 @@ class _Sections:
             ("Latest error not fixed since:", self.error),
             ("The agent's plan:", self.plan),
             ("Outputs spilled to contextfold (read_output(id=…)):", self.outputs),
+            ("What the import could not read of the transcript (the stored history has a gap there):", self.gaps),
         ):
             if items:
                 parts.append(title + "\n" + "\n".join(i.line for i in items))

@@ -252,6 +252,7 @@ class _Hook:
         (the rollout holds it by then); None when it is not known yet. `again`: a second look at
         the same compaction, giving only what the first did not."""
         from contextfold.hooks.handover import SpilledOutput, handover
+        from contextfold.importers.marks import marks_in, problems
         from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
@@ -283,6 +284,7 @@ class _Hook:
             summary=summary,
             sent=set(sent),
             root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
+            notes=problems(marks_in(session.metadata)),
         )
         spent = (
             [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]

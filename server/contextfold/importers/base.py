@@ -1,8 +1,17 @@
 """What every importer shares: the result type, the error type, and a streaming JSONL reader.
 
 Readers for the line-based formats are small state machines: `feed` one record at a time, then
-`finish`. `read_jsonl_with` drives one over a file and turns any problem into a `TranscriptError`
-that names the file and the line, so callers never see a raw KeyError or TypeError.
+`finish`. `JsonlStream` drives one over a file and hands its messages on in chunks as they are
+settled, so importing a file holds a chunk of it in memory, not the whole (`read_jsonl_with`
+collects the chunks into one `ImportedTranscript`).
+
+A line that cannot be read (cut in half by a crash mid-write, invalid UTF-8, not a JSON object) or
+whose record the reader cannot use is skipped and counted (`ImportedTranscript.unreadable`), with
+its line number and why among the warnings: one bad line must not stop a session's imports for
+good. A last line with no newline that is not JSON yet is being written: it is left for the next
+import. A value nested deeper than `safejson.MAX_DEPTH` keeps its outer levels and is kept below
+them as its JSON text (`DEEP_TEXT_CHARS` at most), and counted (`ImportedTranscript.deep_values`).
+A file with no readable conversation at all is still a `TranscriptError` naming the file.
 """
 
 from __future__ import annotations
@@ -16,11 +25,21 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contextfold import safejson
-from contextfold.errors import LimitExceeded, RecordError, TranscriptError
+from contextfold.errors import LimitExceeded, RecordError, TranscriptError, brief
 from contextfold.formats import WireFormat
 from contextfold.names import ImportFormat
 
 UTF8_BOM = b"\xef\xbb\xbf"
+DEEP_TEXT_CHARS = 10_000
+"""A value nested too deeply is kept as its JSON text, cut to this many characters."""
+CHUNK_MESSAGES = 512
+CHUNK_BYTES = 8 * 1024**2
+"""An import hands messages on (to be parsed, counted and stored) once this many are settled, or
+once the lines read since the last chunk reach this many bytes: what bounds its memory."""
+SHOWN_PROBLEMS = 3
+"""Unreadable lines named one by one in an import's warnings; the rest are counted."""
+PROBLEM_CHARS = 300
+"""What is said of each, at most."""
 _TITLE_LIMIT = 80
 _LONE_TAG = re.compile(r"</?[\w:-]+( [^<>]*)?/?>")
 _KIND_NAMES: dict[type, str] = {
@@ -89,12 +108,50 @@ class ImportedTranscript:
     end_line: int = 0
     tail_uuids: tuple[str, ...] = ()
     """Claude Code: the last records read (see `Resume.tail_uuids`)."""
+    unreadable: int = 0
+    """Lines skipped because they could not be read, or their record not used (the warnings say which)."""
+    deep_values: int = 0
+    """Values nested too deeply, kept as their JSON text."""
+    pending_calls: frozenset[str] = frozenset()
+    """Calls (of this file or `Resume.pending_calls`) with no result once the file is read."""
 
 
 class RecordReader(Protocol):
     def feed(self, record: dict[str, Any]) -> None: ...
 
     def finish(self) -> ImportedTranscript: ...
+
+
+class StreamReader(RecordReader, Protocol):
+    """A reader whose messages can be handed on before the file ends.
+
+    `messages` holds the messages not handed on yet; `taken` counts those handed on before them, so
+    `taken + i` is the index of `messages[i]` in the whole transcript, which `usage` and
+    `compactions` use. `settled()` says how many of the first `messages` no later record can
+    change any more (a later line of the same API response, a result joining its message).
+    """
+
+    messages: list[dict[str, Any]]
+    taken: int
+    usage: dict[int, dict[str, Any]]
+    compactions: list[ImportedCompaction]
+    system: list[dict[str, str]]
+
+    def settled(self) -> int: ...
+
+
+@dataclass
+class Chunk:
+    """Messages of a transcript handed on together, with what refers to them."""
+
+    start: int
+    """Index of `messages[0]` in the whole transcript."""
+    messages: list[dict[str, Any]]
+    usage: dict[int, dict[str, Any]]
+    """Reported usage, by index in the whole transcript."""
+    compactions: list[ImportedCompaction]
+    """Compactions whose summary is in `messages`; the message after a summary is always in the
+    same chunk (when the file has one), since replaying needs to know whether the model answered it."""
 
 
 class LineReader:
@@ -148,6 +205,12 @@ def iter_jsonl(path: Path, resume: Resume = START) -> Iterator[tuple[int, dict[s
 
 def decode_json_object(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
     """One JSONL line as a dict, or a `TranscriptError` saying what is wrong with it."""
+    return decode_record(path, line_no, raw)[0]
+
+
+def decode_record(path: Path, line_no: int, raw: bytes) -> tuple[dict[str, Any], int]:
+    """One JSONL line as a dict, and how many values in it nested too deeply to store were kept as
+    their JSON text; a `TranscriptError` saying what is wrong with a line that cannot be read."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -162,20 +225,40 @@ def decode_json_object(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
         raise TranscriptError(path, line_no, "malformed JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise TranscriptError(path, line_no, f"expected a JSON object, got {type_name(value)}")
-    record: dict[str, Any] = safe_json(path, line_no, value)
-    return record
-
-
-def decode_line(lines: LineReader, line_no: int, raw: bytes) -> dict[str, Any] | None:
-    """A line of `lines` as a dict; None for a last line cut short (no newline and not JSON yet, as
-    in a file still being written), after which `lines` ends before that line."""
     try:
-        return decode_json_object(lines.path, line_no, raw)
-    except TranscriptError:
-        if raw.endswith(b"\n"):
-            raise
-        lines.end, lines.line = lines.line_start, line_no - 1
-        return None
+        return safejson.clean(value, ""), 0
+    except LimitExceeded:
+        kept, deep = deep_as_text(value, 0)
+        record: dict[str, Any] = safejson.clean(kept, "")
+        return record, deep
+
+
+def deep_as_text(value: Any, depth: int) -> tuple[Any, int]:
+    """`value` with each array or object at `safejson.MAX_DEPTH` levels replaced by its JSON text
+    (at most `DEEP_TEXT_CHARS`), and how many were. Recursion is bounded by MAX_DEPTH."""
+    if not isinstance(value, (dict, list)):
+        return value, 0
+    if depth >= safejson.MAX_DEPTH:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except (RecursionError, ValueError):
+            text = "[a value nested too deeply to show]"
+        if len(text) > DEEP_TEXT_CHARS:
+            text = text[: DEEP_TEXT_CHARS - 1] + "…"
+        return text, 1
+    found = 0
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out[key], deep = deep_as_text(item, depth + 1)
+            found += deep
+        return out, found
+    items = []
+    for item in value:
+        kept, deep = deep_as_text(item, depth + 1)
+        items.append(kept)
+        found += deep
+    return items, found
 
 
 def incomplete_line(line_no: int) -> str:
@@ -190,46 +273,186 @@ def safe_json(path: Path, line_no: int | None, value: Any) -> Any:
         raise TranscriptError(path, line_no, str(exc)) from None
 
 
-def read_jsonl_with(
-    path: Path,
-    reader: RecordReader,
-    resume: Resume = START,
-    skip: Mapping[int, str] | None = None,
-    stop: int | None = None,
-) -> ImportedTranscript:
-    """Feed every record of `path` (after `resume`, before `stop`) to `reader` and return its result.
+class Problems:
+    """The lines an import skipped, and the values it kept as text."""
 
-    Lines in `skip` (line number → reason) are left out unread and counted under their reason.
-    """
-    lines = LineReader(path, resume, stop)
-    left_out: Counter[str] = Counter()
-    cut_short: int | None = None
+    def __init__(self) -> None:
+        self.lines = 0
+        self.shown: list[str] = []
+        self.deep = 0
+        self.cut_short: int | None = None
+        """A last line still being written, left for the next import."""
+
+    def skip(self, line_no: int, problem: str) -> None:
+        self.lines += 1
+        if len(self.shown) < SHOWN_PROBLEMS:
+            self.shown.append(f"line {line_no}: {brief(problem, PROBLEM_CHARS)}")  # not a 1 MB value echoed
+
+    def warnings(self) -> list[str]:
+        said: list[str] = []
+        if self.lines:
+            more = f"; and {self.lines - len(self.shown):,} more" if self.lines > len(self.shown) else ""
+            said.append(f"{unreadable_words(self.lines)} ({'; '.join(self.shown)}{more})")
+        if self.deep:
+            said.append(f"{deep_words(self.deep)} (nested over {safejson.MAX_DEPTH} levels)")
+        if self.cut_short is not None:
+            said.append(incomplete_line(self.cut_short))
+        return said
+
+
+def unreadable_words(lines: int) -> str:
+    """How an import says it skipped lines (`import`, `stats` and the hooks' handover alike)."""
+    return (
+        f"{lines:,} transcript line{'s' if lines != 1 else ''} could not be read and "
+        f"{'were' if lines != 1 else 'was'} skipped"
+    )
+
+
+def deep_words(values: int) -> str:
+    return f"{values:,} value{'s' if values != 1 else ''} nested too deeply {'were' if values != 1 else 'was'} kept as text"
+
+
+def read_records(
+    lines: LineReader, problems: Problems, skip: Mapping[int, str] | None = None, left_out: Counter[str] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of `lines`, each decoded; a line that cannot be read is skipped and counted in
+    `problems`. A last line with no newline that is not JSON yet ends the reading before it (it is
+    being written; `lines` then ends where it starts). Lines in `skip` (line → reason) are not
+    decoded, only counted in `left_out` under their reason."""
     for line_no, raw in lines:
         if skip and line_no in skip:
-            left_out[skip[line_no]] += 1
+            if left_out is not None:
+                left_out[skip[line_no]] += 1
             continue
-        record = decode_line(lines, line_no, raw)
-        if record is None:
-            cut_short = line_no
-            break
         try:
-            reader.feed(record)
-        except RecordError as exc:
-            raise TranscriptError(path, line_no, str(exc)) from None
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            # A safety net: the readers validate what they use, but a record shape nobody foresaw must
-            # still come out as a located, readable error rather than a traceback.
-            raise TranscriptError(path, line_no, f"unexpected record shape ({type(exc).__name__}: {exc})") from exc
-    result = reader.finish()
-    if not result.messages and not resume.offset:
-        raise TranscriptError(path, None, "no conversation messages found")
-    for reason, count in left_out.items():
-        result.skipped[reason] = result.skipped.get(reason, 0) + count
-        skipped_records = result.metadata.setdefault("skipped_records", {})
-        skipped_records[reason] = skipped_records.get(reason, 0) + count
-    result.end_offset, result.end_line = lines.end, lines.line
-    if cut_short is not None:
-        result.warnings.append(incomplete_line(cut_short))
+            record, deep = decode_record(lines.path, line_no, raw)
+        except TranscriptError as exc:
+            if raw.endswith(b"\n"):
+                problems.skip(line_no, exc.problem)
+                continue
+            lines.end, lines.line = lines.line_start, line_no - 1
+            problems.cut_short = line_no
+            return
+        problems.deep += deep
+        yield line_no, record
+
+
+class JsonlStream:
+    """A line-based transcript read in chunks: `chunks()` feeds each record to `reader` and hands
+    its settled messages on; `result()` then says the rest (title, counts, warnings, where the
+    reading ended). A record the reader refuses is skipped and counted like a line that cannot be
+    read. `stop`: read no further than this byte offset (where an earlier pass ended)."""
+
+    def __init__(
+        self,
+        path: Path,
+        reader: StreamReader,
+        format: WireFormat,
+        resume: Resume = START,
+        *,
+        skip: Mapping[int, str] | None = None,
+        stop: int | None = None,
+        model: str | None = None,
+        source_format: ImportFormat,
+    ) -> None:
+        self.path, self.reader, self.format, self.resume, self.skip = path, reader, format, resume, skip
+        self.model = model
+        """The model, when known before reading (a new session is created with it)."""
+        self.source_format: ImportFormat = source_format
+        self.lines = LineReader(path, resume, stop)
+        self.problems = Problems()
+        self.warnings: list[str] = []
+        """Said after the reading's own warnings (e.g. by an earlier pass)."""
+        self.tail_uuids: tuple[str, ...] = ()
+        self._result: ImportedTranscript | None = None
+
+    @property
+    def system(self) -> list[dict[str, str]]:
+        """The session prompts; final once a first chunk is handed on."""
+        return self.reader.system
+
+    def chunks(self) -> Iterator[Chunk]:
+        reader, left_out = self.reader, Counter[str]()
+        since = self.lines.end
+        for line_no, record in read_records(self.lines, self.problems, self.skip, left_out):
+            try:
+                reader.feed(record)
+            except RecordError as exc:
+                self.problems.skip(line_no, str(exc))
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                # A safety net: the readers validate what they use, but a record shape nobody foresaw must
+                # still be skipped and named rather than stop the import.
+                self.problems.skip(line_no, f"unexpected record shape ({type(exc).__name__}: {exc})")
+            if len(reader.messages) >= CHUNK_MESSAGES or self.lines.end - since >= CHUNK_BYTES:
+                chunk = self._take()
+                if chunk is not None:
+                    since = self.lines.end
+                    yield chunk
+        result = reader.finish()
+        if not reader.taken and not result.messages and not self.resume.offset:
+            problems = f"; {'; '.join(self.problems.warnings())}" if self.problems.lines else ""
+            raise TranscriptError(self.path, None, f"no conversation messages found{problems}")
+        for reason, count in left_out.items():
+            result.skipped[reason] = result.skipped.get(reason, 0) + count
+            skipped_records = result.metadata.setdefault("skipped_records", {})
+            skipped_records[reason] = skipped_records.get(reason, 0) + count
+        result.end_offset, result.end_line = self.lines.end, self.lines.line
+        result.warnings.extend(self.problems.warnings())
+        result.warnings.extend(self.warnings)
+        result.unreadable, result.deep_values = self.problems.lines, self.problems.deep
+        result.tail_uuids = self.tail_uuids
+        last = Chunk(reader.taken, result.messages, result.usage, result.compactions)
+        result.messages, result.usage, result.compactions = [], {}, []
+        self._result = result
+        if last.messages:
+            yield last
+
+    def _take(self) -> Chunk | None:
+        """The settled messages, unless they end with a compaction's summary (its answer decides
+        how it is replayed)."""
+        reader = self.reader
+        cut = reader.settled()
+        summaries = {c.summary_index for c in reader.compactions}
+        while cut > 0 and reader.taken + cut - 1 in summaries:
+            cut -= 1
+        if cut <= 0:
+            return None
+        start, end = reader.taken, reader.taken + cut
+        messages = reader.messages[:cut]
+        del reader.messages[:cut]
+        reader.taken = end
+        usage = {i: u for i, u in reader.usage.items() if i < end}
+        for i in usage:
+            del reader.usage[i]
+        compactions = [c for c in reader.compactions if c.summary_index < end]
+        reader.compactions[:] = [c for c in reader.compactions if c.summary_index >= end]
+        return Chunk(start, messages, usage, compactions)
+
+    def result(self) -> ImportedTranscript:
+        """What the reading found besides the messages (`messages`, `usage` and `compactions` are
+        handed on in chunks); only once `chunks()` is exhausted."""
+        if self._result is None:
+            raise RuntimeError("read the chunks first")
+        return self._result
+
+
+class Chunked(Protocol):
+    def chunks(self) -> Iterator[Chunk]: ...
+
+    def result(self) -> ImportedTranscript: ...
+
+
+def collect(stream: Chunked) -> ImportedTranscript:
+    """The whole transcript of `stream`, its chunks put back together (for small files and tests)."""
+    messages: list[dict[str, Any]] = []
+    usage: dict[int, dict[str, Any]] = {}
+    compactions: list[ImportedCompaction] = []
+    for chunk in stream.chunks():
+        messages += chunk.messages
+        usage.update(chunk.usage)
+        compactions += chunk.compactions
+    result = stream.result()
+    result.messages, result.usage, result.compactions = messages, usage, compactions
     return result
 
 

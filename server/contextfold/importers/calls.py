@@ -17,27 +17,54 @@ from contextfold.formats import WireFormat
 _MEDIA = ("image", "document")
 
 
-def keep_orphan_results(messages: list[dict[str, Any]], format: WireFormat, known: frozenset[str]) -> list[str]:
-    """Turn results whose call is neither earlier in `messages` nor in `known` into user text, in place.
+class Calls:
+    """The calls waiting for a result as a file is read in order, message by message (`note`).
 
-    Returns the warnings to show (none when every result has its call).
+    Only calls still waiting are kept, so memory follows the calls in flight, not the file: a
+    result whose call is not waiting (made before the file begins, or answered already) is an
+    orphan, kept as user text.
     """
-    called = set(known)
-    orphans: list[tuple[int, str]] = []
-    for index, message in enumerate(messages):
-        if format == "anthropic":
-            orphans.extend((index, call_id) for call_id in _anthropic_orphans(message, called))
-        else:
-            orphans.extend((index, call_id) for call_id in _openai_orphans(messages, index, called))
-        called.update(_calls_made(message, format))
-    if not orphans:
-        return []
-    where = "at the start of the file" if orphans[0][0] == 0 else f"first at message {orphans[0][0] + 1}"
-    ids = ", ".join(call_id for _, call_id in orphans[:3]) + (", …" if len(orphans) > 3 else "")
-    return [
-        f"{len(orphans)} tool result(s) answer a call that is not in this file ({ids}; {where}), e.g. a session "
-        "continued from an earlier one; kept as plain user text"
-    ]
+
+    def __init__(self, format: WireFormat, known: frozenset[str] = frozenset()) -> None:
+        self.format = format
+        self.waiting = set(known)
+        self.orphans = 0
+        self._first: int | None = None
+        self._shown: list[str] = []
+
+    def note(self, messages: list[dict[str, Any]], start: int = 0) -> None:
+        """Read `messages` (the next ones, `start` the index of the first in the whole file),
+        turning orphan results into user text in place."""
+        for offset, message in enumerate(messages):
+            if self.format == "anthropic":
+                found = _anthropic_orphans(message, self.waiting)
+            else:
+                found = _openai_orphans(messages, offset, self.waiting)
+                message = messages[offset]
+            if found:
+                self.orphans += len(found)
+                self._first = start + offset if self._first is None else self._first
+                self._shown.extend(found[: 4 - len(self._shown)])
+            self.waiting.difference_update(_results_given(message, self.format))
+            self.waiting.update(_calls_made(message, self.format))
+
+    def warnings(self) -> list[str]:
+        if not self.orphans:
+            return []
+        where = "at the start of the file" if self._first == 0 else f"first at message {(self._first or 0) + 1}"
+        ids = ", ".join(self._shown[:3]) + (", …" if self.orphans > 3 else "")
+        return [
+            f"{self.orphans} tool result(s) answer a call that is not in this file ({ids}; {where}), e.g. a session "
+            "continued from an earlier one; kept as plain user text"
+        ]
+
+
+def keep_orphan_results(messages: list[dict[str, Any]], format: WireFormat, known: frozenset[str]) -> list[str]:
+    """Turn results whose call is neither waiting from earlier in `messages` nor in `known` into
+    user text, in place. Returns the warnings to show (none when every result has its call)."""
+    calls = Calls(format, known)
+    calls.note(messages)
+    return calls.warnings()
 
 
 def open_calls(messages: list[dict[str, Any]], format: WireFormat, known: frozenset[str]) -> frozenset[str]:
@@ -115,4 +142,4 @@ def _note(call_id: str, is_error: bool, text: str) -> str:
     return f"[The {kind} of tool call {call_id}, made before this transcript begins:]\n{text}"
 
 
-__all__ = ["keep_orphan_results", "open_calls"]
+__all__ = ["Calls", "keep_orphan_results", "open_calls"]

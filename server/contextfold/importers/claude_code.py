@@ -36,20 +36,20 @@ from contextfold.importers.base import (
     START,
     ImportedCompaction,
     ImportedTranscript,
+    JsonlStream,
     LineReader,
+    Problems,
     Resume,
     check,
-    decode_line,
+    collect,
     derive_title,
-    incomplete_line,
     optional,
-    read_jsonl_with,
+    read_records,
     require,
 )
+from contextfold.importers.claude_code_thread import SYNTHETIC_MODEL as _SYNTHETIC_MODEL
 from contextfold.importers.claude_code_thread import select_thread
 
-# Claude Code's own marker for messages it made up (errors, "no response requested").
-_SYNTHETIC_MODEL = "<synthetic>"
 _MEDIA_KEYS = ("title", "context")
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
@@ -82,18 +82,19 @@ Block = dict[str, Any]
 
 
 def load_claude_code(path: Path, resume: Resume = START) -> ImportedTranscript:
-    # Two passes: the first reads the tree of records and picks the thread, the second converts it.
+    return collect(open_claude_code(path, resume))
+
+
+def open_claude_code(path: Path, resume: Resume = START) -> JsonlStream:
+    """The file read in two passes: this one reads the tree of records and picks the thread (a few
+    numbers a record); the stream's, the second, converts it chunk by chunk."""
     lines = LineReader(path, resume)
+    first = Problems()  # counted again by the second pass, which reads the same lines
     boundary: int | None = None  # where a compact_boundary with no conversation after it starts
-    cut_short: int | None = None  # a last line still being written
 
     def records() -> Iterator[tuple[int, dict[str, Any]]]:
-        nonlocal boundary, cut_short
-        for line_no, raw in lines:
-            record = decode_line(lines, line_no, raw)
-            if record is None:
-                cut_short = line_no
-                return
+        nonlocal boundary
+        for line_no, record in read_records(lines, first):
             if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
                 boundary = lines.line_start
             elif record.get("type") in ("user", "assistant"):
@@ -101,15 +102,24 @@ def load_claude_code(path: Path, resume: Resume = START) -> ImportedTranscript:
             yield line_no, record
 
     thread = select_thread(records(), pending_calls=resume.pending_calls, previous_tail=resume.tail_uuids)
-    # A compaction's boundary is written just before its summary: one read alone is left for the
-    # next import, which then sees the two together. So is a last line cut short.
-    stop = boundary if boundary is not None else lines.end if cut_short is not None else None
-    result = read_jsonl_with(path, ClaudeCodeReader(), resume, skip=thread.skip, stop=stop)
-    if cut_short is not None:
-        result.warnings.append(incomplete_line(cut_short))
-    result.warnings.extend(thread.warnings)
-    result.tail_uuids = thread.tail_uuids
-    return result
+    # The second pass reads what this one read, not what was appended since. A compaction's
+    # boundary is written just before its summary: one read alone is left for the next import,
+    # which then sees the two together. So is a last line cut short.
+    stop = boundary if boundary is not None else lines.end
+    stream = JsonlStream(
+        path,
+        ClaudeCodeReader(),
+        "anthropic",
+        resume,
+        skip=thread.skip,
+        stop=stop,
+        model=thread.model,
+        source_format="claude-code",
+    )
+    stream.problems.cut_short = first.cut_short
+    stream.warnings.extend(thread.warnings)
+    stream.tail_uuids = thread.tail_uuids
+    return stream
 
 
 def looks_like_claude_code(record: dict[str, Any]) -> bool:
@@ -124,6 +134,10 @@ def looks_like_claude_code(record: dict[str, Any]) -> bool:
 class ClaudeCodeReader:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
+        self.taken = 0
+        self.usage: dict[int, dict[str, Any]] = {}
+        self.compactions: list[ImportedCompaction] = []
+        self.system: list[dict[str, str]] = []  # Claude Code does not write its system prompt into the file
         self._thread_is_sidechain: bool | None = None
         # The last assistant message and its API id, while more parts of it may still arrive.
         self._open: tuple[int, str] | None = None
@@ -131,8 +145,6 @@ class ClaudeCodeReader:
         self._session: dict[str, Any] = {}
         self._compactions: list[dict[str, Any]] = []
         self._summary_indexes: list[int] = []
-        self._replayed: list[ImportedCompaction] = []
-        self._usage: dict[int, dict[str, Any]] = {}
         self._meta_indexes: list[int] = []
         self._harness_indexes: list[int] = []
         self._skipped_records: Counter[str] = Counter()
@@ -155,21 +167,33 @@ class ClaudeCodeReader:
         else:
             self._skipped_records[_record_label(record)] += 1
 
+    def settled(self) -> int:
+        """Messages no later line changes: all but the last (results may join it) and the open
+        assistant message (more lines of its API response may follow its calls' results)."""
+        settled = len(self.messages) - 1
+        if self._open is not None:
+            settled = min(settled, self._open[0] - self.taken)
+        return max(settled, 0)
+
     def finish(self) -> ImportedTranscript:
         title = self._titles.get("custom") or self._titles.get("summary") or derive_title(self._first_prompt)
         model = self._models.most_common(1)[0][0] if self._models else None
         return ImportedTranscript(
             format="anthropic",
             messages=self.messages,
-            system=[],  # Claude Code does not write its system prompt into the session file.
+            system=self.system,
             title=title,
             model=model,
             source_format="claude-code",
             metadata=self._metadata(),
-            compactions=self._replayed,
-            usage=self._usage,
+            compactions=self.compactions,
+            usage=self.usage,
             skipped={k: v for k, v in self._skipped_records.items() if k in _CONVERSATION_SKIPS},
         )
+
+    def _next_index(self) -> int:
+        """The index in the whole transcript the next message will have."""
+        return self.taken + len(self.messages)
 
     # -- records ---------------------------------------------------------------------------
 
@@ -196,11 +220,15 @@ class ClaudeCodeReader:
             if _only_tool_results(content) and self._last_is_tool_results():
                 self.messages[-1]["content"].extend(content)
                 return
-        index = len(self.messages)
+            if not _only_tool_results(content):
+                self._open = None  # a user turn: the assistant message before it is complete
+        else:
+            self._open = None
+        index = self._next_index()
         self.messages.append({"role": "user", "content": content})
         if record.get("isCompactSummary"):
             self._summary_indexes.append(index)
-            self._replayed.append(self._compaction_at(index))
+            self.compactions.append(self._compaction_at(index))
         elif record.get("isMeta") or _is_harness_text(content):
             if record.get("isMeta"):
                 self._meta_indexes.append(index)
@@ -227,9 +255,10 @@ class ClaudeCodeReader:
         if not blocks:
             self._skipped_records["empty_message"] += 1
             return
+        index = self._next_index()
         self.messages.append({"role": "assistant", "content": blocks})
-        self._open = (len(self.messages) - 1, message_id) if message_id else None
-        self._note_usage(len(self.messages) - 1, message, model)
+        self._open = (index, message_id) if message_id else None
+        self._note_usage(index, message, model)
         if model and model != _SYNTHETIC_MODEL:
             self._models[model] += 1  # once per API response, not per line
 
@@ -237,13 +266,18 @@ class ClaudeCodeReader:
         # Every line of a split response repeats the response's usage; the last one stands.
         usage = message.get("usage")
         if index >= 0 and isinstance(usage, dict) and model != _SYNTHETIC_MODEL:
-            self._usage[index] = usage
+            self.usage[index] = usage
 
     def _compaction_at(self, summary_index: int) -> ImportedCompaction:
         """The compaction whose summary is at `summary_index`, with its boundary's facts when it has one."""
-        boundary: dict[str, Any] = next(
-            (c for c in reversed(self._compactions) if c["message_index"] == summary_index), {}
-        )
+        # A boundary names the index its summary lands at, so only the newest entries can match.
+        boundary: dict[str, Any] = {}
+        for entry in reversed(self._compactions):
+            if entry["message_index"] < summary_index:
+                break
+            if entry["message_index"] == summary_index:
+                boundary = entry
+                break
         facts = boundary.get("compact_metadata") or {}
         trigger, pre_tokens = facts.get("trigger"), facts.get("preTokens")
         return ImportedCompaction(
@@ -256,7 +290,7 @@ class ClaudeCodeReader:
         """The assistant message this part belongs to, if only its tool results came in between."""
         if message_id is None or self._open is None or self._open[1] != message_id:
             return None
-        index = self._open[0]
+        index = self._open[0] - self.taken
         if all(_carries_only_results(m) for m in self.messages[index + 1 :]):
             return self.messages[index]
         return None
@@ -266,7 +300,7 @@ class ClaudeCodeReader:
 
     def _compact_boundary(self, record: dict[str, Any]) -> None:
         # The boundary sits before the summary: message_index is where the summarized history ends.
-        entry: dict[str, Any] = {"message_index": len(self.messages)}
+        entry: dict[str, Any] = {"message_index": self._next_index()}
         if isinstance(record.get("timestamp"), str):
             entry["timestamp"] = record["timestamp"]
         if isinstance(record.get("compactMetadata"), dict):

@@ -18,42 +18,170 @@ Left out, and counted: records of a subagent's sidechain inside a main file (`si
 records on a branch the conversation left (`branch`: a rewind, an edited prompt, an earlier
 root). A file whose records carry no `parentUuid` at all (older or hand-written files) is read in
 file order; its thread is the main one when it has any main record, else the sidechain.
+
+Memory: a file of a million records must not cost gigabytes, so each record is kept as a few
+numbers in arrays (its line, its parent's number, flags, a hash of its API response id and of its
+tool call ids), with one dictionary from a hash of its uuid to its number: about 100 bytes a
+record. Records are numbered in file order, and every step below is one pass or one walk up the
+tree, each record visited once: linear time. (Two different ids whose 64-bit hashes are equal
+would be taken for one; at a million records that happens about once in 10⁷ files.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from array import array
+from bisect import bisect_left
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 TAIL_UUIDS = 64
 """How many of the newest record ids an import remembers, to recognise where the next one continues."""
-_CONVERSATION = ("user", "assistant")
+SYNTHETIC_MODEL = "<synthetic>"
+"""Claude Code's own marker for messages it made up (errors, "no response requested")."""
+
+# A record's kind and facts, one byte a record.
+_USER, _ASSISTANT, _BOUNDARY = 1, 2, 3
+_KIND = 3
+_SIDECHAIN, _META, _SUMMARY, _HAS_UUID, _ANSWERS = 4, 8, 16, 32, 64
+"""`_SUMMARY`: an `isCompactSummary` user record (without a parent, it continues the record before
+it). `_ANSWERS`: a user record holding only tool results; its refs are the calls it answers."""
+_NONE, _OUTSIDE = -1, -2
+"""Parent numbers: no parent; a parent not among the records read (its uuid is in `_Tree.outside`)."""
 
 
-@dataclass(frozen=True, eq=False)
-class _Node:
-    line: int
-    kind: str
-    uuid: str | None
-    parent: str | None
-    logical_parent: str | None
-    sidechain: bool
-    meta: bool
-    summary: bool
-    """An `isCompactSummary` record: without a parent, it continues the record before it."""
-    message_id: str | None
-    calls: tuple[str, ...]
-    answers: tuple[str, ...]
-    """For a user record holding only tool results: the calls it answers."""
+class _Tree:
+    """The records of a file that matter to the thread, as arrays indexed by record number."""
+
+    def __init__(self) -> None:
+        self.number: dict[int, int] = {}
+        """hash(uuid) → the number of the first record with that uuid."""
+        self.line = array("l")
+        self.parent = array("l")
+        self.flags = bytearray()
+        self.response = array("q")
+        """hash(message.id) of an assistant record, else 0."""
+        self.model = array("H")
+        """Index in `models` of an assistant record's model (0: none)."""
+        self.refs_end = array("L")
+        """Record i's refs (hashes of the calls it makes, or answers) are refs[refs_end[i-1]:refs_end[i]]."""
+        self.refs = array("q")
+        self.models: list[str] = [""]
+        self._model_codes: dict[str, int] = {}
+        self.logical: dict[int, int] = {}
+        """A boundary's logical parent, by record number (`_OUTSIDE` when not read)."""
+        self.outside: dict[int, str] = {}
+        """The parent uuid of records whose parent was not read (by record number)."""
+        self.logical_outside: dict[int, str] = {}
+        self.linked = False
+        self.tail: deque[str] = deque(maxlen=TAIL_UUIDS)
+
+    def __len__(self) -> int:
+        return len(self.flags)
+
+    def add(self, line: int, record: dict[str, Any]) -> None:
+        kind_name = record.get("type")
+        kind = _USER if kind_name == "user" else _ASSISTANT if kind_name == "assistant" else 0
+        if kind == 0 and kind_name == "system" and record.get("subtype") == "compact_boundary":
+            kind = _BOUNDARY
+        uuid = _str(record.get("uuid"))
+        if uuid is None and kind == 0:
+            return  # neither on a path nor conversation
+        number = len(self.flags)
+        flags = kind
+        if uuid is not None:
+            flags |= _HAS_UUID
+            self.number.setdefault(hash(uuid), number)
+            self.tail.append(uuid)
+        if kind:
+            self.linked = self.linked or "parentUuid" in record
+        flags |= _SIDECHAIN if record.get("isSidechain") else 0
+        flags |= _META if record.get("isMeta") else 0
+        flags |= _SUMMARY if kind == _USER and record.get("isCompactSummary") else 0
+        raw = record.get("message")
+        message: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        content = message.get("content")
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        if kind == _USER and blocks and all(b.get("type") == "tool_result" for b in blocks):
+            flags |= _ANSWERS
+            self.refs.extend(hash(str(b.get("tool_use_id"))) for b in blocks)
+        else:
+            self.refs.extend(hash(str(b.get("id"))) for b in blocks if b.get("type") == "tool_use")
+        self.refs_end.append(len(self.refs))
+        self.flags.append(flags)
+        self.line.append(line)
+        self.parent.append(self._link(number, _str(record.get("parentUuid")), self.outside))
+        logical = _str(record.get("logicalParentUuid"))
+        if logical is not None:
+            self.logical[number] = self._link(number, logical, self.logical_outside)
+        message_id = _str(message.get("id")) if kind == _ASSISTANT else None
+        self.response.append((hash(message_id) or 1) if message_id is not None else 0)
+        model = _str(message.get("model")) if kind == _ASSISTANT else None
+        self.model.append(self._model_code(model) if model else 0)
+
+    def _link(self, number: int, uuid: str | None, outside: dict[int, str]) -> int:
+        if uuid is None:
+            return _NONE
+        found = self.number.get(hash(uuid))
+        if found is not None:
+            return found
+        outside[number] = uuid  # written later in the file, or never: settled in `resolve`
+        return _OUTSIDE
+
+    def _model_code(self, model: str) -> int:
+        code = self._model_codes.get(model)
+        if code is None and len(self.models) < 65_535:
+            code = self._model_codes[model] = len(self.models)
+            self.models.append(model)
+        return code or 0
+
+    def resolve(self) -> None:
+        """Link the parents written after their children (rare); the rest lie outside the file."""
+        for links, outside in ((self.parent, self.outside), (None, self.logical_outside)):
+            for number, uuid in list(outside.items()):
+                found = self.number.get(hash(uuid))
+                if found is None:
+                    continue
+                del outside[number]
+                if links is not None:
+                    links[number] = found
+                else:
+                    self.logical[number] = found
+
+    def refs_of(self, number: int) -> array[int]:
+        return self.refs[self.refs_end[number - 1] if number else 0 : self.refs_end[number]]
+
+
+class _Skips(Mapping[int, str]):
+    """Line → why it is left out, kept as two arrays (a file can leave out millions of lines)."""
+
+    REASONS = ("branch", "sidechain")
+
+    def __init__(self, lines: array[int], reasons: bytearray) -> None:
+        self._lines, self._reasons = lines, reasons
+
+    def __getitem__(self, line: int) -> str:
+        at = bisect_left(self._lines, line)
+        if at == len(self._lines) or self._lines[at] != line:
+            raise KeyError(line)
+        return self.REASONS[self._reasons[at]]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
 
 
 @dataclass
 class Thread:
-    skip: dict[int, str] = field(default_factory=dict)
+    skip: Mapping[int, str] = field(default_factory=dict)
     """Line → why it is left out, for conversation records off the thread."""
     warnings: list[str] = field(default_factory=list)
     tail_uuids: tuple[str, ...] = ()
+    model: str | None = None
+    """The model the thread's API responses name most often (not Claude Code's own messages)."""
 
 
 def select_thread(
@@ -63,36 +191,37 @@ def select_thread(
     previous_tail: tuple[str, ...] = (),
 ) -> Thread:
     """Read every record once (the caller streams them) and decide which conversation records to keep."""
-    nodes: list[_Node] = []
-    by_uuid: dict[str, _Node] = {}
-    linked = False
-    tail = list(previous_tail)
+    tree = _Tree()
+    tree.tail.extend(previous_tail)
     for line, record in records:
-        node = _node(line, record)
-        if node.uuid is not None:
-            by_uuid.setdefault(node.uuid, node)
-            tail.append(node.uuid)
-        if node.kind in _CONVERSATION or _is_boundary(record):
-            nodes.append(node)
-            linked = linked or "parentUuid" in record
-    thread = Thread(tail_uuids=tuple(tail[-TAIL_UUIDS:]))
-    conversation = [n for n in nodes if n.kind in _CONVERSATION]
-    if not conversation:
+        tree.add(line, record)
+    tree.resolve()
+    thread = Thread(tail_uuids=tuple(tree.tail))
+    flags, count = tree.flags, len(tree)
+    talk, side = False, True  # any conversation record; all of them on a sidechain
+    for i in range(count):
+        if flags[i] & _KIND in (_USER, _ASSISTANT):
+            talk, side = True, side and bool(flags[i] & _SIDECHAIN)
+    if not talk:
         return thread
-    sidechain = all(n.sidechain for n in conversation)
-    if not linked:
-        thread.skip = {n.line: "sidechain" for n in nodes if n.sidechain != sidechain}
+    ours = bytearray(1 if flags[i] & _KIND and bool(flags[i] & _SIDECHAIN) == side else 0 for i in range(count))
+    if not tree.linked:
+        thread.skip = _skips(tree, lambda i: flags[i] & _KIND and not ours[i], lambda i: "sidechain")
         return thread
-    ours = [n for n in nodes if n.sidechain == sidechain]
-    kept, start_parent = _path(ours[-1], by_uuid, ours, previous_tail)
-    _add_forks(ours, kept, pending_calls)
-    first = min((n.line for n in kept), default=0)
-    kept.update(n for n in ours if n.line < first and n.meta and n.parent is not None and n.parent not in by_uuid)
-    thread.skip = {
-        n.line: ("sidechain" if n.sidechain and not sidechain else "branch")
-        for n in nodes
-        if n not in kept and n.uuid is not None
-    }
+    leaf = max(i for i in range(count) if ours[i])
+    kept = bytearray(count)
+    start_parent = _path(tree, leaf, ours, kept, previous_tail)
+    _add_forks(tree, ours, kept, pending_calls)
+    first = min((tree.line[i] for i in range(count) if kept[i]), default=0)
+    for i in range(count):
+        if ours[i] and tree.line[i] < first and flags[i] & _META and tree.parent[i] == _OUTSIDE:
+            kept[i] = 1
+    thread.skip = _skips(
+        tree,
+        lambda i: flags[i] & _KIND and flags[i] & _HAS_UUID and not kept[i],
+        lambda i: "sidechain" if flags[i] & _SIDECHAIN and not side else "branch",
+    )
+    thread.model = _model(tree, kept)
     if previous_tail and start_parent is not None and start_parent not in previous_tail:
         thread.warnings.append(
             "the conversation continues from an earlier point than the previous import reached (a rewind?); "
@@ -101,78 +230,89 @@ def select_thread(
     return thread
 
 
-def _path(
-    leaf: _Node, by_uuid: dict[str, _Node], ours: list[_Node], previous_tail: tuple[str, ...]
-) -> tuple[set[_Node], str | None]:
-    """The records from `leaf` back to the root, and the parent outside what was read where it stopped."""
-    kept: set[_Node] = set()
-    node: _Node | None = leaf
-    while node is not None and node not in kept:
-        kept.add(node)
-        parent = node.parent
-        if parent is None and node.logical_parent is not None:
-            parent = node.logical_parent
-            if parent not in by_uuid and parent not in previous_tail:
+def _path(tree: _Tree, leaf: int, ours: bytearray, kept: bytearray, previous_tail: tuple[str, ...]) -> str | None:
+    """Mark the records from `leaf` back to the root in `kept`; return the uuid of the parent
+    outside what was read where the path stopped, if it stopped at one.
+
+    Each record is visited once: a record's predecessor (for a compaction whose logical parent was
+    never written) is looked up in a table made in one pass, not searched for, so a file of many
+    such boundaries costs linear time, not quadratic."""
+    before = _records_before(tree, ours)
+    node = leaf
+    while node >= 0 and not kept[node]:
+        kept[node] = 1
+        parent = tree.parent[node]
+        outside = tree.outside.get(node)
+        if parent == _NONE and node in tree.logical:
+            parent, outside = tree.logical[node], tree.logical_outside.get(node)
+            if parent == _OUTSIDE and outside not in previous_tail:
                 # The boundary's logical parent was never written: continue from the record before it.
-                node = _record_before(node, ours)
+                node = before[node]
                 continue
-        if parent is None and node.summary:
+        if parent == _NONE and tree.flags[node] & _SUMMARY:
             # A 1.0.x compaction (no boundary): the summary follows the history it summarizes.
-            node = _record_before(node, ours)
+            node = before[node]
             continue
-        if parent is None:
-            return kept, None
-        if parent not in by_uuid:
-            return kept, parent
-        node = by_uuid[parent]
-    return kept, None
+        if parent == _NONE:
+            return None
+        if parent == _OUTSIDE:
+            return outside
+        node = parent
+    return None
 
 
-def _record_before(node: _Node, ours: list[_Node]) -> _Node | None:
-    """The newest conversation record of the thread written before `node`, if any."""
-    return next((n for n in reversed(ours) if n.line < node.line and n.kind in _CONVERSATION), None)
+def _records_before(tree: _Tree, ours: bytearray) -> array[int]:
+    """For each record, the newest conversation record of the thread written before it (-1: none)."""
+    before = array("l", [-1]) * len(tree)
+    newest = -1
+    for i in range(len(tree)):
+        before[i] = newest
+        if ours[i] and tree.flags[i] & _KIND in (_USER, _ASSISTANT):
+            newest = i
+    return before
 
 
-def _add_forks(ours: list[_Node], kept: set[_Node], pending_calls: frozenset[str]) -> None:
+def _add_forks(tree: _Tree, ours: bytearray, kept: bytearray, pending_calls: frozenset[str]) -> None:
     """Add the other lines of kept API responses, and the results of their calls."""
-    responses = {n.message_id for n in kept if n.kind == "assistant" and n.message_id}
-    kept.update(n for n in ours if n.kind == "assistant" and n.message_id in responses)
-    calls = set(pending_calls)
-    for node in kept:
-        calls.update(node.calls)
-    kept.update(n for n in ours if n.answers and calls.issuperset(n.answers))
+    count, flags = len(tree), tree.flags
+    responses = {tree.response[i] for i in range(count) if kept[i] and tree.response[i]}
+    for i in range(count):
+        if ours[i] and tree.response[i] in responses:
+            kept[i] = 1
+    del responses
+    calls = {hash(call) for call in pending_calls}
+    for i in range(count):
+        if kept[i] and not flags[i] & _ANSWERS:
+            calls.update(tree.refs_of(i))
+    for i in range(count):
+        if ours[i] and flags[i] & _ANSWERS and calls.issuperset(tree.refs_of(i)):
+            kept[i] = 1
 
 
-def _node(line: int, record: dict[str, Any]) -> _Node:
-    raw = record.get("message")
-    message: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    content = message.get("content")
-    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-    answers: tuple[str, ...] = ()
-    if record.get("type") == "user" and blocks and all(b.get("type") == "tool_result" for b in blocks):
-        answers = tuple(str(b.get("tool_use_id")) for b in blocks)
-    kind = record.get("type")
-    return _Node(
-        line=line,
-        kind=kind if isinstance(kind, str) else "",
-        uuid=_str(record.get("uuid")),
-        parent=_str(record.get("parentUuid")),
-        logical_parent=_str(record.get("logicalParentUuid")),
-        sidechain=bool(record.get("isSidechain")),
-        meta=bool(record.get("isMeta")),
-        summary=record.get("type") == "user" and bool(record.get("isCompactSummary")),
-        message_id=_str(message.get("id")),
-        calls=tuple(str(b.get("id")) for b in blocks if b.get("type") == "tool_use"),
-        answers=answers,
-    )
+def _skips(tree: _Tree, left_out: Callable[[int], Any], reason: Callable[[int], str]) -> _Skips:
+    lines, reasons = array("l"), bytearray()
+    for i in range(len(tree)):
+        if left_out(i):
+            lines.append(tree.line[i])
+            reasons.append(_Skips.REASONS.index(reason(i)))
+    return _Skips(lines, reasons)
 
 
-def _is_boundary(record: dict[str, Any]) -> bool:
-    return record.get("type") == "system" and record.get("subtype") == "compact_boundary"
+def _model(tree: _Tree, kept: bytearray) -> str | None:
+    """The model most of the thread's API responses name, each response once."""
+    counts: Counter[int] = Counter()
+    last = 0
+    for i in range(len(tree)):
+        if kept[i] and tree.flags[i] & _KIND == _ASSISTANT:
+            code, response = tree.model[i], tree.response[i]
+            if code and (response == 0 or response != last) and tree.models[code] != SYNTHETIC_MODEL:
+                counts[code] += 1
+            last = response
+    return tree.models[counts.most_common(1)[0][0]] if counts else None
 
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-__all__ = ["TAIL_UUIDS", "Thread", "select_thread"]
+__all__ = ["SYNTHETIC_MODEL", "TAIL_UUIDS", "Thread", "select_thread"]

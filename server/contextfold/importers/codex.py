@@ -27,16 +27,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from contextfold.errors import RecordError
+from contextfold.errors import RecordError, TranscriptError
 from contextfold.importers.base import (
     START,
     ImportedCompaction,
     ImportedTranscript,
+    JsonlStream,
+    LineReader,
     Resume,
     check,
+    collect,
+    decode_record,
     derive_title,
     optional,
-    read_jsonl_with,
     require,
 )
 
@@ -54,7 +57,27 @@ Part = dict[str, Any]
 
 
 def load_codex(path: Path, resume: Resume = START) -> ImportedTranscript:
-    return read_jsonl_with(path, CodexReader(), resume)
+    return collect(open_codex(path, resume))
+
+
+def open_codex(path: Path, resume: Resume = START) -> JsonlStream:
+    """The rollout, read chunk by chunk once its model is known: a first pass decodes only the
+    `turn_context` lines, which name it."""
+    lines = LineReader(path, resume)
+    models: Counter[str] = Counter()
+    for line_no, raw in lines:
+        if b'"turn_context"' not in raw:
+            continue
+        try:
+            record, _ = decode_record(path, line_no, raw)
+        except TranscriptError:
+            continue  # the stream skips and counts it
+        payload = record.get("payload")
+        model = payload.get("model") if record.get("type") == "turn_context" and isinstance(payload, dict) else None
+        if isinstance(model, str) and model:
+            models[model] += 1
+    model = models.most_common(1)[0][0] if models else None
+    return JsonlStream(path, CodexReader(), "openai", resume, stop=lines.end, model=model, source_format="codex")
 
 
 def looks_like_codex(record: dict[str, Any]) -> bool:
@@ -65,6 +88,9 @@ def looks_like_codex(record: dict[str, Any]) -> bool:
 class CodexReader:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
+        self.taken = 0
+        self.usage: dict[int, dict[str, Any]] = {}  # a rollout records no usage by message
+        self.compactions: list[ImportedCompaction] = []
         self.system: list[dict[str, str]] = []
         self._models: Counter[str] = Counter()
         self._session: dict[str, Any] = {}
@@ -100,6 +126,10 @@ class CodexReader:
                 # The text the person typed, without the AGENTS.md and environment preamble.
                 self._first_prompt = optional(payload, "message", str, "payload")
 
+    def settled(self) -> int:
+        """All messages but the last: calls join the assistant message before them."""
+        return max(len(self.messages) - 1, 0)
+
     def finish(self) -> ImportedTranscript:
         model = self._models.most_common(1)[0][0] if self._models else None
         return ImportedTranscript(
@@ -110,7 +140,8 @@ class CodexReader:
             model=model,
             source_format="codex",
             metadata=self._metadata(),
-            compactions=[ImportedCompaction(summary_index=index) for index in self._summary_indexes],
+            compactions=self.compactions,
+            usage=self.usage,
         )
 
     # -- session records -------------------------------------------------------------------
@@ -137,10 +168,12 @@ class CodexReader:
             self._session["cwd"] = payload["cwd"]
 
     def _compacted(self, payload: dict[str, Any]) -> None:
-        self._compactions.append({"message_index": len(self.messages)})
         summary = optional(payload, "message", str, "payload")
+        index = self.taken + len(self.messages)
+        self._compactions.append({"message_index": index})
         if summary:
-            self._summary_indexes.append(len(self.messages))
+            self._summary_indexes.append(index)
+            self.compactions.append(ImportedCompaction(summary_index=index))
             self.messages.append({"role": "user", "content": summary, "name": "compact_summary"})
 
     # -- response items --------------------------------------------------------------------
@@ -167,7 +200,7 @@ class CodexReader:
 
     def _instruction(self, role: str, content: str | list[Part]) -> None:
         text = content if isinstance(content, str) else "\n".join(p["text"] for p in content if p["type"] == "text")
-        if self.messages:
+        if self.messages or self.taken:
             self.messages.append({"role": role, "content": content})
         else:
             self.system.append({"role": role, "text": text})
@@ -197,12 +230,14 @@ class CodexReader:
     def _call_output(self, item: dict[str, Any]) -> None:
         call_id = require(item, "call_id", str, "payload")
         output = item.get("output")
+        failed = False
         if isinstance(output, dict):
             # Older rollouts wrap the output: {"content": ..., "success": bool}.
-            if output.get("success") is False:
-                self._failed_call_ids.append(call_id)
+            failed = output.get("success") is False
             output = output.get("content", output.get("content_items"))
         content = _message_content(check(output, (str, list), "payload.output"), "payload.output")
+        if failed:
+            self._failed_call_ids.append(call_id)
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
 
     def _metadata(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from contextfold.errors import TranscriptError
 from contextfold.formats import detect_format
-from contextfold.importers.base import iter_jsonl
+from contextfold.importers.base import LineReader, decode_json_object
 from contextfold.importers.claude_code import looks_like_claude_code
 from contextfold.importers.codex import looks_like_codex
 from contextfold.importers.mini_swe_agent import looks_like_mini_swe_agent
@@ -53,7 +53,16 @@ def _document_format(path: Path, document: Any) -> ImportFormat:
 def _jsonl_format(path: Path) -> ImportFormat:
     messages: list[dict[str, Any]] = []  # wire-message lines seen so far
     unrecognized: int | None = None  # the first line that matched nothing, for the error
-    for count, (line_no, record) in enumerate(iter_jsonl(path), 1):
+    unreadable: TranscriptError | None = None  # the first line that cannot be read
+    for count, (line_no, raw) in enumerate(LineReader(path), 1):
+        try:
+            record = decode_json_object(path, line_no, raw)
+        except TranscriptError as exc:
+            # A line cut by a crash is skipped by the import too: judge by the lines around it.
+            unreadable = unreadable or exc
+            if count >= _SNIFF_RECORDS:
+                break
+            continue
         if looks_like_codex(record):
             return "codex"
         if looks_like_claude_code(record):
@@ -69,6 +78,8 @@ def _jsonl_format(path: Path) -> ImportFormat:
     if messages:
         # Plain text lines fit both the normalized shape and OpenAI JSONL, and import the same way.
         return "normalized" if all(fits_normalized(m) for m in messages) else detect_format(messages)
+    if unreadable is not None and unrecognized is None:
+        raise unreadable
     raise TranscriptError(path, unrecognized, f"not a recognized transcript record; expected {_KNOWN}")
 
 

@@ -2,7 +2,9 @@
 
 Each import of a file into a session leaves a mark in the session's state (`SessionState.imports`): the
 file's path, how many bytes and lines it read, a SHA-256 of those bytes and of the file's first
-64 KiB, and where to pick up (calls still waiting for a result, the newest Claude Code record ids).
+64 KiB, where to pick up (calls still waiting for a result, the newest Claude Code record ids), and
+how many lines it could not read and skipped, and values it kept as text, over all its imports
+(`problems` says them in words, for `stats` and the hooks' handover).
 A file continues a mark when all the bytes that import read are still there unchanged: then only
 the rest is read (the prefix is hashed, never parsed again), wherever the file was moved or copied.
 A file at a marked path, or starting like a marked one, whose imported bytes changed is refused.
@@ -18,7 +20,7 @@ from typing import Any
 
 from contextfold.domain import SessionState
 from contextfold.errors import InvalidInput
-from contextfold.importers import Resume
+from contextfold.importers import Resume, deep_words, unreadable_words
 
 HEAD_BYTES = 65_536
 _CHUNK = 1 << 20
@@ -36,6 +38,10 @@ class ImportMark:
     pending_calls: tuple[str, ...] = ()
     tail_uuids: tuple[str, ...] = ()
     at: float = 0.0
+    unreadable: int = 0
+    """Lines of the file skipped because they could not be read, over every import of it."""
+    deep_values: int = 0
+    """Values nested too deeply, kept as their JSON text, over every import of it."""
 
     def resume(self) -> Resume:
         return Resume(self.bytes, self.lines, frozenset(self.pending_calls), self.tail_uuids)
@@ -52,6 +58,8 @@ class ImportMark:
             "pending_calls": list(self.pending_calls),
             "tail_uuids": list(self.tail_uuids),
             "at": self.at,
+            "unreadable": self.unreadable,
+            "deep_values": self.deep_values,
         }
 
     @classmethod
@@ -69,6 +77,8 @@ class ImportMark:
                 pending_calls=tuple(str(c) for c in raw.get("pending_calls", ())),
                 tail_uuids=tuple(str(u) for u in raw.get("tail_uuids", ())),
                 at=float(raw.get("at", 0.0)),
+                unreadable=int(raw.get("unreadable", 0)),
+                deep_values=int(raw.get("deep_values", 0)),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -77,6 +87,17 @@ class ImportMark:
 def marks_in(state: SessionState) -> list[ImportMark]:
     marks = [ImportMark.from_json(e) for e in state.imports]
     return [m for m in marks if m is not None]
+
+
+def problems(marks: list[ImportMark]) -> list[str]:
+    """What the imports of a session's files could not read, in words ([] when they read it all)."""
+    said: list[str] = []
+    for mark in marks:
+        found = [unreadable_words(mark.unreadable)] if mark.unreadable else []
+        found += [deep_words(mark.deep_values)] if mark.deep_values else []
+        if found:
+            said.append(f"{mark.file}: {'; '.join(found)}")
+    return said
 
 
 def with_mark(state: SessionState, old: ImportMark | None, new: ImportMark) -> SessionState:
@@ -143,6 +164,8 @@ def new_mark(
     lines: int,
     pending_calls: frozenset[str],
     tail_uuids: tuple[str, ...],
+    unreadable: int = 0,
+    deep_values: int = 0,
 ) -> ImportMark:
     return ImportMark(
         file=path.name,
@@ -155,7 +178,9 @@ def new_mark(
         pending_calls=tuple(sorted(pending_calls)),
         tail_uuids=tail_uuids,
         at=time.time(),
+        unreadable=unreadable,
+        deep_values=deep_values,
     )
 
 
-__all__ = ["ImportMark", "Prefix", "find_mark", "marks_in", "new_mark", "with_mark"]
+__all__ = ["ImportMark", "Prefix", "find_mark", "marks_in", "new_mark", "problems", "with_mark"]

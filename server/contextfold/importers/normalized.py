@@ -16,12 +16,14 @@ from typing import Any
 from contextfold.errors import RecordError
 from contextfold.importers.base import (
     START,
+    ImportedCompaction,
     ImportedTranscript,
+    JsonlStream,
     Resume,
     check,
+    collect,
     derive_title,
     optional,
-    read_jsonl_with,
     require,
 )
 
@@ -32,7 +34,11 @@ SUMMARY_NAME = "compact_summary"
 
 
 def load_normalized(path: Path, resume: Resume = START) -> ImportedTranscript:
-    return read_jsonl_with(path, NormalizedReader(), resume)
+    return collect(open_normalized(path, resume))
+
+
+def open_normalized(path: Path, resume: Resume = START) -> JsonlStream:
+    return JsonlStream(path, NormalizedReader(), "openai", resume, source_format="normalized")
 
 
 def fits_normalized(record: dict[str, Any]) -> bool:
@@ -59,6 +65,9 @@ def is_normalized_only(record: dict[str, Any]) -> bool:
 class NormalizedReader:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
+        self.taken = 0
+        self.usage: dict[int, dict[str, Any]] = {}
+        self.compactions: list[ImportedCompaction] = []  # summaries stay messages: the corpus's files replay none
         self.system: list[dict[str, str]] = []
         self._summary_indexes: list[int] = []
         self._first_prompt: str | None = None
@@ -76,6 +85,9 @@ class NormalizedReader:
         else:
             raise RecordError(f"line.role: expected user, assistant or tool, got {role!r}")
 
+    def settled(self) -> int:
+        return len(self.messages)
+
     def finish(self) -> ImportedTranscript:
         return ImportedTranscript(
             format="openai",
@@ -85,12 +97,14 @@ class NormalizedReader:
             model=None,  # the normalized format does not record it
             source_format="normalized",
             metadata={"compact_summary_indexes": self._summary_indexes},
+            usage=self.usage,
+            compactions=self.compactions,
         )
 
     def _user(self, record: dict[str, Any], content: str) -> None:
         name = optional(record, "name", str, "line")
         if name in _INSTRUCTION_NAMES:
-            if self.messages:
+            if self.messages or self.taken:
                 self.messages.append({"role": name, "content": content})
             else:
                 self.system.append({"role": name, "text": content})
@@ -99,7 +113,7 @@ class NormalizedReader:
         if name is not None:
             message["name"] = name
         if name == SUMMARY_NAME:
-            self._summary_indexes.append(len(self.messages))
+            self._summary_indexes.append(self.taken + len(self.messages))
         elif self._first_prompt is None:
             self._first_prompt = content
         self.messages.append(message)

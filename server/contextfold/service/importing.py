@@ -1,6 +1,8 @@
 """Importing a transcript file into a session, so the session holds what the model had.
 
-One import is one transaction. The file's messages are stored in order. Each compaction the agent
+One import is one transaction. The file's messages are stored in order, a chunk at a time as the
+file is read (`importers.TranscriptStream`): memory holds a chunk, not the file, and a failure
+anywhere rolls the whole import back, so it is still all or nothing. Each compaction the agent
 made is replayed as a compaction of the session: a marker and the agent's own summary are stored
 (the summary becomes the anchored summary), the view moves past them (`Session.view`), the
 history before stays stored but hidden, and a `CompactionRecord` notes the agent's own count.
@@ -39,12 +41,13 @@ from contextfold.formats.base import instruction_message
 from contextfold.formats.usage import parse_usage
 from contextfold.importers import (
     START,
+    Chunk,
     ImportedCompaction,
     ImportedTranscript,
     ImportFormat,
+    TranscriptStream,
     detect_import_format,
-    load_transcript,
-    open_calls,
+    open_transcript,
     resumable,
 )
 from contextfold.importers.marks import ImportMark, find_mark, marks_in, new_mark, with_mark
@@ -116,36 +119,38 @@ async def _import_once(
             "cannot be imported in parts, so import it into a new session (leave out the session id)",
         )
     resume = mark.resume() if mark is not None else START
-    transcript = load_transcript(path, chosen, resume)
-    end = transcript.end_offset or size  # a JSON document is read whole
-    new = new_mark(
-        path,
-        chosen,
-        prefix,
-        end=end,
-        lines=transcript.end_line,
-        pending_calls=open_calls(transcript.messages, transcript.format, resume.pending_calls),
-        tail_uuids=transcript.tail_uuids or resume.tail_uuids,
-    )
-    await tools.make_room(max(end - resume.offset, 0))
+    # Reading the file starts here (a Claude Code file's thread is picked in a first pass); its
+    # messages are read, converted and stored chunk by chunk inside the transaction.
+    stream = open_transcript(path, chosen, resume)
+    await tools.make_room(max(size - resume.offset, 0))
     session_id = session_id or new_id("ses")
     create = Session(
         id=session_id,
-        model=model or transcript.model or tools.default_model,
-        title=transcript.title,
-        metadata=SessionState(imported_from=path.name, source_format=transcript.source_format),
+        model=model or stream.model or tools.default_model,
+        metadata=SessionState(imported_from=path.name, source_format=stream.source_format),
     )
     async with tools.store.write(session_id, create=create) as tx:
         if marks_in(tx.session.metadata) != marks:
             raise _MarksMoved
-        writer = _Writer.start(tools, tx, owner, transcript, path.name)
-        await writer.write()
+        writer = _Writer.start(tools, tx, owner, stream, path.name)
+        transcript = await writer.write()
+        new = new_mark(
+            path,
+            chosen,
+            prefix,
+            end=transcript.end_offset or size,  # a JSON document is read whole
+            lines=transcript.end_line,
+            pending_calls=transcript.pending_calls,
+            tail_uuids=transcript.tail_uuids or resume.tail_uuids,
+            unreadable=(mark.unreadable if mark else 0) + transcript.unreadable,
+            deep_values=(mark.deep_values if mark else 0) + transcript.deep_values,
+        )
         session = writer.session.model_copy(update={"metadata": with_mark(writer.session.metadata, mark, new)})
         await tx.save_session(session)
     return ImportResult(
         session_id=session_id,
         source_format=transcript.source_format,
-        messages=len(writer.stored),
+        messages=writer.stored,
         tool_calls=writer.tool_calls,
         tool_results=writer.tool_results,
         spilled=writer.ingest.spilled,
@@ -192,12 +197,13 @@ class _Writer:
     tools: ImportTools
     tx: SessionTransaction
     session: Session
-    transcript: ImportedTranscript
+    stream: TranscriptStream
     file: str
     settings: Settings
     counter: TokenCounter
     ingest: Ingest
-    stored: list[Message] = field(default_factory=list)
+    stored: int = 0
+    """Messages stored (counted, not kept: an import holds a chunk of the file at a time)."""
     tool_calls: int = 0
     tool_results: int = 0
     compactions: int = 0
@@ -206,13 +212,13 @@ class _Writer:
 
     @classmethod
     def start(
-        cls, tools: ImportTools, tx: SessionTransaction, owner: str, transcript: ImportedTranscript, file: str
+        cls, tools: ImportTools, tx: SessionTransaction, owner: str, stream: TranscriptStream, file: str
     ) -> _Writer:
         session = tx.session
         settings = tools.settings_for(session)
         ingest = Ingest(tx, tools.outputs, settings, context_window=tools.context_for(session, settings), owner=owner)
         counter = tools.counter_for(session.model, settings)
-        return cls(tools, tx, session, transcript, file, settings, counter, ingest)
+        return cls(tools, tx, session, stream, file, settings, counter, ingest)
 
     def _same_tokenizer(self, model: str) -> bool:
         """Whether `model` counts like the session's model (a report from another tokenizer would mislead)."""
@@ -220,36 +226,48 @@ class _Writer:
             self.counter
         )
 
-    async def write(self) -> None:
-        transcript = self.transcript
-        if transcript.system:
-            prompts = [SystemPrompt(role=p["role"], text=p["text"]) for p in transcript.system]  # type: ignore[arg-type]
-            self.session = self.tools.with_system(self.session, prompts, self.counter)
-        start = 0
-        for compaction in transcript.compactions:
-            await self._messages(start, compaction.summary_index)
-            await self._compaction(compaction)
-            start = compaction.summary_index + 1
-        await self._messages(start, len(transcript.messages))
-        self._calibrate()
+    async def write(self) -> ImportedTranscript:
+        """Read the stream and store it chunk by chunk; what it said besides the messages."""
+        prompted = False
+        for chunk in self.stream.chunks():
+            if not prompted:
+                prompted = True
+                self._system()  # final once the first chunk is read
+            start = 0
+            for compaction in chunk.compactions:
+                await self._messages(chunk, start, compaction.summary_index - chunk.start)
+                await self._compaction(chunk, compaction)
+                start = compaction.summary_index - chunk.start + 1
+            await self._messages(chunk, start, len(chunk.messages))
+        transcript = self.stream.result()
+        if not prompted:
+            self._system()
+        self._calibrate(transcript.model)
         if not self.session.title and transcript.title:
             self.session = self.session.model_copy(update={"title": transcript.title})
+        return transcript
 
-    async def _messages(self, lo: int, hi: int) -> None:
-        wire = self.transcript.messages[lo:hi]
+    def _system(self) -> None:
+        if self.stream.system:
+            prompts = [SystemPrompt(role=p["role"], text=p["text"]) for p in self.stream.system]  # type: ignore[arg-type]
+            self.session = self.tools.with_system(self.session, prompts, self.counter)
+
+    async def _messages(self, chunk: Chunk, lo: int, hi: int) -> None:
+        wire = chunk.messages[lo:hi]
         if not wire:
             return
+        first = chunk.start + lo  # the index of wire[0] in the whole transcript
         try:
-            batch = parse(wire, self.transcript.format)
+            batch = parse(wire, self.stream.format)
         except FormatError as exc:
-            at = _MESSAGE_INDEX.sub(lambda m: f"messages[{int(m.group(1)) + lo}]", exc.path)
+            at = _MESSAGE_INDEX.sub(lambda m: f"messages[{int(m.group(1)) + first}]", exc.path)
             raise InvalidInput(at, exc.problem) from exc
         attached, delta = await self.tools.attach_results(self.tx, batch.results, self.counter, self.ingest)
         # The transcript's system prompt is `transcript.system` (see `write`): an instruction opening
         # this slice of its messages was sent mid-conversation, so it stays in place.
         instructions = [instruction_message(prompt) for prompt in batch.system or []]
         new = [count_message(await self.ingest.message(m), self.counter) for m in [*instructions, *batch.messages]]
-        reported = self._usages(new, wire, lo)
+        reported = self._usages(new, wire, first, chunk.usage)
         stored = await self.tx.insert_messages(new)
         added = sum(m.tokens for m in stored) + delta
         if self._last is not None:
@@ -266,18 +284,21 @@ class _Writer:
                 "tokens_in_view": self.session.tokens_in_view + added,
             }
         )
-        self.stored.extend(stored)
+        self.stored += len(stored)
         calls = [p for m in stored for p in m.tool_parts]
         self.tool_calls += len(calls)
         self.tool_results += sum(1 for p in calls if p.is_finished) + attached
 
-    def _usages(self, new: list[Message], wire: list[dict[str, Any]], lo: int) -> tuple[int, Usage] | None:
-        """Put the reported usage on its assistant messages; the newest one, as (index in `new`, usage)."""
-        sent = [lo + i for i, m in enumerate(wire) if m.get("role") == "assistant"]
+    def _usages(
+        self, new: list[Message], wire: list[dict[str, Any]], first: int, reports: dict[int, dict[str, Any]]
+    ) -> tuple[int, Usage] | None:
+        """Put the reported usage on its assistant messages; the newest one, as (index in `new`, usage).
+        `first`: the index of `wire[0]` in the whole transcript, by which `reports` are keyed."""
+        sent = [first + i for i, m in enumerate(wire) if m.get("role") == "assistant"]
         parsed = [i for i, m in enumerate(new) if m.role == "assistant"]
         newest = None
         for wire_index, index in zip(sent, parsed, strict=False):
-            raw = self.transcript.usage.get(wire_index)
+            raw = reports.get(wire_index)
             if raw is None:
                 continue
             try:
@@ -289,21 +310,23 @@ class _Writer:
             newest = (index, usage)
         return newest
 
-    async def _compaction(self, compaction: ImportedCompaction) -> None:
+    async def _compaction(self, chunk: Chunk, compaction: ImportedCompaction) -> None:
         """Replay the agent's compaction: its summary anchors the view; what came before is hidden."""
         session = self.session
         rows = view.in_view(await self.tx.rows(view.load_from(session.view)), session.view)
         head = [r for r in rows if not r.is_compaction]
-        messages = self.transcript.messages
-        following = messages[compaction.summary_index + 1] if compaction.summary_index + 1 < len(messages) else None
+        messages, at = chunk.messages, compaction.summary_index - chunk.start
+        # The chunk holds the message after the summary whenever the file does (see `Chunk`).
+        following = messages[at + 1] if at + 1 < len(messages) else None
         auto = compaction.trigger == "auto"
-        source = {"imported_from": self.transcript.source_format}
+        source_format = self.stream.source_format
+        source = {"imported_from": source_format}
         new = [
             Message(role="user", parts=[CompactionPart(auto=auto)], metadata=source),
             Message(
                 role="assistant",
                 summary=True,
-                parts=[TextPart(text=_text(messages[compaction.summary_index]), synthetic=True)],
+                parts=[TextPart(text=_text(messages[at]), synthetic=True)],
                 finish_reason="stop",
                 metadata=source,
             ),
@@ -314,12 +337,12 @@ class _Writer:
             new.append(Message(role="user", parts=[TextPart(text=CONTINUE_TEXT, synthetic=True)], metadata=source))
         stored = await self.tx.insert_messages([count_message(m, self.counter) for m in new])
         after = sum(p.tokens for p in session.system) + sum(m.tokens for m in stored)
-        note = f"made by {self.transcript.source_format} ({compaction.trigger or 'trigger unknown'}), imported from {self.file}"
+        note = f"made by {source_format} ({compaction.trigger or 'trigger unknown'}), imported from {self.file}"
         if compaction.pre_tokens is not None:
             note += f"; the agent counted {compaction.pre_tokens:,} tokens before it"
         await self.tx.add_compaction(
             CompactionRecord(
-                summarizer=self.transcript.source_format,
+                summarizer=source_format,
                 auto=auto,
                 tokens_before=session.tokens_in_view,
                 tokens_after=after,
@@ -334,15 +357,15 @@ class _Writer:
         anchor = ViewAnchor(marker_seq=stored[0].seq, summary_seq=stored[1].seq)
         self.session = compacted(session, anchor, stored, after)
         self._last = None
-        self.stored.extend(stored)
+        self.stored += len(stored)
         self.compactions += 1
 
-    def _calibrate(self) -> None:
-        """Trust the provider's last report as `append` does: `tokens_in_view` then was the baseline."""
+    def _calibrate(self, measured_for: str | None) -> None:
+        """Trust the provider's last report as `append` does: `tokens_in_view` then was the baseline.
+        `measured_for`: the model the file says it used."""
         last = self._last
         if last is None:
             return
-        measured_for = self.transcript.model
         if measured_for and not self._same_tokenizer(measured_for):
             self.warnings.append(
                 f"the usage the file reports was measured by {measured_for}'s tokenizer, not {self.session.model}'s: "

@@ -22,17 +22,22 @@ from contextfold.cli.commands._output import print_json
 from contextfold.config import Settings
 from contextfold.errors import NotFoundError
 from contextfold.home.opening import open_for_reading
+from contextfold.importers.marks import marks_in, problems
 from contextfold.results import Status
+from contextfold.service.facade import ContextService
 
 
 async def stats(args: argparse.Namespace, settings: Settings) -> int:
     if args.session:
         async with await read_session(settings, args.session) as service:
             status = await service.status(args.session)
+            unread = await _import_problems(service, args.session)
         if args.json:
-            print_json(status.model_dump())
+            print_json({**status.model_dump(), "import_problems": unread})
         else:
             print(views.status_lines(status))
+            for problem in unread:
+                print(f"note: {problem}")
         return 0
     reader = await open_for_reading(settings)
     if reader is None:
@@ -44,6 +49,7 @@ async def stats(args: argparse.Namespace, settings: Settings) -> int:
     async with reader as service:
         statuses = [status for _, status in await all_sessions(service)]
         totals = await service.totals()
+        noted = {s.session_id: await _import_problems(service, s.session_id) for s in statuses}
     if args.json:
         print_json({"sessions": [s.model_dump() for s in statuses], "totals": totals})
     elif not statuses:
@@ -56,7 +62,15 @@ async def stats(args: argparse.Namespace, settings: Settings) -> int:
             f"{totals['compactions']:,} compactions freed {totals['compaction_tokens_freed']:,} tokens, "
             f"{totals['prunes']:,} prunes freed {totals['prune_tokens_freed']:,}"
         )
+        for session_id, said in noted.items():
+            for problem in said:
+                print(f"note: session {session_id}: {problem}")
     return 0
+
+
+async def _import_problems(service: ContextService, session_id: str) -> list[str]:
+    """What imports into the session could not read of its transcripts, in words."""
+    return problems(marks_in((await service.store.get_session(session_id)).metadata))
 
 
 async def sessions(args: argparse.Namespace, settings: Settings) -> int:
