@@ -1,0 +1,107 @@
+"""Issue 26, item 19: `contextfold proxy` at its edges, over real proxy processes.
+
+Its stdin at its end from the start (`< /dev/null`, a file, closed), a `--config` server that could
+not start, the proxy's exit however the client leaves (no `RuntimeError: Event loop is closed`, no
+hang), and a structured result nested far too deep. The upstream is tests/proxy_faulty.py; stderr
+goes to a file, so what the proxy says there is checked whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _proxy import FAULTY, RawClient, env, proxy_command
+
+pytestmark = pytest.mark.anyio
+
+INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+
+
+def faulty(*args: str) -> list[str]:
+    return [sys.executable, str(FAULTY), *args]
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie awaiting its reaping counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def assert_gone(pids: Path) -> None:
+    """The upstream whose pids `--pid-file` wrote, and the child it started, no longer run (when it
+    was killed before it wrote them, neither ever ran)."""
+    if not pids.exists() or not pids.read_text().strip():
+        return
+    started = [int(pid) for pid in pids.read_text().split()]
+    deadline = time.monotonic() + 3
+    while any(map(_alive, started)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in started if _alive(pid)]
+    for pid in left:  # not to leave them behind for the next tests
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"still running after the proxy ended: {left}"
+
+
+async def spawn(home: Path, argv: list[str], log: Path) -> RawClient:
+    """A proxy process with its stderr in `log` (a file never fills up and blocks it, as a pipe can)."""
+    with open(log, "wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env(home),
+            limit=1 << 26,
+        )  # fmt: skip
+    return RawClient(process)
+
+
+async def call(client: RawClient, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    return json.loads(await client.request("tools/call", {"name": name, "arguments": arguments or {}}))
+
+
+def error_of(answer: dict[str, Any]) -> str:
+    assert "error" in answer and "result" not in answer, str(answer)[:500]
+    return str(answer["error"]["message"])
+
+
+def untroubled(text: str) -> bool:
+    return not any(word in text for word in ("Traceback", "Error", "Exception", "Event loop is closed"))
+
+
+# -- (a) stdin at its end from the start ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("stdin", ["/dev/null", "a file", "closed"])
+def test_a_proxy_whose_stdin_is_at_its_end_exits_0_and_stops_its_upstream(tmp_path, stdin):
+    """Issue 26: `proxy -- CMD < /dev/null` printed an asyncio PermissionError traceback (epoll
+    refuses /dev/null) and hung until killed; with stdin closed it died of an AttributeError. The
+    end of stdin is the client gone: the upstream (here one that ignores EOF) is stopped, exit 0."""
+    pids = tmp_path / "pids"
+    argv = proxy_command(*faulty("--pid-file", str(pids), "--ignore-eof"))
+    source: Any = subprocess.DEVNULL
+    if stdin == "a file":
+        requests = tmp_path / "requests.jsonl"
+        requests.write_text(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}) + "\n"
+        )
+        source = open(requests, "rb")  # noqa: SIM115 (closed below)
+    elif stdin == "closed":
+        argv = ["sh", "-c", 'exec "$@" <&-', "sh", *argv]
+    try:
+        done = subprocess.run(argv, stdin=source, capture_output=True, env=env(tmp_path), timeout=30)
+    finally:
+        if stdin == "a file":
+            source.close()
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    assert done.stderr == b"", done.stderr.decode(errors="replace")[-3000:]
+    assert_gone(pids)
