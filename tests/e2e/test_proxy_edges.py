@@ -105,3 +105,42 @@ def test_a_proxy_whose_stdin_is_at_its_end_exits_0_and_stops_its_upstream(tmp_pa
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     assert done.stderr == b"", done.stderr.decode(errors="replace")[-3000:]
     assert_gone(pids)
+
+
+# -- (b) a --config server that could not start -----------------------------------------------------------
+
+
+async def test_a_config_server_that_failed_to_start_is_named_with_why_in_its_calls_errors(tmp_path):
+    """Issue 26: calling a tool of a `--config` server that had not started said only "no tool named
+    'ghost__anything'" (the reason was on stderr alone). Now the call's error names the server and
+    why, and so do the handshake's instructions; the servers that did start work as before."""
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {
+        "alpha": {"command": sys.executable, "args": [str(FAULTY)]},
+        "ghost": {"command": "no-such-mcp-server-program", "args": ["--flag"]},
+        "crash": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('boom: no API key')"]},
+    }}))  # fmt: skip
+    client = await spawn(tmp_path, [sys.executable, "-m", "contextfold", "proxy", "--config", str(servers)],
+                         tmp_path / "stderr.log")  # fmt: skip
+    try:
+        instructions = json.loads(await client.handshake())["result"]["instructions"]
+        assert (
+            "server 'ghost' failed to start" in instructions
+            and "'no-such-mcp-server-program' was not found" in instructions
+        )
+        assert "server 'crash' failed to start" in instructions and "boom: no API key" in instructions
+        names = [t["name"] for t in json.loads(await client.request("tools/list", {}))["result"]["tools"]]
+        assert "alpha__echo" in names and not [n for n in names if n.startswith(("ghost__", "crash__"))]
+        ghost = error_of(await call(client, "ghost__anything"))
+        assert ghost.startswith("server 'ghost' failed to start: ") and ghost.endswith("; its tools are unavailable")
+        assert "'no-such-mcp-server-program' was not found on PATH" in ghost and '"command"' in ghost
+        assert "\n" not in ghost
+        crash = error_of(await call(client, "crash__x"))
+        assert crash.startswith("server 'crash' failed to start: ") and "exited with code 1" in crash
+        assert "boom: no API key" in crash
+        prompt = error_of(json.loads(await client.request("prompts/get", {"name": "ghost__p"})))
+        assert prompt.startswith("server 'ghost' failed to start: ") and prompt.endswith("its prompts are unavailable")
+        assert "no tool named 'alpha__nope'" in error_of(await call(client, "alpha__nope"))  # a live server's typo
+        assert (await call(client, "alpha__echo", {"text": "hi"}))["result"]["content"][0]["text"] == "hi"
+    finally:
+        assert await client.close() == 0
