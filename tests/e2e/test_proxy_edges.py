@@ -144,3 +144,50 @@ async def test_a_config_server_that_failed_to_start_is_named_with_why_in_its_cal
         assert (await call(client, "alpha__echo", {"text": "hi"}))["result"]["content"][0]["text"] == "hi"
     finally:
         assert await client.close() == 0
+
+
+# -- (c) no exit prints "Event loop is closed", none hangs ----------------------------------------------
+
+
+async def _leave_while_a_big_answer_streams(home: Path, log: Path) -> tuple[int, str]:
+    client = await spawn(home, proxy_command(*faulty()), log)
+    await client.handshake()
+    await client.send(
+        {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "huge", "arguments": {"mb": 5}}}
+    )
+    return await client.close(), log.read_text(errors="replace")
+
+
+async def _close_stdin_then_sigterm(home: Path, log: Path) -> tuple[int, str]:
+    """The MCP SDK's shutdown (stdin closed, then SIGTERM), the SIGTERM landing while the proxy is
+    still stopping an upstream that ignores EOF, after a call that opened the store."""
+    client = await spawn(home, proxy_command(*faulty("--ignore-eof")), log)
+    await client.handshake()
+    assert "Full output saved as" in (await call(client, "huge", {"mb": 0.3}))["result"]["content"][0]["text"]
+    assert client.process.stdin is not None
+    client.process.stdin.close()
+    await asyncio.sleep(0.2)  # within STOP_GRACE: the proxy is waiting for its upstream to go
+    client.process.send_signal(signal.SIGTERM)
+    try:
+        code = await asyncio.wait_for(client.process.wait(), 20)
+    except TimeoutError:
+        client.process.kill()
+        await client.process.wait()
+        code = -999  # hung: the store's thread kept it alive
+    return code, log.read_text(errors="replace")
+
+
+@pytest.mark.parametrize(
+    "leave,times",
+    [(_leave_while_a_big_answer_streams, 6), (_close_stdin_then_sigterm, 3)],
+    ids=["client-leaves-mid-answer", "stdin-closed-then-sigterm"],
+)
+async def test_short_proxy_lifetimes_end_with_exit_0_and_nothing_on_stderr(tmp_path, leave, times):
+    """Issue 26: a proxy exit sometimes printed `RuntimeError: Event loop is closed`: an upstream
+    killed mid-answer left its stdout unread, and its transport was finalised after the loop had
+    closed (every time when the client left while a 5 MB answer streamed in). And a SIGTERM landing
+    during the cleanup after stdin closed cut it short: the store's connection stayed open and its
+    thread kept the process alive after its work was done, until SIGKILL (every time)."""
+    for run in range(times):
+        code, stderr = await leave(tmp_path, tmp_path / f"stderr-{run}.log")
+        assert code == 0 and untroubled(stderr), f"run {run}: exit {code}\n{stderr[-3000:]}"

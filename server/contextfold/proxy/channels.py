@@ -412,6 +412,17 @@ class ProcessChannel(StreamChannel):
             self._kill_leftovers()
             _RUNNING.discard(self)
             self._stderr_task.cancel()
+            self._release()
+
+    def _release(self) -> None:
+        """Close the process's transport now, while the event loop runs. asyncio closes it only once
+        the process has exited and both its stdout and stderr have reached their end; an upstream
+        killed mid-answer leaves its stdout unread (reading paused on a full buffer), and the
+        transport was then finalised after the loop had closed: `RuntimeError: Event loop is closed`
+        printed at exit. `asyncio.subprocess.Process` has no public way to close it."""
+        transport = getattr(self.process, "_transport", None)
+        if transport is not None and not transport.is_closing():
+            transport.close()
 
     def _kill_leftovers(self) -> None:
         killpg = getattr(os, "killpg", None)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextfold.proxy import tools, wire
 from contextfold.proxy.channels import Frame
-from contextfold.proxy.relay import Relay
+from contextfold.proxy.relay import Relay, to_the_end
 from contextfold.proxy.session import ProxySession
 from contextfold.proxy.spec import SEPARATOR, UpstreamSpec
 from contextfold.proxy.upstream import connect
@@ -143,12 +143,15 @@ class Hub:
                     continue
                 self._spawn(self._from_client(frame.message))
         finally:
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=10)
-            for member in self.members.values():
-                await member.pipe.aclose()
-            await asyncio.gather(*(m.task for m in self.members.values() if m.task), return_exceptions=True)
-            await self.session.close()
+            await to_the_end(self._stop())
+
+    async def _stop(self) -> None:
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=10)
+        for member in self.members.values():
+            await member.pipe.aclose()
+        await asyncio.gather(*(m.task for m in self.members.values() if m.task), return_exceptions=True)
+        await self.session.close()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
