@@ -191,3 +191,32 @@ async def test_short_proxy_lifetimes_end_with_exit_0_and_nothing_on_stderr(tmp_p
     for run in range(times):
         code, stderr = await leave(tmp_path, tmp_path / f"stderr-{run}.log")
         assert code == 0 and untroubled(stderr), f"run {run}: exit {code}\n{stderr[-3000:]}"
+
+
+# -- (d) a structured result nested too deep --------------------------------------------------------------
+
+
+async def test_a_structured_result_nested_too_deep_gets_a_one_line_error_and_the_proxy_goes_on(tmp_path):
+    """Issue 26: a `structuredContent` nested 900 deep (with a text over the limits, so the guard
+    works on it) gave a 3,000-line RecursionError on stderr and a vague internal error. Over the
+    house's 100 levels (MAX_DEPTH) it is a one-line error for that request; the proxy keeps
+    answering. A small one is passed on as received, whatever its depth, as it costs nothing."""
+    log = tmp_path / "stderr.log"
+    client = await spawn(tmp_path, proxy_command(*faulty()), log)
+    try:
+        await client.handshake()
+        for depth in (900, 101):
+            message = error_of(await call(client, "nested", {"depth": depth, "lines": 30_000}))
+            assert message == (
+                "contextfold proxy did not pass on the answer to tools/call nested: its structuredContent nests "
+                "more than 100 levels deep, over the proxy's bound (MAX_DEPTH); ask for a flatter result"
+            )
+        within = (await call(client, "nested", {"depth": 100, "lines": 30_000}))["result"]
+        assert "Full output saved as" in within["content"][0]["text"]
+        small = (await call(client, "nested", {"depth": 900, "lines": 0}))["result"]["structuredContent"]
+        assert json.dumps(small).count("[") == 899
+        assert (await call(client, "echo", {"text": "still here"}))["result"]["content"][0]["text"] == "still here"
+    finally:
+        assert await client.close() == 0
+    stderr = log.read_text(errors="replace")
+    assert untroubled(stderr) and len(stderr.splitlines()) <= 2, stderr[-3000:]

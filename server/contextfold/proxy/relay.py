@@ -393,8 +393,8 @@ class Relay:
             guarded = guard.apply(
                 result, planned, stored, count=counter.count, output_schema=schema, validate=_fits_schema
             )
-        except guard.TooManyBlocks as exc:
-            text = f"contextfold proxy did not pass on the answer to {self._what(request)}: {exc}; ask for less"
+        except guard.Unguardable as exc:
+            text = f"contextfold proxy did not pass on the answer to {self._what(request)}: {exc}"
             await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
             if request.method == "tools/call":
                 self.session.record(str(request.tool), request.arguments, None, text)
