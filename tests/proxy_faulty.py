@@ -4,7 +4,8 @@ It answers the handshake and lists its tools like any server; each tool then fai
 `exit` dies mid-call (stderr says why), `hang` never answers, `garbage` writes a line that is not
 JSON and then a response with neither a result nor an error, `junk` writes a stray non-JSON line
 before a good answer, `stray` answers a made-up id and then its own call twice, `unreadable` answers with invalid UTF-8 (`how`
-"utf8") or JSON nested 5,000 deep ("deep"), `late` answers
+"utf8") or JSON nested 5,000 deep ("deep"), `nested` answers with a `structuredContent` nested
+`depth` levels deep (and a text block of `lines` lines, none for 0), `late` answers
 after `seconds` (a result of `mb` megabytes, meanwhile serving other requests), `huge` streams a result of `mb` megabytes (never held in memory), `echo`
 works. `--hang-at-start` never answers anything; `--no-tools` has no tools capability.
 `--pid-file PATH` starts a child of its own (`sleep`, in its process group) and writes both pids
@@ -23,7 +24,7 @@ import time
 
 TOOLS = [
     {"name": name, "description": f"fails: {name}", "inputSchema": {"type": "object"}}
-    for name in ("exit", "hang", "garbage", "junk", "stray", "unreadable", "late", "huge", "echo")
+    for name in ("exit", "hang", "garbage", "junk", "stray", "unreadable", "nested", "late", "huge", "echo")
 ]
 
 
@@ -116,6 +117,14 @@ def main() -> None:
                     sys.stdout.flush()
                     sys.stdout.buffer.write(head + body + b"}\n")
                     sys.stdout.buffer.flush()
+            elif name == "nested":  # written out by hand, so that any depth can be asked for
+                depth, lines = int(arguments.get("depth", 900)), int(arguments.get("lines", 1))
+                content = [{"type": "text", "text": "\n".join(f"line {i}" for i in range(lines))}] if lines else []
+                nested = "[" * (depth - 1) + '"bottom"' + "]" * (depth - 1)  # in {"deep": …}: `depth` levels
+                result = '{"content":' + json.dumps(content) + ',"structuredContent":{"deep":' + nested + "}}"
+                with WRITING:
+                    sys.stdout.write('{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":' + result + "}\n")
+                    sys.stdout.flush()
             elif name == "late":
                 later = text_answer(request_id, "late\n" * int(float(arguments.get("mb", 0)) * 200_000))
                 threading.Timer(float(arguments.get("seconds", 2)), send, (later,)).start()

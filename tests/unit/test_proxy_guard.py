@@ -315,3 +315,23 @@ def test_a_result_over_the_block_bound_is_refused_naming_the_bound():
     with pytest.raises(guard.TooManyBlocks, match=f"{guard.MAX_BLOCKS:,}.*MAX_BLOCKS"):
         plan(result, LIMITS, COUNT)
     assert plan({"content": [{"type": "text", "text": "x"}] * 1_000}, LIMITS, COUNT) is None
+
+
+def nested(depth: int) -> Any:
+    """A value with `depth` levels of arrays and objects ({"deep": [[…]]})."""
+    value: Any = "bottom"
+    for _ in range(depth - 1):
+        value = [value]
+    return {"deep": value}
+
+
+def test_structured_content_nested_over_the_house_bound_is_refused_without_recursing():
+    """Issue 26: a structured result 900 deep gave a 3,000-line RecursionError. Over 100 levels
+    (MAX_DEPTH, as everywhere in the house) the guard refuses it, whatever the depth; at 100 it
+    guards it as any other."""
+    big = "\n".join(f"line {i}" for i in range(5_000))
+    for depth in (101, 900, 100_000):
+        with pytest.raises(guard.TooDeep, match="more than 100 levels deep.*MAX_DEPTH"):
+            plan(text_result(big, structuredContent=nested(depth)), LIMITS, COUNT)
+    planned = plan(text_result(big, structuredContent=nested(100)), LIMITS, COUNT)
+    assert planned is not None and [p.path for p in planned.pieces] == [("content", 0)]

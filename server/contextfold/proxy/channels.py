@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import os
+import selectors
 import signal
 import sys
 from collections import deque
@@ -154,6 +155,8 @@ class StreamChannel:
         self._writer = writer
         self._lock = asyncio.Lock()
         self.closed = False
+        self.closing: list[Any] = []
+        """What else to close with it (the stdin end of the proxy's own stdio)."""
 
     async def receive(self) -> Frame | None:
         return await self._framer.next()
@@ -168,31 +171,82 @@ class StreamChannel:
 
     async def aclose(self) -> None:
         self.closed = True
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            except (OSError, RuntimeError):
-                pass
+        for thing in [self._writer, *self.closing]:
+            if thing is not None:
+                try:
+                    thing.close()
+                except (OSError, RuntimeError):
+                    pass
 
 
 async def stdio_channel(max_bytes: int) -> StreamChannel:
-    """This process's stdin and stdout as a channel (the client's end)."""
+    """This process's stdin and stdout as a channel (the client's end).
+
+    Whatever stdin is, the proxy reads it to its end: a pipe or a terminal through the event loop;
+    a regular file or `/dev/null` (which the loop cannot wait on) in a worker thread; none at all
+    (started with stdin closed) as an empty input. Its end means the client has gone: the proxy
+    stops its upstream and exits 0, as a server started with `< /dev/null` does.
+    """
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=BLOCK)
-    stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-    except ValueError:  # a regular file: read it in a thread
-        reader = _ThreadReader(stdin)  # type: ignore[assignment]
-    stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    reader: Any = _NoInput()
+    closing: list[Any] = []
+    stdin_fd = _dup(sys.stdin)
+    if stdin_fd is not None:
+        stdin = os.fdopen(stdin_fd, "rb", buffering=0)
+        reader, pipe = _ThreadReader(stdin), None
+        if _pollable(stdin_fd):
+            stream = asyncio.StreamReader(limit=BLOCK)
+            try:
+                pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), stdin)
+                reader = stream
+            except ValueError:  # not a pipe after all: the thread reads it
+                pass
+        closing.append(pipe or stdin)
+    writer: Any = None
+    stdout_fd = _dup(sys.stdout)
     # Nothing else may write to the real stdout now: a stray print would corrupt the stream.
     sys.stdout = sys.stderr
+    if stdout_fd is not None:
+        stdout = os.fdopen(stdout_fd, "wb", buffering=0)
+        try:
+            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
+            writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        except ValueError:
+            writer = _ThreadWriter(stdout)
+    channel = StreamChannel(reader, writer, max_bytes, what="the client")
+    channel.closing = closing
+    return channel
+
+
+def _dup(stream: Any) -> int | None:
+    """A descriptor of its own for a standard stream, or None when the process was started without
+    it (closed: Python then makes the stream None)."""
     try:
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
-        writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    except ValueError:
-        writer = _ThreadWriter(stdout)  # type: ignore[assignment]
-    return StreamChannel(reader, writer, max_bytes, what="the client")
+        return os.dup(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on `fd` (a pipe, a socket, a terminal). A regular file cannot,
+    and neither can `/dev/null`: `connect_read_pipe` accepts it as a character device, then epoll
+    refuses it with EPERM in a callback, and the read never ends. (Elsewhere than POSIX the loop's
+    own `connect_read_pipe` decides.)"""
+    if os.name != "posix":
+        return True
+    with selectors.DefaultSelector() as probe:
+        try:
+            probe.register(fd, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+class _NoInput:
+    """The input of a process started with stdin closed: at its end already."""
+
+    async def read(self, n: int) -> bytes:
+        return b""
 
 
 class _ThreadReader:
@@ -358,6 +412,17 @@ class ProcessChannel(StreamChannel):
             self._kill_leftovers()
             _RUNNING.discard(self)
             self._stderr_task.cancel()
+            self._release()
+
+    def _release(self) -> None:
+        """Close the process's transport now, while the event loop runs. asyncio closes it only once
+        the process has exited and both its stdout and stderr have reached their end; an upstream
+        killed mid-answer leaves its stdout unread (reading paused on a full buffer), and the
+        transport was then finalised after the loop had closed: `RuntimeError: Event loop is closed`
+        printed at exit. `asyncio.subprocess.Process` has no public way to close it."""
+        transport = getattr(self.process, "_transport", None)
+        if transport is not None and not transport.is_closing():
+            transport.close()
 
     def _kill_leftovers(self) -> None:
         killpg = getattr(os, "killpg", None)

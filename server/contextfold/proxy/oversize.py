@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from contextfold.policy.truncate import line_count
+from contextfold.safejson import MAX_DEPTH
 
 Count = Callable[[str], int]
 Path = tuple[Any, ...]
@@ -50,8 +51,17 @@ MAX_BLOCKS = 100_000
 guarded but refused (`TooManyBlocks`): planning is linear in blocks, and this bounds it."""
 
 
-class TooManyBlocks(ValueError):
-    """A result over `MAX_BLOCKS`: the proxy answers the request with an error naming the bound."""
+class Unguardable(ValueError):
+    """A result the proxy does not pass on: it answers the request with this error, naming the bound."""
+
+
+class TooManyBlocks(Unguardable):
+    """A result over `MAX_BLOCKS`."""
+
+
+class TooDeep(Unguardable):
+    """A structured result nested deeper than `MAX_DEPTH` (the house's bound, `safejson`): storing,
+    measuring and shortening it would recurse past Python's stack; a direct client gets it whole."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +220,8 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
     blocks = _block_count(result)
     if blocks > MAX_BLOCKS:
         raise TooManyBlocks(
-            f"the result has {blocks:,} content blocks, over the proxy's bound of {MAX_BLOCKS:,} (MAX_BLOCKS)"
+            f"the result has {blocks:,} content blocks, over the proxy's bound of {MAX_BLOCKS:,} (MAX_BLOCKS); "
+            "ask for less"
         )
     for path, holder, kind in slots(result):
         if kind == "text":
@@ -226,6 +237,11 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
     budget: int | None = None
     structured = result.get("structuredContent")
     if structured is not None:
+        if _nests_deeper(structured, MAX_DEPTH):
+            raise TooDeep(
+                f"its structuredContent nests more than {MAX_DEPTH} levels deep, over the proxy's bound "
+                "(MAX_DEPTH); ask for a flatter result"
+            )
         text = structured_text(structured)
         if _over(_measure([(("structuredContent",), text)], count, limits)[0][2], limits):
             budget = limits.preview_tokens
@@ -269,6 +285,20 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
     if not pieces and budget is None:
         return None
     return Plan(pieces, combine, mirrors, substitutes, budget)
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether arrays and objects in `value` nest more than `limit` levels (without recursing)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _block_count(result: dict[str, Any]) -> int:
@@ -335,7 +365,7 @@ def _mirrors(text: str, structured: Any) -> bool:
         return False
     try:
         return bool(json.loads(text) == structured)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 

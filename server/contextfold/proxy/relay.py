@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -133,15 +133,18 @@ class Relay:
         try:
             await self._from_client()
         finally:
-            for task in self._helpers:
-                task.cancel()
-            await asyncio.gather(*self._helpers, return_exceptions=True)
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=10)
-            if self.upstream is not None:
-                await self.upstream.aclose()
-            if self.owns_session:
-                await self.session.close()
+            await to_the_end(self._stop())
+
+    async def _stop(self) -> None:
+        for task in self._helpers:
+            task.cancel()
+        await asyncio.gather(*self._helpers, return_exceptions=True)
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=10)
+        if self.upstream is not None:
+            await self.upstream.aclose()
+        if self.owns_session:
+            await self.session.close()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -497,8 +500,8 @@ class Relay:
             guarded = guard.apply(
                 result, planned, stored, count=counter.count, output_schema=schema, validate=_fits_schema
             )
-        except guard.TooManyBlocks as exc:
-            text = f"contextfold proxy did not pass on the answer to {self._what(request)}: {exc}; ask for less"
+        except guard.Unguardable as exc:
+            text = f"contextfold proxy did not pass on the answer to {self._what(request)}: {exc}"
             await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
             if request.method == "tools/call":
                 self.session.record(str(request.tool), request.arguments, None, text)
@@ -593,6 +596,35 @@ class Relay:
                 await self._to_upstream(cancel)
                 if request.method == "tools/call":
                     self.session.record(str(request.tool), request.arguments, None, text)
+
+
+async def to_the_end(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` (a relay's or the hub's cleanup: stop the upstream, close the store) to its end even
+    when the task running it is cancelled meanwhile, then pass the cancellation on.
+
+    A client's shutdown is "close stdin, then SIGTERM" (and SIGTERM cancels the proxy's main task):
+    when the SIGTERM lands while the cleanup after the closed stdin is under way, cutting it short
+    left the store's connection open, whose (non-daemon) thread then kept the process alive for good
+    after its work was done, and left the upstream's pipes to be finalised after the event loop had
+    closed (`RuntimeError: Event loop is closed` on stderr). Each step of the cleanup is bounded
+    (`STOP_GRACE`, `KILL_GRACE`, the session's flush), so this ends; `terminate_upstreams` has
+    already told the upstream to go."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                break
+            cancelled = True
+    if task.cancelled():
+        raise asyncio.CancelledError
+    error = task.exception()
+    if cancelled:
+        raise asyncio.CancelledError from error
+    if error is not None:
+        raise error
 
 
 def _fits_schema(value: Any, schema: dict[str, Any]) -> bool:

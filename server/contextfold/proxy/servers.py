@@ -14,7 +14,9 @@ faults), talking to a hub instead of to the client. The hub is the one server th
 - a call goes to the upstream its prefix (or its resource's URI) names, with its own name; an
   upstream's request to the client (sampling, elicitation, roots) gets an id of the hub's, so two
   upstreams' ids never meet; notifications pass, cancellations go where their request went;
-- an upstream that cannot start or dies takes only its own tools with it.
+- an upstream that cannot start or dies takes only its own tools with it. One that did not complete
+  the handshake is named, with why, in the handshake's instructions and in the error of any call
+  to its tools or prompts (its tools are not listed: a listing holds tools only).
 
 All outputs go to one contextfold session per proxy instance. Over HTTP (a `Seat`) each upstream
 starts when a request needs it, as a single one does (`launch`); the handshake is answered from what
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextfold.proxy import tools, wire
 from contextfold.proxy.channels import Frame
-from contextfold.proxy.relay import Relay
+from contextfold.proxy.relay import Relay, to_the_end
 from contextfold.proxy.session import ProxySession
 from contextfold.proxy.spec import SEPARATOR, UpstreamSpec
 from contextfold.proxy.upstream import connect
@@ -88,9 +90,13 @@ class _Member:
     hub: Hub
     pipe: _Pipe = field(init=False)
     task: asyncio.Task[None] | None = None
+    relay: Relay | None = None
     ready: bool = False
     result: dict[str, Any] | None = None
     """Its answer to the handshake."""
+    failure: str | None = None
+    """Why it is not serving, in one line, when it could not start or did not complete the handshake:
+    said in an error to any call of its tools or prompts, and in the handshake's instructions."""
 
     def __post_init__(self) -> None:
         self.pipe = _Pipe(self)
@@ -140,7 +146,7 @@ class Hub:
                 max_message_bytes=self.settings.max_message_bytes, unavailable=problem, names=passive,
                 owns_session=False, launch=launch,
             )  # fmt: skip
-            member.task = asyncio.create_task(relay.run())
+            member.relay, member.task = relay, asyncio.create_task(relay.run())
         try:
             while (frame := await self.client.receive()) is not None:
                 if frame.message is None:
@@ -149,12 +155,15 @@ class Hub:
                     continue
                 self._spawn(self._from_client(frame.message))
         finally:
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=10)
-            for member in self.members.values():
-                await member.pipe.aclose()
-            await asyncio.gather(*(m.task for m in self.members.values() if m.task), return_exceptions=True)
-            await self.session.close()
+            await to_the_end(self._stop())
+
+    async def _stop(self) -> None:
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=10)
+        for member in self.members.values():
+            await member.pipe.aclose()
+        await asyncio.gather(*(m.task for m in self.members.values() if m.task), return_exceptions=True)
+        await self.session.close()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -246,15 +255,22 @@ class Hub:
             return live[0], params
         return f"contextfold proxy --config cannot tell which upstream server {method} is for"
 
-    @staticmethod
     def _by_name(
-        owners: dict[str, tuple[_Member, str]], params: dict[str, Any], key: str, what: str
+        self, owners: dict[str, tuple[_Member, str]], params: dict[str, Any], key: str, what: str
     ) -> tuple[_Member, dict[str, Any]] | str:
         name: Any = params.get(key)  # any JSON value: a non-string names nothing
         owner = owners.get(name)
         if owner is None:
+            prefix = name.split(SEPARATOR, 1)[0] if isinstance(name, str) and SEPARATOR in name else None
+            failed = self.members.get(prefix) if prefix is not None else None
+            if failed is not None and failed.failure is not None:
+                return f"{self._unavailable(failed)}; its {what}s are unavailable"
             return f"no {what} named {params.get(key)!r}; list them first (names are prefixed NAME{SEPARATOR})"
         return owner[0], {**params, key: owner[1]}
+
+    @staticmethod
+    def _unavailable(member: _Member) -> str:
+        return f"server {member.name!r} failed to start: {member.failure}"
 
     def _resource(self, uri: Any) -> _Member | None:
         if not isinstance(uri, str):
@@ -342,12 +358,16 @@ class Hub:
         for member, answer in zip(self.members.values(), answers):
             result = answer.get("result") if isinstance(answer, dict) else None
             if not isinstance(result, dict):
-                why = (
-                    (answer or {}).get("error", {}).get("message", "no answer")
-                    if isinstance(answer, dict)
-                    else "no answer"
+                error = answer.get("error") if isinstance(answer, dict) else None
+                why = error.get("message") if isinstance(error, dict) else None
+                # The relay knows best why its upstream is gone (it never started, or it exited: with
+                # its last words on stderr); else the upstream's own error, or its silence.
+                dead = member.relay.dead if member.relay is not None else None
+                member.failure = _one_line(
+                    dead or (str(why) if why else f"no answer to initialize in {FAN_OUT_SECONDS:g} s")
                 )
-                log.warning("contextfold proxy: %s is left out: %s", member.name, why)
+                log.warning("contextfold proxy: %s is left out: %s", member.name, member.failure)
+                instructions.append(f"{self._unavailable(member)}; its tools and prompts are not listed")
                 continue
             member.ready, member.result = True, result
             await member.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -409,6 +429,15 @@ class Hub:
             if not cursor:
                 break
         return items
+
+
+FAILURE_CHARS = 500
+"""How much of why an upstream failed is said in a call's error (its first line)."""
+
+
+def _one_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "no reason given"
+    return line if len(line) <= FAILURE_CHARS else line[:FAILURE_CHARS] + "…"
 
 
 def _merge_capabilities(into: dict[str, Any], capabilities: Any) -> None:

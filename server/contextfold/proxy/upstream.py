@@ -28,7 +28,11 @@ async def connect(spec: UpstreamSpec, settings: Settings, stack: AsyncExitStack)
             return None, (
                 f"cannot start the upstream server: {spec.command[0]!r} was not found"
                 + ("" if os.path.sep in spec.command[0] else " on PATH")
-                + "; give the full path of the program after `contextfold proxy --`"
+                + (
+                    '; give the full path of the program as its "command"'
+                    if spec.name
+                    else "; give the full path of the program after `contextfold proxy --`"
+                )
             )
         except OSError as exc:
             return None, f"cannot start the upstream server {spec.label!r}: {exc.strerror or exc}"

@@ -116,6 +116,8 @@ async def _stdio(settings: Settings, spec: Any) -> int:
         await run_proxy(client, spec, settings, owner=LOCAL_OWNER)  # stdio: the local user
     except asyncio.CancelledError:
         pass
+    finally:
+        await client.aclose()  # while the loop runs: a pipe left to the finaliser warns, or worse
     return 0
 
 
