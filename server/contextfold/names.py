@@ -35,3 +35,13 @@ OverflowState = Literal["ok", "soft", "hard", "overflow"]
 
 LOCAL_OWNER = ""
 """The tenant of callers on this machine (stdio, the CLI, the hooks, a library user)."""
+
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
+"""The agents whose transcripts and hooks contextfold reads, as a person calls them."""
+
+
+def agent_session_id(agent: str, native_id: str) -> str:
+    """The contextfold session that holds an agent's own session `native_id` (`agent`: "claude-code",
+    "codex"): where its hooks store what they see and where `import` puts that agent's transcript
+    by default, so the hooks, an import and a re-import all meet in one session."""
+    return f"{agent}-{native_id}"

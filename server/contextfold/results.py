@@ -43,8 +43,11 @@ class Status(BaseModel):
     model_known: bool
     method: Literal["exact", "estimate"]
     tokens_in_view: int
+    """What the budget is judged on: the larger of `tokens_counted` and `tokens_reported`."""
     tokens_counted: int
+    """contextfold's own count of the view (`method`: exact, or an estimate for the model)."""
     tokens_reported: int | None
+    """The provider's own count at its last usage report, plus what was counted since (None: no report)."""
     usable: int
     context_window: int
     ratio: float
@@ -57,6 +60,9 @@ class Status(BaseModel):
     cache_hit_rate: float | None = None
     """Cache reads over total input in the reported usage (None until usage is reported)."""
     cache_warning: str | None = None
+    reported_by: str | None = None
+    """Who made the usage report behind `tokens_reported`: the agent whose transcript was imported
+    ("Claude Code", "Codex"), else "the provider" (None with no report)."""
 
 
 class Brief(BaseModel):

@@ -78,7 +78,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument(
         "--session",
-        help="session id (created if new; default a fresh id); importing a file again adds only what is new",
+        help="session id (created if new; default: for a Claude Code or Codex session file, the session its hooks "
+        "keep, claude-code-<id> or codex-<id>; else a fresh id); importing a file again adds only what is new",
     )
     imp.add_argument("--format", choices=list(IMPORT_FORMATS), help="default: detected")
     imp.add_argument("--model", help="model id (default: the one the transcript used)")

@@ -129,7 +129,7 @@ def find_mark(path: Path, format: str, marks: list[ImportMark], session_id: str)
             "file",
             f"{path.name} was imported into session {session_id!r} before ({mark.bytes:,} bytes), and those bytes "
             "have changed since; importing again adds only what a file appends, so import this version into "
-            "a new session (leave out the session id)",
+            "a new session (give another session id)",
         )
     return None, prefix
 

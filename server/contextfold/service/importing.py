@@ -42,6 +42,7 @@ from contextfold.importers import (
     ImportedCompaction,
     ImportedTranscript,
     ImportFormat,
+    agent_session,
     detect_import_format,
     load_transcript,
     open_calls,
@@ -91,9 +92,13 @@ async def import_file(
     model: str | None,
     owner: str,
 ) -> ImportResult:
+    chosen = cast(ImportFormat, format or detect_import_format(path))
+    # An agent's own session file goes where its hooks keep that session, so importing it again,
+    # or after the hooks, adds only what is new to one session.
+    session_id = session_id or agent_session(path, chosen)
     for _ in range(ATTEMPTS):
         try:
-            return await _import_once(tools, path, session_id=session_id, format=format, model=model, owner=owner)
+            return await _import_once(tools, path, session_id=session_id, format=chosen, model=model, owner=owner)
         except _MarksMoved:
             continue
     raise ConflictError(f"other imports into session {session_id!r} kept running meanwhile; run the import again")
@@ -113,7 +118,7 @@ async def _import_once(
         raise InvalidInput(
             "file",
             f"{path.name} was imported into session {session_id!r} before and has changed since; a JSON document "
-            "cannot be imported in parts, so import it into a new session (leave out the session id)",
+            "cannot be imported in parts, so import it into a new session (give another session id)",
         )
     resume = mark.resume() if mark is not None else START
     transcript = load_transcript(path, chosen, resume)
@@ -140,7 +145,10 @@ async def _import_once(
             raise _MarksMoved
         writer = _Writer.start(tools, tx, owner, transcript, path.name)
         await writer.write()
-        session = writer.session.model_copy(update={"metadata": with_mark(writer.session.metadata, mark, new)})
+        state = with_mark(writer.session.metadata, mark, new)
+        if state.source_format is None:  # a session the hooks opened before its first import
+            state = state.model_copy(update={"imported_from": path.name, "source_format": transcript.source_format})
+        session = writer.session.model_copy(update={"metadata": state})
         await tx.save_session(session)
     return ImportResult(
         session_id=session_id,
