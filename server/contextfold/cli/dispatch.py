@@ -161,8 +161,17 @@ def _add_hook_commands(sub: Any) -> None:
         ("status", "what is installed, where, for which data home, and whether Codex trusts it"),
     ):
         action = actions.add_parser(name, help=what)
-        action.add_argument("agent", choices=AGENTS)
-        action.add_argument("--scope", choices=["user", "project"], default="user", help="default user")
+        if name == "status":
+            action.add_argument("agent", choices=AGENTS, nargs="?", help="default: both")
+        else:
+            action.add_argument("agent", choices=AGENTS)
+        action.add_argument(
+            "--scope",
+            choices=["user", "project"],
+            default="user",
+            help="default user; project: Claude Code's local settings for this project (.claude/settings.local.json "
+            "and ~/.claude.json), Codex's .codex/ here",
+        )
         action.add_argument(
             "--project", metavar="DIR", help="the project for --scope project (default: the current directory)"
         )
@@ -170,6 +179,12 @@ def _add_hook_commands(sub: Any) -> None:
             action.add_argument("--json", action="store_true", help="print JSON")
         else:
             action.add_argument("--dry-run", action="store_true", help="print the change instead of making it")
+        if name == "install":
+            action.add_argument(
+                "--no-trust",
+                action="store_true",
+                help="codex: do not record the hooks as trusted; you review them in Codex's /hooks",
+            )
         action.set_defaults(handler=f"commands.hooks:{name}")
 
 
