@@ -33,6 +33,9 @@ TOKENS_ENV = "CONTEXTFOLD_TOKENS"
 OverflowState = Literal["ok", "soft", "hard", "overflow"]
 """Where a session stands against its budget (`policy.overflow` assesses it); a status line shows it."""
 
+PROXY_ORIGIN = "proxy"
+"""`SessionState.origin` of the session a `contextfold proxy` connection records its calls in."""
+
 LOCAL_OWNER = ""
 """The tenant of callers on this machine (stdio, the CLI, the hooks, a library user)."""
 

@@ -201,12 +201,30 @@ class TailResult(BaseModel):
     split: bool
 
 
+class GcSession(BaseModel):
+    """A session gc removed (or, in a dry run, would remove), and why."""
+
+    session_id: str
+    owner: str
+    """Its tenant ('' locally): gc runs across every tenant of the home."""
+    title: str | None
+    reason: Literal["session_retention_days", "proxy_session_retention_hours"]
+    """The setting it fell under: idle past `session_retention_days`, or a proxy connection's
+    session idle past `proxy_session_retention_hours`."""
+    last_active: float
+    messages: int
+
+
 class GcResult(BaseModel):
     dry_run: bool
     outputs_removed: int
     files_removed: int
     bytes_freed: int
     bytes_kept: int
+    sessions_removed: int = 0
+    """Sessions deleted (or that would be) for retention, with all they owned."""
+    sessions: list[GcSession] = []
+    """The first of them (at most `retention.LISTED`), least recently active first."""
 
 
 class CompactResult(BaseModel):

@@ -33,6 +33,7 @@ __all__ = [
     "status_lines",
     "table",
     "view_lines",
+    "when",
     "watch_line",
 ]
 
@@ -99,7 +100,8 @@ def status_lines(status: Status) -> str:
     return "\n".join(f"{k.ljust(width)}  {fmt(v)}" for k, v in rows)
 
 
-def _when(epoch: float) -> str:
+def when(epoch: float) -> str:
+    """A moment as a person reads it, to the minute, in local time."""
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch)) if epoch else "-"
 
 
@@ -127,7 +129,7 @@ def sessions_table(sessions: Sequence[tuple[SessionInfo, Status]]) -> str:
             status.tokens_in_view,
             status.ratio,
             status.state,
-            _when(info.updated_at),
+            when(info.updated_at),
         )
         for info, status in sessions
     ]
