@@ -21,7 +21,7 @@ from contextfold.importers.base import START, ImportedCompaction, ImportedTransc
 from contextfold.importers.calls import keep_orphan_results, open_calls
 from contextfold.importers.claude_code import load_claude_code
 from contextfold.importers.codex import load_codex
-from contextfold.importers.detect import agent_session, detect_import_format
+from contextfold.importers.detect import detect_import_format
 from contextfold.importers.mini_swe_agent import load_mini_swe_agent
 from contextfold.importers.normalized import load_normalized
 from contextfold.importers.openhands import load_openhands
@@ -72,7 +72,6 @@ __all__ = [
     "ImportedTranscript",
     "Resume",
     "TranscriptError",
-    "agent_session",
     "detect_import_format",
     "load_transcript",
     "open_calls",

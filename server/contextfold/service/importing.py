@@ -42,12 +42,12 @@ from contextfold.importers import (
     ImportedCompaction,
     ImportedTranscript,
     ImportFormat,
-    agent_session,
     detect_import_format,
     load_transcript,
     open_calls,
     resumable,
 )
+from contextfold.importers.detect import agent_session
 from contextfold.importers.marks import ImportMark, find_mark, marks_in, new_mark, with_mark
 from contextfold.policy import view
 from contextfold.results import Brief, ImportResult, Status
