@@ -111,6 +111,7 @@ def test_hooks_then_import_meet_in_one_session(tmp_path: Path) -> None:
     assert session_ids(home) == [f"claude-code-{t.session}"]
     stats = json.loads(run(home, "stats", f"claude-code-{t.session}", "--json").stdout)
     assert stats["message_count"] == stored + 2
+    assert stats["reported_by"] == "Claude Code"  # the hooks made the session; the import says what it holds
 
 
 def test_codex_hooks_import_and_reimport_meet_in_one_session(tmp_path: Path) -> None:

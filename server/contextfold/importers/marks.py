@@ -80,9 +80,13 @@ def marks_in(state: SessionState) -> list[ImportMark]:
 
 
 def with_mark(state: SessionState, old: ImportMark | None, new: ImportMark) -> SessionState:
-    """`state` with `old` (the mark this import continued, if any) replaced by `new`."""
+    """`state` with `old` (the mark this import continued, if any) replaced by `new`. A session
+    that was made before its first import (by an agent's hooks) learns what it was imported from."""
     kept = [m.to_json() for m in marks_in(state) if m != old]
-    return state.model_copy(update={"imports": [*kept, new.to_json()]})
+    update: dict[str, Any] = {"imports": [*kept, new.to_json()]}
+    if state.source_format is None:
+        update |= {"imported_from": new.file, "source_format": new.format}
+    return state.model_copy(update=update)
 
 
 class Prefix:

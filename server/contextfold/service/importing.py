@@ -145,10 +145,7 @@ async def _import_once(
             raise _MarksMoved
         writer = _Writer.start(tools, tx, owner, transcript, path.name)
         await writer.write()
-        state = with_mark(writer.session.metadata, mark, new)
-        if state.source_format is None:  # a session the hooks opened before its first import
-            state = state.model_copy(update={"imported_from": path.name, "source_format": transcript.source_format})
-        session = writer.session.model_copy(update={"metadata": state})
+        session = writer.session.model_copy(update={"metadata": with_mark(writer.session.metadata, mark, new)})
         await tx.save_session(session)
     return ImportResult(
         session_id=session_id,
