@@ -47,7 +47,7 @@ from contextfold.importers import (
     open_calls,
     resumable,
 )
-from contextfold.importers.detect import agent_session
+from contextfold.importers.agents import agent_session
 from contextfold.importers.marks import ImportMark, find_mark, marks_in, new_mark, with_mark
 from contextfold.policy import view
 from contextfold.results import Brief, ImportResult, Status
