@@ -15,7 +15,7 @@ import time
 import anyio
 import pytest
 
-from contextfold.domain import CompactionRecord, Message, Session, TextPart, ToolPart, Usage
+from contextfold.domain import CompactionRecord, Message, Session, SessionState, TextPart, ToolPart, Usage
 from contextfold.errors import ConflictError, InvalidInput, NotFoundError
 from contextfold.store import OutputRecord, PartMark
 
@@ -145,6 +145,62 @@ async def test_deleting_a_session_takes_its_rows_and_nothing_else(store):
         await alice.delete_session("gone")
     with pytest.raises(NotFoundError):
         await store.tenant("bob").delete_session("kept")
+
+
+async def test_sessions_written_before_come_least_recently_written_first_across_tenants(store):
+    for owner, name in (("alice", "a1"), ("bob", "b1"), ("alice", "a2")):
+        await _session(store, owner, name, metadata=SessionState(origin="proxy" if name == "b1" else None))
+        async with store.tenant(owner).write(name) as tx:
+            await tx.insert_messages([_text("user", f"in {name}")])
+            await tx.save_session(tx.session.model_copy(update={"message_count": 1}))
+    keys = await store.written_before(time.time() + 1)
+    assert keys == [("alice", "a1"), ("bob", "b1"), ("alice", "a2")]
+    found = await store.idle_sessions([keys[2], keys[0], ("alice", "b1"), keys[1]])  # in the order asked
+    assert [(s.owner, s.id) for s in found] == [("alice", "a2"), ("alice", "a1"), ("bob", "b1")]
+    assert found[2].origin == "proxy" and found[0].origin is None and found[0].messages == 1
+    first = (await store.tenant("alice").get_session("a1")).updated_at
+    assert await store.written_before(first) == []  # none written before the first
+
+
+async def test_an_idle_session_goes_with_all_it_owns_unless_it_was_used_since(store):
+    """Retention deletes a session only if nothing happened in it since the cut-off, checked again
+    inside the deleting transaction: a write, a spill or a read after it was found idle keeps it."""
+    alice = store.tenant("alice")
+    for name in ("idle", "written", "read", "kept"):
+        await _session(store, "alice", name)
+        async with alice.write(name) as tx:
+            await tx.insert_messages([_text("user", f"in {name}")])
+            await tx.add_output(_output(f"out_{name}", name, "alice", "shared" if name == "kept" else f"d-{name}", 70))
+            await tx.add_compaction(
+                CompactionRecord(
+                    summarizer="x", tokens_before=10, tokens_after=5, head_messages=1, head_tokens=5, summary_tokens=2
+                )
+            )
+    async with alice.write("idle") as tx:
+        await tx.add_output(_output("out_idle_2", "idle", "alice", "shared", 70))
+    found = time.time()
+    assert {key[1] for key in await store.written_before(found)} == {"idle", "written", "read", "kept"}
+    await anyio.sleep(0.01)
+    async with alice.write("written") as tx:  # another process writes it after gc found it idle
+        await tx.save_session(tx.session)
+    await alice.touch_output("out_read")  # or reads one of its outputs
+    assert await alice.delete_idle_session("written", found) is None
+    assert await alice.delete_idle_session("read", found) is None
+    assert await store.tenant("bob").delete_idle_session("idle", found) is None  # another tenant's "idle": none
+    assert await alice.delete_idle_session("idle", found) == {"d-idle": 70, "shared": 70}
+    assert await alice.delete_idle_session("idle", found) is None  # gone already
+    with pytest.raises(NotFoundError):
+        await alice.get_session("idle")
+    for output_id in ("out_idle", "out_idle_2"):
+        with pytest.raises(NotFoundError):
+            await alice.get_output(output_id)
+    assert await alice.compactions("idle") == [] and await alice.load_messages("idle") == []
+    for name in ("written", "read", "kept"):
+        assert [m.text for m in await alice.load_messages(name)] == [f"in {name}"]
+        assert len(await alice.compactions(name)) == 1
+    async with store.spill_transaction() as tx:
+        assert await tx.referenced(["d-idle", "shared"]) == {"shared"}  # still the kept session's
+    assert await store.spill_bytes() == 3 * 70
 
 
 # -- writes --------------------------------------------------------------------------------------

@@ -87,6 +87,20 @@ class Settings(BaseModel):
         60.0, ge=0, description="An output this young is never evicted: its client has yet to read it."
     )
 
+    # -- session retention (`contextfold gc`) --------------------------------------------------------
+    session_retention_days: float = Field(
+        0.0,
+        ge=0,
+        description="gc deletes a session with no activity (no write, no output spilled or read) for this many "
+        "days, with everything it owns. 0 = never: sessions are their users' history, kept until deleted.",
+    )
+    proxy_session_retention_hours: float = Field(
+        168.0,
+        ge=0,
+        description="gc deletes the session of a `contextfold proxy` connection idle this long (its outputs are "
+        "kept spill_retention_days, 7 days by default, anyway). 0 = never.",
+    )
+
     # -- prune and tail ----------------------------------------------------------------------------
     prune_protect: int | None = Field(
         None,
@@ -307,6 +321,8 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "spill_quota_bytes",
         "spill_eviction_grace_seconds",
         "spill_retention_days",
+        "session_retention_days",
+        "proxy_session_retention_hours",
         "http_sessions_per_tenant",
         "http_max_sessions",
         "http_session_idle_seconds",

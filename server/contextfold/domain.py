@@ -284,6 +284,10 @@ class SessionState(BaseModel):
     imported_from: str | None = None
     """The file name the session was first imported from, and its format."""
     source_format: str | None = None
+    origin: str | None = None
+    """What made the session when no client asked for it by name: "proxy" for the record of a
+    `contextfold proxy` connection (`names.PROXY_ORIGIN`), which `gc` expires once idle
+    `proxy_session_retention_hours`."""
 
 
 class Session(_Model):

@@ -33,5 +33,18 @@ TOKENS_ENV = "CONTEXTFOLD_TOKENS"
 OverflowState = Literal["ok", "soft", "hard", "overflow"]
 """Where a session stands against its budget (`policy.overflow` assesses it); a status line shows it."""
 
+PROXY_ORIGIN = "proxy"
+"""`SessionState.origin` of the session a `contextfold proxy` connection records its calls in."""
+
 LOCAL_OWNER = ""
 """The tenant of callers on this machine (stdio, the CLI, the hooks, a library user)."""
+
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
+"""The agents whose transcripts and hooks contextfold reads, as a person calls them."""
+
+
+def agent_session_id(agent: str, native_id: str) -> str:
+    """The contextfold session that holds an agent's own session `native_id` (`agent`: "claude-code",
+    "codex"): where its hooks store what they see and where `import` puts that agent's transcript
+    by default, so the hooks, an import and a re-import all meet in one session."""
+    return f"{agent}-{native_id}"

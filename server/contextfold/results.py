@@ -43,8 +43,11 @@ class Status(BaseModel):
     model_known: bool
     method: Literal["exact", "estimate"]
     tokens_in_view: int
+    """What the budget is judged on: the larger of `tokens_counted` and `tokens_reported`."""
     tokens_counted: int
+    """contextfold's own count of the view (`method`: exact, or an estimate for the model)."""
     tokens_reported: int | None
+    """The provider's own count at its last usage report, plus what was counted since (None: no report)."""
     usable: int
     context_window: int
     ratio: float
@@ -57,6 +60,9 @@ class Status(BaseModel):
     cache_hit_rate: float | None = None
     """Cache reads over total input in the reported usage (None until usage is reported)."""
     cache_warning: str | None = None
+    reported_by: str | None = None
+    """Who made the usage report behind `tokens_reported`: the agent whose transcript was imported
+    ("Claude Code", "Codex"), else "the provider" (None with no report)."""
 
 
 class Brief(BaseModel):
@@ -195,12 +201,30 @@ class TailResult(BaseModel):
     split: bool
 
 
+class GcSession(BaseModel):
+    """A session gc removed (or, in a dry run, would remove), and why."""
+
+    session_id: str
+    owner: str
+    """Its tenant ('' locally): gc runs across every tenant of the home."""
+    title: str | None
+    reason: Literal["session_retention_days", "proxy_session_retention_hours"]
+    """The setting it fell under: idle past `session_retention_days`, or a proxy connection's
+    session idle past `proxy_session_retention_hours`."""
+    last_active: float
+    messages: int
+
+
 class GcResult(BaseModel):
     dry_run: bool
     outputs_removed: int
     files_removed: int
     bytes_freed: int
     bytes_kept: int
+    sessions_removed: int = 0
+    """Sessions deleted (or that would be) for retention, with all they owned."""
+    sessions: list[GcSession] = []
+    """The first of them (at most `retention.LISTED`), least recently active first."""
 
 
 class CompactResult(BaseModel):

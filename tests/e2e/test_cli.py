@@ -118,6 +118,8 @@ def test_gc_dry_run_writes_nothing_in_a_home_without_a_database(tmp_path: Path):
             "files_removed": 0,
             "bytes_freed": 0,
             "bytes_kept": 0,
+            "sessions_removed": 0,
+            "sessions": [],
         }
         out = run(home, "gc", "--dry-run")
         assert out.returncode == 0 and "no database" in out.stdout, out.stderr

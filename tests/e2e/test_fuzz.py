@@ -1160,8 +1160,11 @@ def test_import_transcript_writes_all_or_nothing(
     path = tmp_path / "damaged.jsonl"
     path.write_bytes(_damage(SAMPLES[sample], how, at, value))
     before = dump(service.settings.database_path)
+    # A session of its own each time: the examples share one home, and an agent's file would
+    # otherwise go into that agent's session, which an earlier example already made.
+    session = f"fuzz-{time.monotonic_ns()}"
     try:
-        result = portal.call(lambda: service.import_transcript(path))
+        result = portal.call(lambda: service.import_transcript(path, session_id=session))
     except (TranscriptError, *USER_ERRORS) as exc:
         assert str(exc).strip() and "Traceback" not in str(exc)
         assert dump(service.settings.database_path) == before

@@ -183,23 +183,120 @@ def test_a_settings_file_that_is_not_json_is_refused_untouched(tmp_path: Path, u
     assert path.read_text() == "{ this is not json"
 
 
-def test_project_scope_writes_the_projects_files(tmp_path: Path, user_home: Path) -> None:
+TEAM_SETTINGS = {"permissions": {"allow": ["Bash(npm test)"]}}
+TEAM_SERVERS = {"mcpServers": {"docs": {"type": "stdio", "command": "docs-mcp", "args": []}}}
+
+
+def write_project(project: Path) -> dict[Path, bytes]:
+    """A project with the Claude Code files its team commits, as they are before any install."""
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.json").write_text(json.dumps(TEAM_SETTINGS, indent=2) + "\n")
+    (project / ".mcp.json").write_text(json.dumps(TEAM_SERVERS, indent=2) + "\n")
+    return {p: p.read_bytes() for p in (project / ".claude" / "settings.json", project / ".mcp.json")}
+
+
+def test_project_scope_writes_the_local_settings_never_the_committed_files(tmp_path: Path, user_home: Path) -> None:
+    """Claude Code's local scope: `.claude/settings.local.json` and the project's entry in
+    `~/.claude.json`, since the commands name this machine's paths; the team's files stay as they were."""
     project = tmp_path / "proj"
-    project.mkdir()
-    done = contextfold(
-        tmp_path / "data",
-        "hooks",
-        "install",
-        "claude-code",
-        "--scope",
-        "project",
-        env={"HOME": str(user_home)},
-        cwd=project,
-    )
+    committed = write_project(project)
+    _, state_before = write_claude(user_home)
+    env = {"HOME": str(user_home)}
+    done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", "--scope", "project", env=env, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert "hook claude-code PreCompact" in (project / ".claude" / "settings.json").read_text()
-    assert "contextfold" in json.loads((project / ".mcp.json").read_text())["mcpServers"]
-    assert not (user_home / ".claude" / "settings.json").exists()
+    assert {p: p.read_bytes() for p in committed} == committed  # nothing of this machine in committed files
+    local = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert local["hooks"]["PreCompact"][0]["hooks"][0]["command"].endswith("hook claude-code PreCompact")
+    state = json.loads((user_home / ".claude.json").read_text())
+    server = state["projects"][str(project.resolve())]["mcpServers"]["contextfold"]
+    assert server["args"][-5:] == ["--home", str(tmp_path / "data"), "serve", "--tools", "read_output,search_history"]
+    assert state["mcpServers"] == CLAUDE_STATE["mcpServers"]  # the user-scope servers are left alone
+    assert "settings.local.json" in done.stdout and "this machine's paths" in done.stdout  # which, and why
+    found = json.loads(
+        contextfold(
+            tmp_path / "data", "hooks", "status", "claude-code", "--scope", "project", "--json", env=env, cwd=project
+        ).stdout
+    )
+    assert all(h["installed"] for h in found["hooks"]) and found["server"] and found["problems"] == []
+
+    removed = contextfold(
+        tmp_path / "data", "hooks", "uninstall", "claude-code", "--scope", "project", env=env, cwd=project
+    )
+    assert removed.returncode == 0, removed.stderr
+    assert {p: p.read_bytes() for p in committed} == committed
+    assert not (project / ".claude" / "settings.local.json").exists()
+    assert (user_home / ".claude.json").read_bytes() == state_before
+    assert not list(tmp_path.rglob("*.contextfold-backup"))
+
+
+def test_an_older_project_install_leaves_the_committed_files_byte_for_byte(tmp_path: Path, user_home: Path) -> None:
+    """What earlier versions wrote into `.claude/settings.json` and `.mcp.json` (with the backups
+    they kept) is taken out on the next install, giving back the team's exact bytes."""
+    project = tmp_path / "proj"
+    committed = write_project(project)
+    old = "/old/venv/bin/contextfold --home /old/home hook claude-code PreCompact"
+    for path, doc in (
+        (
+            project / ".claude" / "settings.json",
+            {**TEAM_SETTINGS, "hooks": {"PreCompact": [{"hooks": [{"type": "command", "command": old}]}]}},
+        ),
+        (
+            project / ".mcp.json",
+            {
+                "mcpServers": {
+                    **TEAM_SERVERS["mcpServers"],
+                    "contextfold": {"command": "/old/venv/bin/contextfold", "args": ["--home", "/old/home", "serve"]},
+                }
+            },
+        ),
+    ):
+        path.with_name(path.name + ".contextfold-backup").write_bytes(committed[path])
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+    env = {"HOME": str(user_home)}
+    flagged = contextfold(
+        tmp_path / "data", "hooks", "status", "claude-code", "--scope", "project", env=env, cwd=project
+    )
+    assert flagged.returncode == 1 and "a team usually commits" in flagged.stdout
+    done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", "--scope", "project", env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert {p: p.read_bytes() for p in committed} == committed
+    assert not list(project.rglob("*.contextfold-backup"))
+    assert "hook claude-code PreCompact" in (project / ".claude" / "settings.local.json").read_text()
+
+
+def test_claude_mcp_list_finds_the_project_scope_server_connected(tmp_path: Path, user_home: Path) -> None:
+    claude = _cli("claude")
+    project = tmp_path / "proj"
+    write_project(project)
+    env = {"HOME": str(user_home)}
+    done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", "--scope", "project", env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    line = next(
+        (row for row in claude_mcp_list(claude, env, project).splitlines() if row.startswith("contextfold:")), ""
+    )
+    assert "Connected" in line, line
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    assert "contextfold:" not in claude_mcp_list(claude, env, elsewhere)  # this project's, no other's
+
+
+def claude_mcp_list(claude: Path, env: dict[str, str], cwd: Path) -> str:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTFOLD_", "ANTHROPIC_", "CLAUDE_"))}
+    done = subprocess.run(
+        [str(claude), "mcp", "list"],
+        env={
+            **environ,
+            **env,
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+    )
+    return done.stdout + done.stderr
 
 
 def test_status_reports_what_is_installed(tmp_path: Path, user_home: Path) -> None:
@@ -210,6 +307,16 @@ def test_status_reports_what_is_installed(tmp_path: Path, user_home: Path) -> No
     found = json.loads(contextfold(tmp_path / "data", "hooks", "status", "claude-code", "--json", env=env).stdout)
     assert all(h["installed"] for h in found["hooks"]) and found["server"] and found["problems"] == []
     assert found["home"] == str(tmp_path / "data")
+
+
+def test_status_without_an_agent_reports_both(tmp_path: Path, user_home: Path) -> None:
+    env = {**codex_env(user_home)}
+    contextfold(tmp_path / "data", "hooks", "install", "claude-code", env=env)
+    done = contextfold(tmp_path / "data", "hooks", "status", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "claude-code (user scope): 5 of 5 hooks" in done.stdout and "codex (user scope): 0 of 3 hooks" in done.stdout
+    both = json.loads(contextfold(tmp_path / "data", "hooks", "status", "--json", env=env).stdout)
+    assert [s["agent"] for s in both] == ["claude-code", "codex"]
 
 
 # -- Codex -----------------------------------------------------------------------------------------
@@ -268,6 +375,25 @@ def test_codex_status_reports_a_hook_changed_after_trust(tmp_path: Path, user_ho
     assert done.returncode == 1
     assert "PostCompact       installed, modified" in done.stdout
     assert "Codex skips the PostCompact hook: it is modified" in done.stdout
+
+
+def test_codex_install_with_no_trust_leaves_the_review_to_the_user(tmp_path: Path, user_home: Path) -> None:
+    env = codex_env(user_home)
+    (user_home / ".codex" / "config.toml").write_text(CODEX_CONFIG)
+    done = contextfold(tmp_path / "data", "hooks", "install", "codex", "--no-trust", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "--no-trust" in done.stdout and "/hooks" in done.stdout
+    config = tomllib.loads((user_home / ".codex" / "config.toml").read_text())
+    assert list(config["hooks"]["state"]) == ["OTHER:pre_compact:0:0"]  # no trust of ours recorded
+    assert "contextfold" in config["mcp_servers"]
+    status = contextfold(tmp_path / "data", "hooks", "status", "codex", "--json", env=env)
+    assert status.returncode == 1 and [h["trust"] for h in json.loads(status.stdout)["hooks"]] == ["untrusted"] * 3
+    trusted = contextfold(tmp_path / "data", "hooks", "install", "codex", env=env)  # trusting is still one command
+    assert (
+        trusted.returncode == 0 and contextfold(tmp_path / "data", "hooks", "status", "codex", env=env).returncode == 0
+    )
+    refused = contextfold(tmp_path / "data", "hooks", "install", "claude-code", "--no-trust", env=env)
+    assert refused.returncode == 2 and "--no-trust is for codex" in refused.stderr
 
 
 def test_codex_hash_matches_what_codex_0169_computed() -> None:

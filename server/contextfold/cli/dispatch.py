@@ -78,7 +78,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument(
         "--session",
-        help="session id (created if new; default a fresh id); importing a file again adds only what is new",
+        help="session id (created if new; default: for a Claude Code or Codex session file, the session its hooks "
+        "keep, claude-code-<id> or codex-<id>; else a fresh id); importing a file again adds only what is new",
     )
     imp.add_argument("--format", choices=list(IMPORT_FORMATS), help="default: detected")
     imp.add_argument("--model", help="model id (default: the one the transcript used)")
@@ -165,8 +166,17 @@ def _add_hook_commands(sub: Any) -> None:
         ("status", "what is installed, where, for which data home, and whether Codex trusts it"),
     ):
         action = actions.add_parser(name, help=what)
-        action.add_argument("agent", choices=AGENTS)
-        action.add_argument("--scope", choices=["user", "project"], default="user", help="default user")
+        if name == "status":
+            action.add_argument("agent", choices=AGENTS, nargs="?", help="default: both")
+        else:
+            action.add_argument("agent", choices=AGENTS)
+        action.add_argument(
+            "--scope",
+            choices=["user", "project"],
+            default="user",
+            help="default user; project: Claude Code's local settings for this project (.claude/settings.local.json "
+            "and ~/.claude.json), Codex's .codex/ here",
+        )
         action.add_argument(
             "--project", metavar="DIR", help="the project for --scope project (default: the current directory)"
         )
@@ -174,6 +184,12 @@ def _add_hook_commands(sub: Any) -> None:
             action.add_argument("--json", action="store_true", help="print JSON")
         else:
             action.add_argument("--dry-run", action="store_true", help="print the change instead of making it")
+        if name == "install":
+            action.add_argument(
+                "--no-trust",
+                action="store_true",
+                help="codex: do not record the hooks as trusted; you review them in Codex's /hooks",
+            )
         action.set_defaults(handler=f"commands.hooks:{name}")
 
 

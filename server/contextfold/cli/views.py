@@ -26,12 +26,14 @@ __all__ = [
     "error_line",
     "fmt",
     "full_export",
+    "in_view_words",
     "prune_lines",
     "sessions_json",
     "sessions_table",
     "status_lines",
     "table",
     "view_lines",
+    "when",
     "watch_line",
 ]
 
@@ -62,12 +64,24 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
 
 
+def in_view_words(status: Status) -> str:
+    """The tokens in view and where the figure comes from: contextfold's count ("exact", "estimate")
+    or, when it is the larger, the usage the agent or provider reported."""
+    if _reported_wins(status):
+        return f"{status.tokens_in_view:,} (reported by {status.reported_by or 'the provider'})"
+    return f"{status.tokens_in_view:,} ({status.method})"
+
+
+def _reported_wins(status: Status) -> bool:
+    return status.tokens_reported is not None and status.tokens_reported > status.tokens_counted
+
+
 def status_lines(status: Status) -> str:
     rows: list[tuple[str, Any]] = [
         ("session", status.session_id),
         ("model", status.model + ("" if status.model_known else " (unknown: default limits)")),
         ("messages", status.message_count),
-        ("tokens in view", f"{status.tokens_in_view:,} ({status.method})"),
+        ("tokens in view", in_view_words(status)),
         ("tokens stored", status.tokens_stored),
         ("usable", status.usable if status.context_window else "unlimited"),
         ("used", status.ratio),
@@ -75,12 +89,19 @@ def status_lines(status: Status) -> str:
         ("next", status.recommended_action),
     ]
     if status.tokens_reported is not None:
-        rows.insert(4, ("tokens reported", status.tokens_reported))
+        # Counted and reported kept apart: the one not shown as "in view" gets its own line.
+        other = (
+            ("tokens counted", f"{status.tokens_counted:,} ({status.method})")
+            if _reported_wins(status)
+            else ("tokens reported", f"{status.tokens_reported:,} (by {status.reported_by or 'the provider'})")
+        )
+        rows.insert(4, other)
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {fmt(v)}" for k, v in rows)
 
 
-def _when(epoch: float) -> str:
+def when(epoch: float) -> str:
+    """A moment as a person reads it, to the minute, in local time."""
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch)) if epoch else "-"
 
 
@@ -108,7 +129,7 @@ def sessions_table(sessions: Sequence[tuple[SessionInfo, Status]]) -> str:
             status.tokens_in_view,
             status.ratio,
             status.state,
-            _when(info.updated_at),
+            when(info.updated_at),
         )
         for info, status in sessions
     ]
@@ -352,7 +373,7 @@ def watch_table(status: Status, previous: Status | None, changed_at: float) -> A
     grid = Table(title=f"session {status.session_id} · {status.model}", show_header=False, title_justify="left")
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("tokens in view", f"{status.tokens_in_view:,} ({status.method})")
+    grid.add_row("tokens in view", in_view_words(status))
     grid.add_row("usable", f"{status.usable:,}")
     grid.add_row("used", f"{status.ratio:.1%}")
     grid.add_row("state", status.state)

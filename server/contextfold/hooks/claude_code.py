@@ -32,8 +32,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from contextfold.names import agent_session_id
+
 AGENT = "claude-code"
-SESSION_PREFIX = "claude-code-"
+SESSION_PREFIX = agent_session_id(AGENT, "")
 MODEL = "claude"
 """The model contextfold counts a Claude Code session with when the hook is not told (Claude's
 window; o200k × the Claude safety factor)."""
@@ -63,7 +65,7 @@ class ToolOutput(NamedTuple):
 
 def session_id(event: dict[str, Any]) -> str | None:
     raw = event.get("session_id")
-    return SESSION_PREFIX + raw if isinstance(raw, str) and raw else None
+    return agent_session_id(AGENT, raw) if isinstance(raw, str) and raw else None
 
 
 def tool_output(event: dict[str, Any]) -> ToolOutput | None:

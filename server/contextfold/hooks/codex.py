@@ -20,14 +20,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextfold.names import agent_session_id
+
 AGENT = "codex"
-SESSION_PREFIX = "codex-"
+SESSION_PREFIX = agent_session_id(AGENT, "")
 MODEL = "gpt-5"
 
 
 def session_id(event: dict[str, Any]) -> str | None:
     raw = event.get("session_id")
-    return SESSION_PREFIX + raw if isinstance(raw, str) and raw else None
+    return agent_session_id(AGENT, raw) if isinstance(raw, str) and raw else None
 
 
 def additional_context(event_name: str, text: str) -> dict[str, Any]:

@@ -11,10 +11,14 @@ equals that backup, it puts the backup's exact bytes back (or removes a file con
 
 Both the hooks and the server get the same data home, written into their command lines (`--home`).
 
-**Claude Code** (settings verified with 2.1.197): hooks in `settings.json` (`~/.claude/` for
-`--scope user`, `<project>/.claude/` for `project`; `$CLAUDE_CONFIG_DIR` honoured), the server
-where `claude mcp add` puts it (`~/.claude.json` `mcpServers` for user scope, `<project>/.mcp.json`
-for project scope).
+**Claude Code** (settings verified with 2.1.197): for `--scope user`, hooks in
+`~/.claude/settings.json` and the server in `~/.claude.json` `mcpServers` (`$CLAUDE_CONFIG_DIR`
+honoured). For `--scope project`, Claude Code's local scope: hooks in
+`<project>/.claude/settings.local.json` and the server in `~/.claude.json` under
+`projects["<project>"].mcpServers` (where `claude mcp add --scope local` puts it). The commands name
+this machine's paths (this contextfold, the data home), so they stay out of the files a team
+commits (`.claude/settings.json`, `.mcp.json`); contextfold entries found there, from an older
+install, are taken out again.
 
 **Codex** (0.169): hooks in `hooks.json` (`$CODEX_HOME`, default `~/.codex`, or
 `<project>/.codex/`), the server as `[mcp_servers.contextfold]` in the same folder's `config.toml`.
@@ -23,7 +27,8 @@ review (`/hooks`) records trust in the user's `config.toml` as `[hooks.state."<f
 `trusted_hash = "sha256:…"`, the hash of the hook's normalized definition (Codex's
 `command_hook_hash`: the event's snake-case name, the matcher and the one handler with its
 defaults, as key-sorted compact JSON, SHA-256). `install` writes exactly that for our hooks, so
-they run at once; any change to a hook changes its hash and untrusts it, which `status` reports.
+they run at once (`--no-trust` leaves that to the user's own review in `/hooks`); any change to a
+hook changes its hash and untrusts it, which `status` reports.
 A project's `.codex/` folder is read only when the project itself is trusted in the user's
 config (`[projects."<path>"] trust_level = "trusted"`); `status` says so when it is not.
 """
@@ -37,7 +42,7 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -91,6 +96,9 @@ class FileChange:
     """None: the file does not exist."""
     after: str | None
     """None: the file is removed."""
+    removal: bool = False
+    """Only contextfold's entries leave this file (an uninstall, or an install moving them elsewhere):
+    no backup is made of it, and its backup goes once it is written."""
 
     @property
     def changed(self) -> bool:
@@ -131,16 +139,27 @@ class Where:
     trust: Path | None = None
     """Codex: the user config.toml that records trust."""
     project: Path | None = None
+    servers_at: tuple[str, ...] = ("mcpServers",)
+    """Claude Code: the keys leading to the object of MCP servers in `server`."""
+    shared: tuple[Path, Path] | None = None
+    """Claude Code, project scope: the files a team commits (hooks, servers), where older
+    versions installed and contextfold must no longer be."""
 
 
 def locate(agent: Agent, scope: Scope, project: Path, environ: Mapping[str, str]) -> Where:
     home = Path(environ.get("HOME") or Path.home())
     if agent == "claude-code":
         config = Path(environ["CLAUDE_CONFIG_DIR"]) if environ.get("CLAUDE_CONFIG_DIR") else home / ".claude"
+        state = config / ".claude.json" if environ.get("CLAUDE_CONFIG_DIR") else home / ".claude.json"
         if scope == "user":
-            state = config / ".claude.json" if environ.get("CLAUDE_CONFIG_DIR") else home / ".claude.json"
             return Where(config / "settings.json", state)
-        return Where(project / ".claude" / "settings.json", project / ".mcp.json", project=project)
+        return Where(
+            project / ".claude" / "settings.local.json",
+            state,
+            project=project,
+            servers_at=("projects", str(project), "mcpServers"),
+            shared=(project / ".claude" / "settings.json", project / ".mcp.json"),
+        )
     codex_home = Path(environ["CODEX_HOME"]) if environ.get("CODEX_HOME") else home / ".codex"
     folder = codex_home if scope == "user" else project / ".codex"
     return Where(
@@ -197,7 +216,10 @@ def plan(
     project: Path | None = None,
     base: list[str] | None = None,
     environ: Mapping[str, str] = os.environ,
+    trust: bool = True,
 ) -> Plan:
+    """Every file change `action` makes. `trust`: Codex, record our hooks as trusted (else the
+    user reviews them in Codex's `/hooks`)."""
     where = locate(agent, scope, (project or Path.cwd()).resolve(), environ)
     base = base or executable()
     result = Plan(agent, action)
@@ -215,19 +237,13 @@ def plan(
     if agent == "claude-code":
         server_before = _read(where.server)
         server_doc = _json(where.server, server_before)
-        servers = server_doc.setdefault("mcpServers", {})
-        if installing:
-            servers[SERVER_NAME] = {"type": "stdio", **server_entry(base, home), "env": {}}
-        else:
-            servers.pop(SERVER_NAME, None)
-            if not servers:
-                server_doc.pop("mcpServers")
+        entry = {"type": "stdio", **server_entry(base, home), "env": {}} if installing else None
+        _put_server(where.server, server_doc, where.servers_at, entry)
         result.changes.append(_change(where.server, server_before, _dump_json(server_doc), installing))
-        if installing and scope == "project":
-            result.notes.append(
-                f"Claude Code asks before it starts a server from {where.server}; approve `contextfold` when it asks "
-                "(or run `claude mcp list` there to see it)"
-            )
+        if where.shared is not None:
+            result.changes += _leave_shared(where.shared)
+            if installing:
+                result.notes.append(_local_note(where, base, home))
         return result
     import tomlkit
 
@@ -247,10 +263,15 @@ def plan(
     trust_before = config_before if trust_same else _read(where.trust) if where.trust else None
     trust_doc = config if trust_same else _toml(where.trust, trust_before) if where.trust else None
     if trust_doc is not None:
-        _merge_trust(trust_doc, where.hooks, old_hooks, hooks_doc)
+        _merge_trust(trust_doc, where.hooks, old_hooks, hooks_doc, record=trust)
     result.changes.append(_change(where.server, config_before, tomlkit.dumps(config), installing))
     if trust_doc is not None and not trust_same and where.trust is not None:
         result.changes.append(_change(where.trust, trust_before, tomlkit.dumps(trust_doc), installing))
+    if installing and not trust:
+        result.notes.append(
+            "--no-trust: Codex skips these hooks until you trust them; review them with /hooks in Codex "
+            "(`contextfold hooks status codex` lists them untrusted until then)"
+        )
     if installing and scope == "project" and where.project is not None and not project_trusted(where, environ):
         result.notes.append(
             f"Codex reads {where.hooks.parent} only for a trusted project: trust {where.project} when Codex asks, or add "
@@ -261,18 +282,20 @@ def plan(
 
 def apply(result: Plan) -> None:
     for change in result.changed:
+        backup = change.path.with_name(change.path.name + BACKUP_SUFFIX)
         if change.after is None:
             change.path.unlink(missing_ok=True)
-            continue
-        change.path.parent.mkdir(parents=True, exist_ok=True)
-        backup = change.path.with_name(change.path.name + BACKUP_SUFFIX)
-        if result.action == "install" and change.before is not None and not backup.exists():
-            backup.write_text(change.before, "utf-8")
-        temporary = change.path.with_name(f".{change.path.name}.{os.getpid()}.tmp")
-        temporary.write_text(change.after, "utf-8")
-        if change.path.exists():
-            os.chmod(temporary, change.path.stat().st_mode & 0o777)
-        os.replace(temporary, change.path)
+        else:
+            change.path.parent.mkdir(parents=True, exist_ok=True)
+            if not change.removal and change.before is not None and not backup.exists():
+                backup.write_text(change.before, "utf-8")
+            temporary = change.path.with_name(f".{change.path.name}.{os.getpid()}.tmp")
+            temporary.write_text(change.after, "utf-8")
+            if change.path.exists():
+                os.chmod(temporary, change.path.stat().st_mode & 0o777)
+            os.replace(temporary, change.path)
+        if change.removal:
+            backup.unlink(missing_ok=True)
     if result.action == "uninstall":
         for change in result.changes:
             change.path.with_name(change.path.name + BACKUP_SUFFIX).unlink(missing_ok=True)
@@ -340,6 +363,11 @@ def status(
     server = _server(agent, where)
     if any(s.installed for s in found) and server is None:
         problems.append(f"the contextfold MCP server is not in {where.server}, so the model cannot call read_output")
+    for path in _shared_with_ours(where):
+        problems.append(
+            f"{path} holds contextfold entries naming this machine's paths, in a file a team usually commits; "
+            "run `contextfold hooks install claude-code --scope project` again to move them to the local settings"
+        )
     if agent == "codex" and scope == "project" and where.project is not None and not project_trusted(where, environ):
         problems.append(f"Codex reads {where.hooks.parent} only when {where.project} is a trusted project")
     return Status(agent, scope, where.hooks, where.server, found, server, ",".join(sorted(homes)) or None, problems)
@@ -444,10 +472,10 @@ def _merge_status_line(doc: dict[str, Any], base: list[str], home: Path, install
     return None
 
 
-def _merge_trust(doc: Any, hooks_file: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
-    """Record trust for our handlers in `new`, drop it for ours in `old`, and move other tools'
-    trust with their handlers when ours coming or going shifted their positions (Codex keys trust
-    by `<file>:<event>:<group>:<handler>`)."""
+def _merge_trust(doc: Any, hooks_file: Path, old: dict[str, Any], new: dict[str, Any], *, record: bool = True) -> None:
+    """Record trust for our handlers in `new` (unless not `record`), drop it for ours in `old`, and
+    move other tools' trust with their handlers when ours coming or going shifted their positions
+    (Codex keys trust by `<file>:<event>:<group>:<handler>`)."""
     import tomlkit
 
     prefix = f"{hooks_file}:"
@@ -469,7 +497,7 @@ def _merge_trust(doc: Any, hooks_file: Path, old: dict[str, Any], new: dict[str,
                 del state[key]
                 if key in moves:
                     kept[moves[key]] = entry
-    ours_now = [(prefix + key, entry) for event in new_at for key, entry, mine in new_at[event] if mine]
+    ours_now = [(prefix + key, entry) for event in new_at for key, entry, mine in new_at[event] if mine and record]
     if not kept and not ours_now:
         if state is not None and not state:
             del hooks["state"]
@@ -519,11 +547,81 @@ def _trusted_hashes(path: Path | None) -> dict[str, str]:
 
 def _server(agent: Agent, where: Where) -> dict[str, Any] | None:
     if agent == "claude-code":
-        entry = _json(where.server, _read(where.server)).get("mcpServers", {}).get(SERVER_NAME)
+        found: Any = _json(where.server, _read(where.server))
+        for key in where.servers_at:
+            found = found.get(key) if isinstance(found, dict) else None
+        entry = found.get(SERVER_NAME) if isinstance(found, dict) else None
     else:
         entry = _toml(where.server, _read(where.server)).get("mcp_servers", {}).get(SERVER_NAME)
         entry = json.loads(json.dumps(entry)) if entry is not None else None
     return entry if isinstance(entry, dict) else None
+
+
+def _put_server(path: Path, doc: dict[str, Any], keys: tuple[str, ...], entry: dict[str, Any] | None) -> None:
+    """Put our server `entry` in the object `keys` lead to in `doc` (making what is missing), or,
+    with None, take it out along with the objects it leaves empty that the file's backup (what
+    it held before contextfold) did not have."""
+    if entry is not None:
+        servers = doc
+        for key in keys:
+            servers = servers.setdefault(key, {})
+            if not isinstance(servers, dict):
+                raise InstallError(f"{path}: {'.'.join(keys)} is not an object; fix it by hand, then install again")
+        servers[SERVER_NAME] = entry
+        return
+    chain = [doc]
+    for key in keys:
+        inner = chain[-1].get(key)
+        if not isinstance(inner, dict):
+            return
+        chain.append(inner)
+    chain[-1].pop(SERVER_NAME, None)
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    kept: Any = _json(backup, _read(backup)) if backup.exists() else {}
+    had: list[bool] = []
+    for key in keys:
+        kept = kept.get(key) if isinstance(kept, dict) else None
+        had.append(isinstance(kept, dict))
+    for depth in range(len(keys), 0, -1):
+        if chain[depth] or had[depth - 1]:
+            break
+        del chain[depth - 1][keys[depth - 1]]
+
+
+def _leave_shared(shared: tuple[Path, Path]) -> list[FileChange]:
+    """Our entries out of the project's committed Claude Code files, where older versions put them."""
+    changes: list[FileChange] = []
+    for path in shared:
+        text = _read(path)
+        try:
+            doc = _json(path, text)
+            if path.name == ".mcp.json":
+                _put_server(path, doc, ("mcpServers",), None)
+            else:
+                _merge_hooks(doc, "claude-code", CLAUDE_HOOKS, [], Path(), installing=False)
+                _merge_status_line(doc, [], Path(), installing=False)
+        except InstallError:
+            continue  # not a file contextfold wrote into: nothing of ours to take out
+        if text is not None:
+            changes.append(replace(_change(path, text, _dump_json(doc), installing=False), removal=True))
+    return changes
+
+
+def _shared_with_ours(where: Where) -> list[Path]:
+    """The project's committed Claude Code files that still hold contextfold's entries."""
+    if where.shared is None:
+        return []
+    return [c.path for c in _leave_shared(where.shared) if c.changed]
+
+
+def _local_note(where: Where, base: list[str], home: Path) -> str:
+    return (
+        f"project scope writes Claude Code's local settings: the hooks in {where.hooks} and the server in "
+        f"{where.server} under this project (as `claude mcp add --scope local` does), not the committed "
+        f".claude/settings.json and .mcp.json, because the commands name this machine's paths ({base[0]} and "
+        f"the data home {home}); Claude Code keeps settings.local.json out of git when it creates it, so add it "
+        "to .gitignore if git lists it"
+    )
 
 
 def _home_in(command: str) -> str | None:
@@ -575,9 +673,9 @@ def _change(path: Path, before: str | None, after: str, installing: bool) -> Fil
         backup = path.with_name(path.name + BACKUP_SUFFIX)
         original = _read(backup) if backup.exists() else None
         if original is not None and _same(path, original, after):
-            return FileChange(path, before, original)
+            return FileChange(path, before, original, removal=True)
         if original is None and _empty(path, after) and before is not None:
-            return FileChange(path, before, None)
+            return FileChange(path, before, None, removal=True)
     if before is None and _empty(path, after):
         return FileChange(path, None, None)
     if before is not None and _same(path, before, after):

@@ -101,9 +101,13 @@ def problems(marks: list[ImportMark]) -> list[str]:
 
 
 def with_mark(state: SessionState, old: ImportMark | None, new: ImportMark) -> SessionState:
-    """`state` with `old` (the mark this import continued, if any) replaced by `new`."""
+    """`state` with `old` (the mark this import continued, if any) replaced by `new`. A session
+    that was made before its first import (by an agent's hooks) learns what it was imported from."""
     kept = [m.to_json() for m in marks_in(state) if m != old]
-    return state.model_copy(update={"imports": [*kept, new.to_json()]})
+    update: dict[str, Any] = {"imports": [*kept, new.to_json()]}
+    if state.source_format is None:
+        update |= {"imported_from": new.file, "source_format": new.format}
+    return state.model_copy(update=update)
 
 
 class Prefix:
@@ -150,7 +154,7 @@ def find_mark(path: Path, format: str, marks: list[ImportMark], session_id: str)
             "file",
             f"{path.name} was imported into session {session_id!r} before ({mark.bytes:,} bytes), and those bytes "
             "have changed since; importing again adds only what a file appends, so import this version into "
-            "a new session (leave out the session id)",
+            "a new session (give another session id)",
         )
     return None, prefix
 

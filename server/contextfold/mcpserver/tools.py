@@ -152,12 +152,18 @@ GC_INTERVAL_SECONDS = 3_600
 
 
 async def _collect_garbage(service: ContextService) -> None:
-    """Expire and evict spilled outputs now and then, for as long as the server runs."""
+    """Expire sessions past their retention, and expire and evict spilled outputs, now and then,
+    for as long as the server runs."""
     while True:
         try:
             result = await service.gc()
-            if result.outputs_removed or result.files_removed:
-                log.info("gc removed %d outputs, %d files", result.outputs_removed, result.files_removed)
+            if result.outputs_removed or result.files_removed or result.sessions_removed:
+                log.info(
+                    "gc removed %d sessions, %d outputs, %d files",
+                    result.sessions_removed,
+                    result.outputs_removed,
+                    result.files_removed,
+                )
         except Exception:
             log.exception("spill gc failed; will retry")
         await asyncio.sleep(GC_INTERVAL_SECONDS)

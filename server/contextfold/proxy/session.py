@@ -23,10 +23,13 @@ import asyncio
 import importlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextfold.domain import new_id
-from contextfold.errors import USER_ERRORS, UsageError, brief, output_not_found
+from contextfold.errors import USER_ERRORS, NotFoundError, UsageError, brief, output_not_found
+from contextfold.names import PROXY_ORIGIN
 from contextfold.proxy.oversize import Limits, Piece, Stored
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from contextfold.tokens.counting import TokenCounter
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 QUEUE = 1_000
 """Calls waiting to be recorded; past this, new ones are dropped (logged), never the relay slowed."""
@@ -138,10 +142,24 @@ class ProxySession:
         async with self._made:
             if self.session_id is None:
                 tenant = await self._tenant()
-                brief_ = await tenant.open_session(new_id("proxy"), title=self.title)
+                brief_ = await tenant.open_session(new_id("proxy"), title=self.title, origin=PROXY_ORIGIN)
                 self.session_id = brief_.session_id
                 log.info("contextfold proxy: session %s (%s)", self.session_id, self.title)
         return self.session_id
+
+    async def _in_session(self, call: Callable[[str], Awaitable[T]]) -> T:
+        """`call` on the session; once more on a new one if `contextfold gc` expired it meanwhile
+        (idle past proxy_session_retention_hours while this connection lived on)."""
+        session_id = await self.session()
+        try:
+            return await call(session_id)
+        except NotFoundError as exc:
+            if exc.kind != "session":
+                raise
+            async with self._made:
+                if self.session_id == session_id:
+                    self.session_id = None
+            return await call(await self.session())
 
     # -- storing pieces of results ------------------------------------------------------------------
 
@@ -151,11 +169,12 @@ class ProxySession:
 
         try:
             tenant = await self._tenant()
-            session_id = await self.session()
             preview = PreviewLimits(
                 max(piece.preview_tokens, 1), max(piece.preview_lines, 1), max(piece.preview_bytes, 1), reader
             )
-            spilled = await tenant.spill(session_id, piece.text, tool=tool, call_id=call_id, preview=preview)
+            spilled = await self._in_session(
+                lambda session_id: tenant.spill(session_id, piece.text, tool=tool, call_id=call_id, preview=preview)
+            )
         except USER_ERRORS as exc:
             return Stored(await self._unsaved(piece, brief(str(exc))), None)
         except Exception as exc:  # the store failed in a way it does not describe: still answer
@@ -258,9 +277,8 @@ class ProxySession:
                     break
             try:
                 tenant = await self._tenant()
-                session_id = await self.session()
                 messages = [m for item in items for m in (item["call"], item["result"])]
-                await tenant.append(session_id, messages, format="anthropic")
+                await self._in_session(partial(tenant.append, messages=messages, format="anthropic"))
             except USER_ERRORS as exc:
                 log.warning("contextfold proxy: %d calls not recorded: %s", len(items), brief(str(exc)))
             except Exception:

@@ -11,6 +11,7 @@ local tenant (owner `""`). The MCP server asks it for `tenant(owner)` per reques
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -166,7 +167,21 @@ class ContextService(Tenant):
         return self._runtime.outputs
 
     async def gc(self, *, dry_run: bool = False) -> GcResult:
-        return await self._runtime.outputs.gc(dry_run=dry_run)
+        """Expire sessions past their retention (`retention`), then spilled outputs and files."""
+        from contextfold.service.retention import expire_sessions
+
+        runtime = self._runtime
+        now = time.time()
+        expired = await expire_sessions(runtime.store, runtime.outputs, runtime.settings, dry_run=dry_run, now=now)
+        result = await runtime.outputs.gc(dry_run=dry_run, now=now)
+        return result.model_copy(
+            update={
+                "sessions_removed": expired.removed,
+                "sessions": expired.listed,
+                "files_removed": result.files_removed + expired.files,
+                "bytes_freed": result.bytes_freed + expired.bytes,
+            }
+        )
 
     # -- stateless -------------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from contextfold.importers import (
     open_transcript,
     resumable,
 )
+from contextfold.importers.agents import agent_session
 from contextfold.importers.marks import ImportMark, find_mark, marks_in, new_mark, with_mark
 from contextfold.policy import view
 from contextfold.results import Brief, ImportResult, Status
@@ -94,9 +95,13 @@ async def import_file(
     model: str | None,
     owner: str,
 ) -> ImportResult:
+    chosen = cast(ImportFormat, format or detect_import_format(path))
+    # An agent's own session file goes where its hooks keep that session, so importing it again,
+    # or after the hooks, adds only what is new to one session.
+    session_id = session_id or agent_session(path, chosen)
     for _ in range(ATTEMPTS):
         try:
-            return await _import_once(tools, path, session_id=session_id, format=format, model=model, owner=owner)
+            return await _import_once(tools, path, session_id=session_id, format=chosen, model=model, owner=owner)
         except _MarksMoved:
             continue
     raise ConflictError(f"other imports into session {session_id!r} kept running meanwhile; run the import again")
@@ -116,7 +121,7 @@ async def _import_once(
         raise InvalidInput(
             "file",
             f"{path.name} was imported into session {session_id!r} before and has changed since; a JSON document "
-            "cannot be imported in parts, so import it into a new session (leave out the session id)",
+            "cannot be imported in parts, so import it into a new session (give another session id)",
         )
     resume = mark.resume() if mark is not None else START
     # Reading the file starts here (a Claude Code file's thread is picked in a first pass); its

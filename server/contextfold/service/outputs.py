@@ -294,9 +294,9 @@ class Outputs:
     async def session_digests(self, session_id: str, owner: str) -> set[str]:
         return {r.digest for r in await self.store.tenant(owner).session_outputs(session_id)}
 
-    async def delete_unreferenced(self, digests: set[str]) -> int:
-        """Delete the files of `digests` that no output record points to any more."""
-        return len(await self._delete_unreferenced(digests))
+    async def delete_unreferenced(self, digests: Collection[str]) -> set[str]:
+        """Delete the files of `digests` that no output record points to any more; those deleted."""
+        return await self._delete_unreferenced(digests)
 
     async def _delete_unreferenced(self, digests: Collection[str]) -> set[str]:
         """Delete the files of `digests` no row points to, proven and done under the write lock."""

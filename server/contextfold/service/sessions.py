@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextfold import safejson
 from contextfold.config import Settings, check_session_overrides
-from contextfold.domain import Session, SystemPrompt, new_id
+from contextfold.domain import Session, SessionState, SystemPrompt, new_id
 from contextfold.errors import InvalidInput
 from contextfold.formats.base import SystemArg
 from contextfold.policy import view
@@ -31,8 +31,10 @@ class Sessions:
         title: str | None = None,
         settings: dict[str, Any] | None = None,
         system: SystemArg | None = None,
+        origin: str | None = None,
     ) -> Brief:
-        """Create a session, or reopen one by id (changing its model, title or settings if given)."""
+        """Create a session, or reopen one by id (changing its model, title or settings if given).
+        `origin`: what makes a new session when no client named it (`SessionState.origin`)."""
         # Library callers get what the MCP layer gives tool calls: no lone surrogates reach SQLite.
         session_id, model, title, settings, system = safejson.clean(
             [session_id, model, title, settings, system], "session_open"
@@ -46,6 +48,7 @@ class Sessions:
             model=model or self._scope.settings.default_model,
             title=title,
             settings=settings or {},
+            metadata=SessionState(origin=origin),
         )
         async with self._scope.store.write(fresh.id, create=fresh) as tx:
             session = tx.session

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from contextfold.config import Settings
 from contextfold.domain import Message, MessageRow, Session
 from contextfold.formats import RenderOptions
+from contextfold.names import AGENT_NAMES
 from contextfold.policy import view
 from contextfold.policy.cache import cache_health
 from contextfold.policy.overflow import (
@@ -66,6 +67,12 @@ class _Standing:
     action: str
 
 
+def reporter(session: Session) -> str:
+    """Who reported the usage a session is calibrated with: the agent whose transcript it imported
+    (the usage in a Claude Code or Codex file is what that agent was told), else the provider."""
+    return AGENT_NAMES.get(session.metadata.source_format or "", "the provider")
+
+
 class Standing:
     def __init__(self, scope: Scope) -> None:
         self._scope = scope
@@ -92,6 +99,7 @@ class Standing:
             compaction=await self._compaction_metrics(session),
             cache_hit_rate=round(health.hit_rate, 4) if health and health.requests else None,
             cache_warning=health.warning if health else None,
+            reported_by=reporter(session) if standing.reported is not None else None,
         )
 
     async def brief(self, session: Session, visible: Sequence[Message] | None = None) -> Brief:

@@ -1,6 +1,7 @@
 """Persistence behind a narrow interface; SQLite is the embedded default."""
 
 from contextfold.store.base import (
+    IdleSession,
     OutputRecord,
     OutputTransaction,
     PartMark,
@@ -14,6 +15,7 @@ from contextfold.store.base import (
 from contextfold.store.sqlite import SQLiteStore, SQLiteTenant
 
 __all__ = [
+    "IdleSession",
     "OutputRecord",
     "OutputTransaction",
     "PartMark",

@@ -79,6 +79,20 @@ class OutputTransaction(Protocol):
 
 
 @dataclass(frozen=True)
+class IdleSession:
+    """A session as session retention sees it (`Store.idle_sessions`)."""
+
+    owner: str
+    id: str
+    title: str | None
+    origin: str | None
+    """What made it, when not a client (`SessionState.origin`: "proxy")."""
+    messages: int
+    last_active: float
+    """Its last write, or the last time one of its outputs was spilled or read, whichever is latest."""
+
+
+@dataclass(frozen=True)
 class PartMark:
     """A part re-marked in place (pruned, cut, omitted): `freed` tokens leave the view, none the store."""
 
@@ -158,6 +172,13 @@ class TenantStore(Protocol):
         """Delete the session with its messages, outputs and compaction history."""
         ...
 
+    async def delete_idle_session(self, session_id: str, before: float) -> dict[str, int] | None:
+        """`delete_session`, in one write transaction, only if nothing happened in the session
+        since `before` (no write, no output spilled or read), checked again under the lock a
+        writer of the session takes: the digests and sizes of the outputs it had, or None when it
+        was used meanwhile or is gone."""
+        ...
+
     def write(
         self, session_id: str, *, create: Session | None = None
     ) -> AbstractAsyncContextManager[SessionTransaction]:
@@ -217,6 +238,16 @@ class Store(Protocol):
 
     async def spill_bytes(self) -> int:
         """`OutputTransaction.spill_bytes` as of now, outside any transaction."""
+        ...
+
+    async def written_before(self, before: float) -> list[tuple[str, str]]:
+        """(owner, id) of every tenant's sessions last written before `before`, least recently
+        written first: one pass over the sessions, keys only."""
+        ...
+
+    async def idle_sessions(self, keys: Sequence[tuple[str, str]]) -> list[IdleSession]:
+        """Those of the sessions `keys` names that still exist, in that order, with their last
+        activity (which may be later than their last write: an output spilled or read since)."""
         ...
 
     async def size_bytes(self) -> int:

@@ -17,6 +17,7 @@ partial index's predicate, an IN list) or a method a backend overrides, each say
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -24,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
 from contextfold.errors import ConflictError, InvalidInput, NotFoundError, output_not_found
-from contextfold.store.base import OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
+from contextfold.store.base import IdleSession, OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
 from contextfold.store.rows import (
     KEPT,
     MESSAGE_COLUMNS,
@@ -175,6 +176,32 @@ def totals(row: Row | None) -> tuple[int, int]:
     return (int(row["n"]), int(row["freed"])) if row else (0, 0)
 
 
+_ACTIVITY = (
+    "SELECT s.owner, s.id, s.title, s.message_count, s.updated_at, s.metadata, "
+    "(SELECT MAX(o.created_at) FROM outputs o WHERE o.owner = s.owner AND o.session_id = s.id) AS spilled_at, "
+    "(SELECT MAX(o.last_read_at) FROM outputs o WHERE o.owner = s.owner AND o.session_id = s.id) AS read_at "
+    "FROM sessions s"
+)
+"""A session's last activity: its last write (`updated_at`: every change saves the session), and
+the newest spill into it and read of its outputs, which leave the session row as it is."""
+
+
+def idle_session(row: Row) -> IdleSession:
+    try:
+        origin = json.loads(row["metadata"]).get("origin")
+    except (ValueError, AttributeError):
+        origin = None
+    times = [row["updated_at"], row["spilled_at"] or 0.0, row["read_at"] or 0.0]
+    return IdleSession(
+        owner=row["owner"],
+        id=row["id"],
+        title=row["title"],
+        origin=origin if isinstance(origin, str) else None,
+        messages=int(row["message_count"]),
+        last_active=float(max(times)),
+    )
+
+
 # -- the store -------------------------------------------------------------------------------------
 
 
@@ -225,6 +252,24 @@ class SQLStore:
     async def spill_bytes(self) -> int:
         row = await self._fetchone(SPILL_BYTES)
         return int(row["bytes"]) if row else 0
+
+    async def written_before(self, before: float) -> list[tuple[str, str]]:
+        rows = await self._fetchall(
+            "SELECT owner, id FROM sessions WHERE updated_at < ? ORDER BY updated_at, owner, id", (before,)
+        )
+        return [(r["owner"], r["id"]) for r in rows]
+
+    async def idle_sessions(self, keys: Sequence[tuple[str, str]]) -> list[IdleSession]:
+        by_owner: dict[str, list[str]] = {}
+        for owner, session_id in keys:
+            by_owner.setdefault(owner, []).append(session_id)
+        found: dict[tuple[str, str], IdleSession] = {}
+        async with self._reading() as db:
+            for owner, ids in by_owner.items():
+                for where, params in db.any_of("s.id", ids):
+                    for row in await db.fetchall(f"{_ACTIVITY} WHERE s.owner = ? AND {where}", (owner, *params)):
+                        found[(row["owner"], row["id"])] = idle_session(row)
+        return [found[key] for key in keys if key in found]
 
     async def compactions(self, *, limit: int = 10) -> list[CompactionRecord]:
         """The latest compactions of every tenant, newest first (for the CLI's stats)."""
@@ -298,6 +343,22 @@ class SQLTenant:
 
     async def _lock_for_delete(self, db: Db, session_id: str) -> None:
         """What a backend locks before deleting a session with its outputs (see `PostgresTenant`)."""
+
+    async def delete_idle_session(self, session_id: str, before: float) -> dict[str, int] | None:
+        _id("session_id", session_id)
+        async with self._store._transaction() as db:
+            # Under the lock every writer of the session takes first (SQLite: the database's; PostgreSQL:
+            # the session's row, then the spill store's), so what is read here stays true until commit.
+            await self._lock_for_delete(db, session_id)
+            row = await db.fetchone(f"{_ACTIVITY} WHERE s.owner = ? AND s.id = ?", (self.owner, session_id))
+            if row is None or idle_session(row).last_active >= before:
+                return None  # gone, or used since it was found idle
+            outputs = await db.fetchall(
+                "SELECT digest, MAX(bytes) AS bytes FROM outputs WHERE owner = ? AND session_id = ? GROUP BY digest",
+                (self.owner, session_id),
+            )
+            await db.execute("DELETE FROM sessions WHERE owner = ? AND id = ?", (self.owner, session_id))
+            return {r["digest"]: int(r["bytes"]) for r in outputs}
 
     # -- messages ----------------------------------------------------------------------------
 

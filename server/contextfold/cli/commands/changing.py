@@ -116,6 +116,16 @@ async def gc(args: argparse.Namespace, settings: Settings) -> int:
         print_json(result.model_dump())
     else:
         verb = "would remove" if result.dry_run else "removed"
+        if result.sessions_removed:
+            print(f"{verb} {result.sessions_removed:,} sessions past their retention, with all they held:")
+            for gone in result.sessions:
+                owner = f" (tenant {gone.owner})" if gone.owner else ""
+                print(
+                    f"  {gone.session_id}{owner}  {gone.messages:,} messages, last active {views.when(gone.last_active)}"
+                    f"  [{gone.reason}]  {gone.title or ''}".rstrip()
+                )
+            if result.sessions_removed > len(result.sessions):
+                print(f"  … and {result.sessions_removed - len(result.sessions):,} more")
         print(
             f"{verb} {result.outputs_removed:,} expired or evicted outputs and {result.files_removed:,} files "
             f"({result.bytes_freed:,} bytes); {result.bytes_kept:,} bytes kept in {settings.spill_name}"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, get_args
 
 if TYPE_CHECKING:
     from contextfold.config import Settings
-    from contextfold.hooks.install import FileChange
+    from contextfold.hooks.install import FileChange, Status
 
 
 def hook(args: argparse.Namespace, settings: Settings | None) -> int:
@@ -34,7 +34,19 @@ def _change(args: argparse.Namespace, settings: Settings, action: str) -> int:
     from contextfold.hooks import install as setup
 
     project = Path(args.project) if args.project else None
-    plan = setup.plan(args.agent, action, home=settings.home.resolve(), scope=args.scope, project=project)  # type: ignore[arg-type]
+    no_trust = getattr(args, "no_trust", False)
+    if no_trust and args.agent != "codex":
+        from contextfold.cli.views import UsageError
+
+        raise UsageError("--no-trust is for codex, whose hooks run only once trusted; Claude Code has no such review")
+    plan = setup.plan(
+        args.agent,
+        action,  # type: ignore[arg-type]
+        home=settings.home.resolve(),
+        scope=args.scope,
+        project=project,
+        trust=not no_trust,
+    )
     changed = plan.changed
     if args.dry_run:
         for change in changed:
@@ -57,37 +69,47 @@ def _change(args: argparse.Namespace, settings: Settings, action: str) -> int:
 
 
 def status(args: argparse.Namespace, settings: Settings) -> int:
+    """One agent's installation, or, with no agent named, both agents' one after the other."""
     from contextfold.hooks import install as setup
 
-    found = setup.status(args.agent, scope=args.scope, project=Path(args.project) if args.project else None)
+    project = Path(args.project) if args.project else None
+    agents = [args.agent] if args.agent else list(get_args(setup.Agent))
+    found = [setup.status(agent, scope=args.scope, project=project) for agent in agents]
+    failed = any(f.problems for f in found)
     if args.json:
         from contextfold.cli.commands._output import print_json
 
-        print_json(
-            {
-                "agent": found.agent,
-                "scope": found.scope,
-                "hooks_file": str(found.hooks_file),
-                "server_file": str(found.server_file),
-                "home": found.home,
-                "hooks": [vars(h) for h in found.hooks],
-                "server": found.server,
-                "problems": found.problems,
-            }
-        )
-        return 0 if not found.problems else 1
-    installed = sum(h.installed for h in found.hooks)
-    print(f"{found.agent} ({found.scope} scope): {installed} of {len(found.hooks)} hooks in {found.hooks_file}")
-    for entry in found.hooks:
-        mark = "installed" if entry.installed else "missing"
-        trust = f", {entry.trust}" if entry.trust else ""
-        print(f"  {entry.event:<17} {mark}{trust}")
-    print(f"  MCP server        {'in ' + str(found.server_file) if found.server else 'missing'}")
-    if found.home:
-        print(f"  data home         {found.home}")
-    for problem in found.problems:
-        print(f"problem: {problem}")
-    return 0 if not found.problems else 1
+        shown = [_status_json(f) for f in found]
+        print_json(shown[0] if args.agent else shown)
+        return 1 if failed else 0
+    for i, one in enumerate(found):
+        if i:
+            print()
+        installed = sum(h.installed for h in one.hooks)
+        print(f"{one.agent} ({one.scope} scope): {installed} of {len(one.hooks)} hooks in {one.hooks_file}")
+        for entry in one.hooks:
+            mark = "installed" if entry.installed else "missing"
+            trust = f", {entry.trust}" if entry.trust else ""
+            print(f"  {entry.event:<17} {mark}{trust}")
+        print(f"  MCP server        {'in ' + str(one.server_file) if one.server else 'missing'}")
+        if one.home:
+            print(f"  data home         {one.home}")
+        for problem in one.problems:
+            print(f"problem: {problem}")
+    return 1 if failed else 0
+
+
+def _status_json(found: Status) -> dict[str, Any]:
+    return {
+        "agent": found.agent,
+        "scope": found.scope,
+        "hooks_file": str(found.hooks_file),
+        "server_file": str(found.server_file),
+        "home": found.home,
+        "hooks": [vars(h) for h in found.hooks],
+        "server": found.server,
+        "problems": found.problems,
+    }
 
 
 def _files(changes: list[FileChange]) -> str:
