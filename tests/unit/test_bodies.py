@@ -51,6 +51,20 @@ def test_a_whole_body_over_the_limit_is_counted_not_built(order: str):
     assert within.arguments == json.loads(_call(100, extra=',"format":"openai"'))["params"]["arguments"]
 
 
+@pytest.mark.parametrize("method", ["tools/call", "ping"])
+def test_nothing_is_built_before_the_message_is_known_to_be_a_call(method: str):
+    arguments = {"session_id": "s", "messages": [{"role": "user", "content": "m"}] * 50}
+    message = {"params": {"_meta": {"k": "v"}, "arguments": arguments, "name": "append"}, "x": ["y"], "id": 3}
+    body = json.dumps({**message, "method": method, "jsonrpc": "2.0"}).encode()
+    request = parse(body, 100)
+    if method == "tools/call":  # built at the end, from where each member starts
+        assert request.arguments == arguments and request.params == {"_meta": {"k": "v"}, "name": "append"}
+        assert request.fields == {"x": ["y"], "id": 3, "method": method, "jsonrpc": "2.0"}
+    else:  # passed over: never built
+        assert request.not_a_call() and request.arguments == {"session_id": None}
+        assert request.params == {"_meta": None, "name": "append"} and request.fields["x"] is None
+
+
 @pytest.mark.parametrize("order", ["id-first", "id-last", "name-last"])
 def test_a_small_body_is_counted_without_building_it(order: str):
     request = bodies.count(_call(3_000, order=order), 100)

@@ -128,15 +128,26 @@ class _Decided(Exception):
     pass
 
 
+_ENVELOPE = ("id", "method", "jsonrpc")
+"""Top-level members always built: small, and what deciding needs."""
+
+
 class _Reader:
     """Reads a JSON-RPC message from a body (or the part received so far), counting the messages
-    of a batch tool's call and building nothing past the limit."""
+    of a batch tool's call and building nothing past the limit.
+
+    With `build`, a member is built only once the message is known to be a `tools/call` (its
+    method came first, as clients write it); before that, where its value starts is noted and the
+    value passed over, to be built at the end if the message turns out to be a call (`defer`).
+    """
 
     def __init__(self, steps: Steps, max_messages: int, *, build: bool) -> None:
         self.steps = steps
         self.max_messages = max_messages
         self.build = build
         self.request = Request()
+        self.deferred: list[tuple[str, str, int]] = []
+        """(where, key, offset of the value) of members passed over: "fields", "params" or "arguments"."""
 
     def read(self) -> Request:
         """The message; stops early (the rest unread) once it is known to be refused or not a call."""
@@ -153,7 +164,7 @@ class _Reader:
                     else:
                         if key == "params":
                             request.params = None
-                        request.fields[key] = steps.value(self.build or key in ("id", "method", "jsonrpc"))
+                        request.fields[key] = self._value("fields", key, always=key in _ENVELOPE)
                     self._check()
                     if not steps.more(RBRACE):
                         break
@@ -161,6 +172,17 @@ class _Reader:
         except _Decided:
             pass
         return request
+
+    def _building(self) -> bool:
+        return self.build and self.request.method() == "tools/call"
+
+    def _value(self, where: str, key: str, *, always: bool = False) -> Any:
+        if self.build and (always or self._building()):
+            return self.steps.value()
+        if self.build:
+            self.steps.peek()
+            self.deferred.append((where, key, self.steps.at))
+        return self.steps.value(build=always)
 
     def _check(self) -> None:
         if self.request.refused() or self.request.not_a_call():
@@ -174,38 +196,40 @@ class _Reader:
         while True:
             key = steps.key()
             if key == "arguments" and steps.peek() == LBRACE:
-                self._arguments()
+                if not self._building():
+                    self.deferred.append(("params", key, steps.at))
+                self.arguments(build=self._building())
             else:
                 if key == "arguments":
                     request.arguments = None
-                request.params[key] = steps.value(self.build or key == "name")
+                request.params[key] = self._value("params", key, always=key == "name")
             self._check()
             if not steps.more(RBRACE):
                 return
 
-    def _arguments(self) -> None:
+    def arguments(self, *, build: bool) -> dict[str, Any]:
+        """The arguments object at the cursor (its messages counted), built or passed over."""
         steps, request = self.steps, self.request
         arguments: dict[str, Any] = {}
-        request.arguments = arguments
+        request.arguments, request.over = arguments, False
         if not steps.begin(LBRACE):
-            return
+            return arguments
         while True:
             key = steps.key()
             if key == "messages" and steps.peek() == LBRACKET:
                 request.messages_at = steps.at
-                messages = self._messages()
+                messages = self._messages(build)
                 if messages is not None:
                     arguments[key] = messages
             else:
-                arguments[key] = steps.value(self.build)
+                arguments[key] = steps.value(build)
             if not steps.more(RBRACE):
-                return
+                return arguments
 
-    def _messages(self) -> list[Any] | None:
+    def _messages(self, build: bool) -> list[Any] | None:
         """The array, built up to the limit; past it, only counted on (None)."""
         steps, request = self.steps, self.request
-        request.over = False
-        items: list[Any] | None = [] if self.build else None
+        items: list[Any] | None = [] if build else None
         if not steps.begin(LBRACKET):
             return items
         count = 0
@@ -214,7 +238,7 @@ class _Reader:
             if count > self.max_messages and not request.over:
                 request.over, items = True, None
                 self._check()
-            item = steps.value(self.build and not request.over)
+            item = steps.value(build and not request.over)
             if items is not None:
                 items.append(item)
             if not steps.more(RBRACKET):
@@ -233,10 +257,23 @@ def look(data: bytes | bytearray, max_messages: int) -> Request | None:
 
 
 def parse(data: bytes | bytearray, max_messages: int) -> Request:
-    """A whole body read as a JSON-RPC message, its arguments built (unless refused) and made
-    safe. Raises `Unparsable`. Runs in a worker thread."""
-    request = _Reader(Steps(data), max_messages, build=True).read()
-    if request.over and not request.refused() and request.arguments is not None and request.method() == "tools/call":
+    """A whole body read as a JSON-RPC message, with its arguments built, unless it is refused or
+    no `tools/call` (then only the members deciding that are). Raises `Unparsable`. Runs in a
+    worker thread."""
+    reader = _Reader(Steps(data), max_messages, build=True)
+    request = reader.read()
+    if request.method() != "tools/call" or request.refused():
+        return request
+    for where, key, at in reader.deferred:  # members that came before the method
+        if where == "fields":
+            request.fields[key] = Steps(data, at=at).value()
+        elif key != "arguments" and request.params is not None:
+            request.params[key] = Steps(data, at=at).value()
+        elif request.params is not None:  # only the arguments the message ends with are kept
+            late = _Reader(Steps(data, at=at), max_messages, build=True)
+            late.request = request
+            late.arguments(build=True)
+    if request.over and request.arguments is not None:
         # Another tool's `messages`: not limited by max_batch_messages after all.
         request.over = False
         request.arguments["messages"] = Steps(data, at=request.messages_at).value()
