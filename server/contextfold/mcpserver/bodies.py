@@ -26,9 +26,11 @@ and only then did the tool refuse it for `max_batch_messages`; four at once took
   arrives. A body whose id or tool name comes only after its messages is refused when read whole,
   its messages counted, never built.
 
-Small bodies (under `http_body_thread_bytes`) reach the SDK untouched; they only count against
-the limits. A request with a bearer token the server refuses is not read here at all: the SDK
-answers it `401` without reading its body.
+Smaller bodies reach the SDK as sent, counted against the limits; one holding more objects than
+`max_batch_messages` (cheap to see) is first counted in a worker thread, nothing built, so that a
+hundred 900 KB batches at once cannot do what one 40 MB batch did (they took 0.9 GB). A
+request with a bearer token the server refuses is not read here at all: the SDK answers it `401`
+without reading its body.
 """
 
 from __future__ import annotations
@@ -474,9 +476,9 @@ class RequestBodies:
 
     async def _small(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         """A body under `http_body_thread_bytes` reaches the SDK as sent, unless it is a batch
-        over `max_batch_messages`: parsed, 900 KB of tiny messages takes 40 MB until the tool
-        refuses it, so a hundred at once would take 4 GB. More objects than the limit is the
-        sign, cheap to look for; such a body is counted in a worker thread, nothing built."""
+        over `max_batch_messages`: parsed, 900 KB of tiny messages took 40 MB until the tool
+        refused it, a hundred at once 0.9 GB. More objects than the limit is the sign, cheap to
+        look for; such a body is counted in a worker thread, nothing built."""
         if body.count(b"{") > self.max_messages:
             try:
                 request = await anyio.to_thread.run_sync(count, body, self.max_messages)
