@@ -143,6 +143,22 @@ class Settings(BaseModel):
     http_session_idle_seconds: float = Field(
         600.0, gt=0, description="A session with no request in flight and no open stream this long is closed."
     )
+    http_body_bytes_per_tenant: int = Field(
+        128 * 1024**2,
+        ge=1,
+        description="Bytes of request bodies one tenant may have being read or handled at once; more get 429.",
+    )
+    http_body_bytes_in_flight: int = Field(
+        256 * 1024**2,
+        ge=1,
+        description="Bytes of request bodies all tenants together may have being read or handled at once; more get 503.",
+    )
+    http_body_thread_bytes: int = Field(
+        1024**2,
+        ge=1,
+        description="A request body this large is parsed in a worker thread, a piece at a time, and must be a "
+        "tools/call: other messages this large get 413.",
+    )
     http_stateless: bool = Field(
         False,
         description="Answer 2025-era (handshake) clients without MCP sessions, so any replica serves any request.",
@@ -326,6 +342,9 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "http_sessions_per_tenant",
         "http_max_sessions",
         "http_session_idle_seconds",
+        "http_body_bytes_per_tenant",
+        "http_body_bytes_in_flight",
+        "http_body_thread_bytes",
         "http_stateless",
         "view_cache_sessions",
         "proxy_max_tokens",

@@ -4,7 +4,9 @@ Many sessions share one event loop here, so nothing slow may run on it: a large 
 strings are decoded off the loop (`bigstrings`, where the SDK would take 100 ms for 40 MB), and
 the tokenizers are built in a thread at start rather than by the first request that counts.
 
-Open sessions are limited per tenant (`httplimits`), and idle ones close after
+Request bodies being read or handled are limited per tenant and in all, a big one is parsed in a
+worker thread a step at a time, and a batch over `max_batch_messages` is refused as it arrives
+(`bodies`). Open sessions are limited per tenant (`httplimits`), and idle ones close after
 `http_session_idle_seconds`. And the SDK refuses a body over `max_request_body_size` before reading it, which is what we want, but
 with a bare-text 413 that MCP clients can only report as "Server returned an error response". A
 413 carrying a JSON-RPC error is surfaced by clients as the error itself, so the response is
@@ -27,6 +29,7 @@ from contextfold.config import Settings
 from contextfold.home.bearer import digest, fingerprint
 from contextfold.mcpserver.auth import unauthorized_message
 from contextfold.mcpserver.bigstrings import LargeStrings
+from contextfold.mcpserver.bodies import RequestBodies
 from contextfold.mcpserver.limits import SessionLimits
 from contextfold.mcpserver.rawjson import RepairSurrogates
 from contextfold.tokens import encodings
@@ -166,8 +169,10 @@ def serve_http(server: MCPServer, settings: Settings, *, host: str, port: int) -
         limit=settings.max_request_bytes,
         verify=verify,
     )
+    # Bodies in flight are bounded and big ones parsed off the loop before anything reads them.
+    bodies = RequestBodies(_ExplainTooLarge(guarded, settings.max_request_bytes), settings, verify=verify)
     config = uvicorn.Config(
-        _ExplainUnauthorized(_ExplainTooLarge(guarded, settings.max_request_bytes)),
+        _ExplainUnauthorized(bodies),
         host=host,
         port=port,
         log_level=server.settings.log_level.lower(),

@@ -45,7 +45,7 @@ from contextfold.errors import (
     brief,
 )
 from contextfold.home.opening import open_service
-from contextfold.mcpserver import answers, bigstrings
+from contextfold.mcpserver import answers, bigstrings, bodies
 from contextfold.mcpserver.auth import SCOPE, TenantTokens
 from contextfold.mcpserver.schemas import inline_defs, lean
 from contextfold.results import (
@@ -561,8 +561,8 @@ class _CompactSchemas(MCPServer):
     """`tools/list` without schema noise (`schemas.lean`): the model reads it on each request.
 
     Every tool call also passes `call_tool` first, where arguments are made safe (`safejson`), the
-    large strings an HTTP request carried are put back (`bigstrings`), and
-    a validation failure becomes `field: problem` pairs instead of pydantic's report. A storage
+    large strings an HTTP request carried are put back (`bigstrings`), or a big HTTP body's arguments,
+    parsed off the event loop, taken as they are (`bodies`), and a validation failure becomes `field: problem` pairs instead of pydantic's report. A storage
     error answered to a remote tenant names "the server's data home" rather than its paths.
     """
 
@@ -584,7 +584,8 @@ class _CompactSchemas(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            arguments = bigstrings.restore(safejson.clean(arguments, ""))
+            parsed = bodies.restore(arguments)  # a big HTTP body's, parsed and made safe already
+            arguments = parsed if parsed is not None else bigstrings.restore(safejson.clean(arguments, ""))
         except LimitExceeded as exc:
             raise ToolError(f"Error executing tool {name}: {exc}") from exc
         try:
