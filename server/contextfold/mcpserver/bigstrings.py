@@ -188,7 +188,7 @@ def extract(body: bytes, min_literal: int = MIN_LITERAL, piece: int = PIECE) -> 
     strings: dict[str, str] = {}
     at = 0
     for start, end in spans:
-        text = _decode(body, start + 1, end - 1, piece)
+        text = decode_literal(body, start + 1, end - 1, piece)
         if text is None:
             return body, {}
         token = secrets.token_hex(16)
@@ -254,7 +254,7 @@ def _is_key(body: bytes, after: int) -> bool:
     return rest[:1] == b":"
 
 
-def _decode(body: bytes, start: int, end: int, piece: int) -> str | None:
+def decode_literal(body: bytes, start: int, end: int, piece: int) -> str | None:
     """The JSON string whose escaped content is `body[start:end]`, decoded `piece` bytes at a
     time, or None when it does not decode (or cannot be cut into pieces)."""
     pieces: list[str] = []

@@ -90,7 +90,7 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-class _ExplainUnauthorized:
+class ExplainUnauthorized:
     """The SDK's 401 (`{"error": "invalid_token", "error_description": "Authentication required"}`)
     rewritten to a JSON-RPC error saying how to send a token and how to get one, which MCP clients
     show as the error itself. The challenge names no OAuth metadata: this server has none. Per RFC
@@ -172,7 +172,7 @@ def serve_http(server: MCPServer, settings: Settings, *, host: str, port: int) -
     # Bodies in flight are bounded and big ones parsed off the loop before anything reads them.
     bodies = RequestBodies(_ExplainTooLarge(guarded, settings.max_request_bytes), settings, verify=verify)
     config = uvicorn.Config(
-        _ExplainUnauthorized(bodies),
+        ExplainUnauthorized(bodies),
         host=host,
         port=port,
         log_level=server.settings.log_level.lower(),

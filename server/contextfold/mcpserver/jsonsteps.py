@@ -22,8 +22,7 @@ import json
 import re
 from typing import Any, NoReturn, cast
 
-from contextfold.mcpserver.bigstrings import MIN_LITERAL, PIECE
-from contextfold.mcpserver.bigstrings import _decode as decode_literal
+from contextfold.mcpserver.bigstrings import MIN_LITERAL, PIECE, decode_literal
 
 WINDOWS = (512, 8 * 1024, 64 * 1024)
 """Bytes of text one call of the C decoder may take for an array or object, tried in turn: most

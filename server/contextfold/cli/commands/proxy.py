@@ -58,16 +58,16 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
 def _access(args: argparse.Namespace, settings: Settings) -> Any:
     """Who may use `proxy --http`, exactly as for `serve --http`: its tokens (`--tokens-file`, else
     <home>/tokens if it exists, and CONTEXTFOLD_TOKENS), its session limits and its 401."""
-    from contextfold.cli.commands.serve import LOOPBACK, _tokens_file
+    from contextfold.cli.commands.serve import LOOPBACK, tokens_file
     from contextfold.cli.commands.token import default_path
     from contextfold.errors import SettingsError
     from contextfold.mcpserver.auth import SCOPE, TenantTokens
-    from contextfold.mcpserver.http import _ExplainUnauthorized
+    from contextfold.mcpserver.http import ExplainUnauthorized
     from contextfold.mcpserver.limits import SessionLimits
     from contextfold.names import TOKENS_ENV
     from contextfold.proxy.http import Access
 
-    tokens = TenantTokens.load(_tokens_file(args, settings))
+    tokens = TenantTokens.load(tokens_file(args, settings))
     if args.host not in LOOPBACK and not tokens:
         raise SettingsError(
             f"refusing to serve the proxy on {args.host} without bearer tokens: it runs the upstream server for "
@@ -77,7 +77,7 @@ def _access(args: argparse.Namespace, settings: Settings) -> Any:
     limits = SessionLimits(
         settings.http_sessions_per_tenant, settings.http_max_sessions, settings.http_session_idle_seconds
     )
-    return Access(verifier=tokens or None, scope=SCOPE, limit_sessions=limits.install, explain=_ExplainUnauthorized)
+    return Access(verifier=tokens or None, scope=SCOPE, limit_sessions=limits.install, explain=ExplainUnauthorized)
 
 
 def _spec(command: list[str], url: str | None, headers: dict[str, str], servers: str | None) -> Any:

@@ -36,7 +36,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     from contextfold.mcpserver.http import serve_http  # the HTTP transport, for this branch only
 
-    tokens = TenantTokens.load(_tokens_file(args, settings))
+    tokens = TenantTokens.load(tokens_file(args, settings))
     if args.host not in LOOPBACK and not tokens:
         raise SettingsError(
             f"refusing to serve on {args.host} without bearer tokens: anyone who can reach it could read "
@@ -48,7 +48,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _tokens_file(args: argparse.Namespace, settings: Settings) -> Path | None:
+def tokens_file(args: argparse.Namespace, settings: Settings) -> Path | None:
     """--tokens-file (which must exist), else <home>/tokens if `token add` made one, else none."""
     if args.tokens_file:
         return Path(args.tokens_file).expanduser()
