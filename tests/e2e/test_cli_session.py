@@ -68,7 +68,15 @@ def populate(home: Path) -> None:
 
     async def fill() -> None:
         async with await _service(home) as service:
-            await service.open_session(SESSION, model="gpt-4o", title="Fix the flaky test", system="Be brief.")
+            # The minimum a prune must free is set low: the spilled run's preview (about 18,000
+            # tokens) is under OpenCode's 20,000 that gpt-4o's window keeps.
+            await service.open_session(
+                SESSION,
+                model="gpt-4o",
+                title="Fix the flaky test",
+                system="Be brief.",
+                settings={"prune_minimum": 10_000},
+            )
             await service.append(
                 SESSION,
                 [
