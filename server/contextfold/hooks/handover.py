@@ -14,6 +14,9 @@ history with the compaction facts everyone shares (`compaction.facts`, `userword
    whatever room the rest leaves;
 7. one line saying the full history is searchable with `search_history` in this session.
 
+No secret goes in: the history is read with its credentials and tokens redacted
+(`compaction.secrets`), and so is the text written.
+
 Bounded by `budget` tokens (the `hook_context_tokens` setting): the working set takes what is left;
 when even the rest does not fit, older outputs, then the plan's finished items, then the older
 quotes' length, then the files' notes go, in that order. When the summary is known (`summary`),
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 
 from contextfold.compaction import userwords, workingset
 from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
+from contextfold.compaction.secrets import redact_history
 from contextfold.compaction.template import cite
 from contextfold.domain import Message
 from contextfold.tokens.counting import TokenCounter
@@ -84,7 +88,9 @@ def handover(
     root: str | None = None,
 ) -> Handover:
     """The additional context for the compaction of `messages` (the stored history, oldest first).
-    `root`: the agent's working directory; the working set names files under it relative to it."""
+    `root`: the agent's working directory; the working set names files under it relative to it.
+    Written from the history with its secrets redacted (`compaction.secrets`), as a summary is."""
+    messages, redactor = redact_history(messages)
     facts = extract_facts(messages)
     known = _Known(summary)
     files = [i for i in _files(facts) if i.key not in sent and not known.path(i.key[5:])]
@@ -112,6 +118,7 @@ def handover(
     keys = frozenset(i.key for i in sections.items()) | frozenset(name_keys)
     if not keys:
         return Handover("", 0)  # the summary holds it all, or it was all given already
+    text = redactor.text(text)
     return Handover(text, counter.count(text), keys)
 
 
