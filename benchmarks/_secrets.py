@@ -5,8 +5,8 @@ or a digest (issue 27, item 2).
 Every value is generated from a seeded random stream (`seeded_secrets(seed)`), so none is real, the
 repository holds no string that looks like a live token, and each transcript can get its own values.
 `seed_wire` and `seed_claude_jsonl` write them into a transcript where a summary reads from: the
-user's first message (quoted word for word in every summary), the first tool call's command and
-the first tool output (the working set, the errors, the commands run). `leaks` says which seeded
+start of the user's first message (quoted word for word in every summary), the first tool call's
+command and the first tool output after it (the working set, the errors, the commands run). `leaks` says which seeded
 secrets a text gives away, whole or as any `PIECE` characters of one.
 
 Pure: no I/O, no contextfold imports (the tests and both benchmarks use it as is).
@@ -235,7 +235,8 @@ def seed_wire(
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """A copy of wire `messages` (OpenAI Chat or Anthropic Messages, as `load_transcript` gives
     them) with the seeded secrets written into the first of `messages[:end]` that the user wrote
-    (appended to its text), the first tool call's command and the first tool output after it, and
+    (before its text: where every summary quotes it), the first tool call's command and the first
+    tool output after it (appended), and
     where they went (`user`, `command`, `output`): what is missing before `end` is left out."""
     copied = json.loads(json.dumps(messages[:end])) + messages[end:]
     text = blocks(seeded)
@@ -243,7 +244,7 @@ def seed_wire(
     for message in copied[:end]:
         role, content = message.get("role"), message.get("content")
         if role == "user" and not message.get("name") and not done["user"] and _has_own_text(content):
-            message["content"] = _append_text(content, "\n\n" + text["user"])
+            message["content"] = _prepend_text(content, text["user"] + "\n\n")
             done["user"] = True
         elif role == "assistant" and not done["command"]:
             done["command"] = _seed_command(message, text["command"])
@@ -266,6 +267,13 @@ def _append_text(content: Any, text: str) -> Any:
     if isinstance(content, str):
         return content + text
     return [*content, {"type": "text", "text": text.strip()}]
+
+
+def _prepend_text(content: Any, text: str) -> Any:
+    """`text` before the message's own (where a quote of it starts)."""
+    if isinstance(content, str):
+        return text + content
+    return [{"type": "text", "text": text.strip()}, *content]
 
 
 def _seed_command(message: dict[str, Any], command: str) -> bool:
@@ -323,7 +331,7 @@ def seed_claude_jsonl(lines: list[str], seeded: Sequence[Seeded]) -> tuple[list[
         if isinstance(message, dict) and record.get("type") == "user" and not record.get("isCompactSummary"):
             content = message.get("content")
             if not done["user"] and not record.get("isMeta") and _has_own_text(content):
-                message["content"] = _append_text(content, "\n\n" + text["user"])
+                message["content"] = _prepend_text(content, text["user"] + "\n\n")
                 done["user"] = changed = True
             elif done["command"] and not done["output"]:
                 done["output"] = changed = _seed_output(message, text["output"])

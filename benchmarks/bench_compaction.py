@@ -28,7 +28,7 @@ the same numbers for the agent's own summary (Claude Code's), taken as all the m
 Lists of what was missed go to `compaction_recall_missed.json` (full runs).
 
 Last, `compaction_secrets` (issue 27): at the same cuts, fresh seeded fake secrets in many syntaxes
-(`_secrets.py`) written into the user's first message, the first command and the first output, and
+(`_secrets.py`) written before the user's first message, into the first command and the first output, and
 how many of them the summary gives away (the target is none); `secrets_scan` times the redaction
 scan on the corpus's text and on adversarial inputs of two sizes (linear time: flat ms per MB).
 """
@@ -558,8 +558,8 @@ async def measure_secrets(files: Sequence[Path], opts: Options) -> None:
         f"At each cut of the recall table, {len(seeded_secrets())} kinds of realistic fake secrets (fresh values "
         "each time, benchmarks/_secrets.py: keys of known formats, tokens in env, JSON, YAML, TOML, Python, Go, "
         "PHP, HTTP headers, CLI flags, a URL's password, a PEM key, a token given in words, a value printed alone "
-        "after its assignment) are written into the user's first message, the first tool call's command and the "
-        "first output after it; the prefix is compacted (extractive) and the summary searched for each value, "
+        "after its assignment) are written before the user's first message (where its quote starts), into the "
+        "first tool call's command and into the first output after it; the prefix is compacted (extractive) and the summary searched for each value, "
         "whole or any 12 characters of it. secrets seeded: values written before the cut.",
     ]
     report("compaction_secrets", "Seeded secrets in the summary after compaction", rows, opts, notes=notes)

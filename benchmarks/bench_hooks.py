@@ -288,8 +288,8 @@ def secrets_table(opts: Options) -> None:
     notes = [
         f"{leaked} of {seeded} seeded secrets leaked into a SessionStart handover, over {len(replayed)} sessions.",
         "Each compacted Claude Code session is cut before its first compaction, as above, and fresh fake secrets "
-        "of 27 kinds (benchmarks/_secrets.py) are written into its first prompt, its first Bash command and the "
-        "first tool result after it; PreCompact and SessionStart(compact) then run as real hook processes and the "
+        "of 27 kinds (benchmarks/_secrets.py) are written before its first prompt, into its first Bash command and "
+        "into the first tool result after it; PreCompact and SessionStart(compact) then run as real hook processes and the "
         "handover is searched for each value, whole or any 12 characters of it.",
     ]
     report(
