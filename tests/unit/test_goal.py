@@ -94,9 +94,10 @@ def test_mini_swe_agents_format_nag_is_neither_goal_nor_quote() -> None:
         "Your last output did not use any tool calls!\nPlease make sure your output includes exactly _ONE_ call!",
         "Your bash command contained syntax errors and was NOT executed. Please fix the syntax errors.",
         "Your command ran successfully and did not produce any output.",
+        "Please continue working on the task on whatever approach you think is suitable.\nIMPORTANT: never ask.",
     ],
 )
-def test_swe_agents_notices_are_not_the_users(nag: str) -> None:
+def test_swe_agents_and_openhands_notices_are_not_the_users(nag: str) -> None:
     messages = [user(TASK), *work(), user(nag), *work()]
     summary = build_summary(stored(messages), previous=None, counter=COUNTER, budget_tokens=4_000)
     assert parse_summary(summary)[GOAL] == [parse_summary(summary)[GOAL][0]]

@@ -269,10 +269,10 @@ class Found:
 def find(text: str) -> list[Found]:
     """Every secret in `text` by the rules of the module doc, in order, spans not overlapping."""
     spans: list[Found] = []
-    if not text:
+    if len(text) < _SHORTEST:
         return spans
     for name, literals, pattern in _KNOWN:
-        for match in _at_literals(text, text, literals, pattern, word_start=True):
+        for match in _matches(text, _places(text, literals), pattern, word_start=True):
             key = match.group(0)
             if name == "sk" and not (_looks_secret(key, strict=True) and key != key.lower()):
                 continue  # `sk-` before words (`sk-learn-style`): a key mixes cases and digits
@@ -281,7 +281,7 @@ def find(text: str) -> list[Found]:
         for match in _PEM.finditer(text):
             if match.group(2).strip():
                 spans.append(Found(match.start(2), match.end(2), ""))
-    for match in _at_literals(text, text, ("://",), _URL_PASSWORD):
+    for match in _matches(text, _places(text, ("://",)), _URL_PASSWORD):
         value = match.group("v")
         if match.start() and text[match.start() - 1].isalpha() and not _placeholder(value):
             spans.append(Found(match.start("v"), match.end("v"), value))
@@ -291,16 +291,16 @@ def find(text: str) -> list[Found]:
     if len(low) != len(text):
         low = text
     for pattern, literals, strict in ((_AUTHORIZATION, ("authorization",), False), (_BEARER, ("bearer",), True)):
-        for match in _at_literals(text, low, _cased(literals, low is text), pattern, word_start=True):
+        for match in _matches(text, _places(low, _cased(literals, low is text)), pattern, word_start=True):
             value = match.group("v")
             if not _placeholder(value) and (not strict or _looks_secret(value, strict=True)):
                 spans.append(Found(match.start("v"), match.end("v"), value))
-    words = _cased(_WORD_LITERALS, low is text)
-    for match in _at_literals(text, low, words, _ASSIGNMENT):
+    words = _places(low, _cased(_WORD_LITERALS, low is text))
+    for match in _matches(text, words, _ASSIGNMENT):
         found = _assignment(text, match)
         if found is not None:
             spans.append(found)
-    for match in _at_literals(text, low, words, _PROSE, word_start=True):
+    for match in _matches(text, words, _PROSE, word_start=True):
         value = match.group("v").rstrip(".")
         if match.group(0)[:3].casefold() == "key" and not low[max(0, match.start() - 7) : match.start()].rstrip(
             " _-"
@@ -311,6 +311,10 @@ def find(text: str) -> list[Found]:
     return _disjoint(spans)
 
 
+_SHORTEST = 6
+"""No secret the rules find fits in a shorter text (`pwd=x1`)."""
+
+
 def _cased(literals: Sequence[str], as_written: bool) -> tuple[str, ...]:
     """`literals` (lower case), with their Capitalized and UPPER forms when the text is searched as written."""
     if not as_written:
@@ -318,22 +322,26 @@ def _cased(literals: Sequence[str], as_written: bool) -> tuple[str, ...]:
     return tuple(v for word in literals for v in (word, word.capitalize(), word.upper()))
 
 
-def _at_literals(
-    text: str, haystack: str, literals: Sequence[str], pattern: re.Pattern[str], *, word_start: bool = False
-) -> list[re.Match[str]]:
-    """The matches in `text` of `pattern` (which begins with one of `literals`) wherever one of them
-    stands in `haystack` (`text`, or it lower-cased): a substring search per literal, the pattern
-    tried at each place, in order, not overlapping. `word_start`: only where the literal does not
-    continue a word."""
+def _places(haystack: str, literals: Sequence[str]) -> list[int]:
+    """Where any of `literals` stands in `haystack`, in order: one substring search per literal."""
     places: set[int] = set()
     for literal in literals:
         at = haystack.find(literal)
         while at != -1:
             places.add(at)
             at = haystack.find(literal, at + 1)
+    return sorted(places)
+
+
+def _matches(
+    text: str, places: Sequence[int], pattern: re.Pattern[str], *, word_start: bool = False
+) -> list[re.Match[str]]:
+    """The matches of `pattern` (which begins with the literal found there) tried at each of
+    `places` in `text`, in order, not overlapping. `word_start`: only where the literal does not
+    continue a word."""
     matches: list[re.Match[str]] = []
     end = 0
-    for at in sorted(places):
+    for at in places:
         if at < end or (word_start and at and (text[at - 1].isalnum() or text[at - 1] == "_")):
             continue
         match = pattern.match(text, at)
