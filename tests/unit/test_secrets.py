@@ -100,3 +100,39 @@ def test_neither_a_summary_nor_a_handover_gives_a_seeded_secret_away(seed: int) 
     given = handover(history(seed), session_id="s", counter=counter, budget=2_000)
     assert given.text and not leaks(given.text, seeded_secrets(seed))
     assert "Deploy the app to staging" in given.text
+
+
+def test_the_history_behind_another_agents_summary_is_redacted_too() -> None:
+    """Compacting behind an imported summary reads the stored history it stands for
+    (`Plan.with_earlier`): that history, the imported summary and the head are all redacted, and a
+    value learned in the earlier history is redacted where it stands alone in the head."""
+    from contextfold.compaction.engine import plan_compaction
+    from contextfold.domain import CompactionPart, TextPart
+    from contextfold.tokens.counting import count_message
+
+    seeded = seeded_secrets(21)
+    phoenix = next(s for s in seeded if s.label == "Phoenix secret_key_base").secrets[0]
+    earlier = history(21)
+    marker = Message(role="user", parts=[CompactionPart(auto=True)], seq=10)
+    imported = Message(
+        role="assistant",
+        summary=True,
+        parts=[TextPart(text=f"Summary: the user gave SECRET_KEY={phoenix}")],
+        metadata={"imported_from": "claude-code"},
+        seq=11,
+    )
+    head = stored([user("Go on with the deploy."), assistant("", call("Bash", {"command": f"echo {phoenix}"}, "ok"))])
+    head = [m.model_copy(update={"seq": m.seq + 11}) for m in head]
+    tail = [
+        m.model_copy(update={"seq": 20 + i}) for i, m in enumerate([user("Thanks, now the docs."), assistant("Done.")])
+    ]
+    counter = counter_for("gpt-4o")
+    view = [count_message(m, counter) for m in [marker, imported, *head, *tail]]
+    plan = plan_compaction(view, tail_budget=200, tail_turns=1, usable=100_000, counter=counter)
+    plan = plan.with_earlier(earlier + [marker, imported])
+    derived = "\n".join(m.model_dump_json() for m in [*plan.earlier, *plan.head]) + (plan.previous or "")
+    assert plan.earlier and not leaks(derived, seeded), leaks(derived, seeded)
+    summary = build_summary(
+        plan.history, previous=plan.previous, counter=counter, budget_tokens=3_000, facts=plan.facts
+    )
+    assert not leaks(summary, seeded) and "Deploy the app to staging" in summary
