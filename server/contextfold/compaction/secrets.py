@@ -156,9 +156,14 @@ _NOT_A_VALUE = frozenset(
     token redacted hidden masked env environ your my the""".split()
 )
 _PLACEHOLDER = re.compile(
-    r"^(?:[$%]|\{\{|<|\.\.\.|…)|\*{3}|[xX]{4}|\.{3}|…|your[_\- ]|_here\b|example|placeholder|changeme|dummy|redacted",
-    re.IGNORECASE,
+    r"^(?:\$\{[^}]*\}.*|\$\(.*|\$(?P<var>[A-Za-z_]\w*)|%[A-Za-z_]\w*%|%(?:\(\w+\))?[sdr]|\{\{.*\}\}|<[^<>]*>|\.{3}|…)$"
 )
+_PLACEHOLDER_WORDS = re.compile(
+    r"your[_\- ]|_here\b|example|placeholder|changeme|dummy|redacted|\.{3}|…", re.IGNORECASE
+)
+"""What stands for a value instead of being one: a variable or command substitution (`$TOKEN`,
+`${DB_PASSWORD:-x}`, `$(gh auth token)`, `%APPDATA%`, `%s`), a template (`{{ secret }}`), a
+placeholder (`<token>`, `sk-ant-...`, `your-key-here`, `changeme`)."""
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][\w.]*$")
 _ROOTED = re.compile(r"^(?:~?\.{0,2}/|[A-Za-z]:\\)")
@@ -246,11 +251,23 @@ def _labels(name: str, value: str) -> bool:
     return word in flat or (word == "key" and "apikey" in flat)
 
 
+def _random_name(name: str) -> bool:
+    """A would-be variable name that is no name: digits among upper- and lower-case letters."""
+    return any(c.isdigit() for c in name) and any(c.isupper() for c in name) and any(c.islower() for c in name)
+
+
 def _placeholder(value: str) -> bool:
     """A value that names or stands for a secret instead of holding one."""
     v = value.strip()
-    if not v or v.casefold() in _NOT_A_VALUE or _PLACEHOLDER.search(v) or len(set(v)) <= 2:
+    if not v or v.casefold() in _NOT_A_VALUE or _PLACEHOLDER_WORDS.search(v) or len(set(v)) <= 2:
         return True
+    whole = _PLACEHOLDER.match(v)
+    if whole is not None:
+        # `$TOKEN` names a variable; `$vdma9LWuVH6q` (a PHP string, a bcrypt salt) is a value.
+        name = whole.group("var")
+        return name is None or not _random_name(name)
+    if sum(c in "*xX•" for c in v) * 2 >= len(v):
+        return True  # masked: `sk-****`, `xxxx-xxxx`
     return bool(_ENV_NAME.match(v)) and "_" in v  # `YOUR_API_KEY`, `DB_PASSWORD`: a name, not a value
 
 
