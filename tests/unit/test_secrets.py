@@ -136,3 +136,10 @@ def test_the_history_behind_another_agents_summary_is_redacted_too() -> None:
         plan.history, previous=plan.previous, counter=counter, budget_tokens=3_000, facts=plan.facts
     )
     assert not leaks(summary, seeded) and "Deploy the app to staging" in summary
+
+
+def test_a_random_value_that_starts_like_a_variable_is_still_a_secret() -> None:
+    assert redact("'password' => '$vdma9LWuVH6qXuz',") == "'password' => '[redacted]',"
+    assert redact("docker login --password=%U9ayNRkgbmBqtzRkst9wtWD x") == "docker login --password=[redacted] x"
+    for named in ("password: $DB_PASSWORD", "PGPASSWORD=%PGPASS% psql", "token: '%(token)s'", "API_KEY=sk-ant-..."):
+        assert redact(named) == named
