@@ -531,7 +531,7 @@ def scan_rows(corpus: Sequence[Path]) -> list[dict[str, Any]]:
             ("`sk-` repeated", "sk-"),
             ("`Bearer ` repeated", "Bearer "),
             ("`://user:` repeated", "://user:"),
-            ("one 1-MB word of letters", "a"),
+            ("one word of letters", "a"),
             ("`key` glued to a name, repeated", "api_key_"),
         ):
             timed(f"{label}, {mb} MB", [(unit * (n // len(unit) + 1))[:n]])
