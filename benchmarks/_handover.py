@@ -185,7 +185,57 @@ def replay(path: Path, name: str, *, count: Any) -> Replayed:
     )
 
 
-__all__ = ["Replayed", "compacted_transcripts", "compaction_start", "cut_at_boundary", "hook", "replay"]
+@dataclass(frozen=True)
+class SeededReplay:
+    name: str
+    seeded: int
+    """Secret values written into the transcript before its compaction."""
+    leaked: tuple[str, ...]
+    """The kinds of seeded secrets the SessionStart handover gave away."""
+    leaked_values: int
+    context_tokens: int
+
+
+def replay_seeded(path: Path, name: str, *, count: Any) -> SeededReplay:
+    """The transcript cut before its first compaction with fresh seeded secrets written into its
+    first prompt, its first Bash command and the first tool result after it (`_secrets`), then
+    PreCompact and SessionStart(compact) as real hook processes: what the handover gives away."""
+    from _secrets import leaks, seed_claude_jsonl, seeded_secrets
+
+    seeded = seeded_secrets(name)
+    with tempfile.TemporaryDirectory(prefix="bench-handover-secrets-") as scratch:
+        home = Path(scratch) / "home"
+        cut, _summary, session, cwd = cut_at_boundary(path, Path(scratch))
+        lines, placed = seed_claude_jsonl(cut.read_text("utf-8").splitlines(keepends=True), seeded)
+        cut.write_text("".join(lines), "utf-8")
+        base = {"session_id": session, "transcript_path": str(cut), "cwd": cwd}
+        hook(
+            home,
+            "PreCompact",
+            {**base, "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": None},
+        )
+        context = hook(home, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "compact"})
+    present = [s for s in seeded if s.where in placed]
+    found = leaks(context, present)
+    return SeededReplay(
+        name=name,
+        seeded=sum(len(s.secrets) for s in present),
+        leaked=tuple(found),
+        leaked_values=sum(len(s.secrets) for s in present if s.label in found),
+        context_tokens=count(context),
+    )
+
+
+__all__ = [
+    "Replayed",
+    "SeededReplay",
+    "compacted_transcripts",
+    "compaction_start",
+    "cut_at_boundary",
+    "hook",
+    "replay",
+    "replay_seeded",
+]
 
 
 # -- generated Claude Code transcripts (for timing, and for --quick without the corpus) --------------

@@ -29,7 +29,9 @@ Definitions (issue 16):
   `<task-notification>`, `<environment_context>`, `<response_example>`, `<bash-input>` (a
   `<system-reminder>` block is dropped first and the rest of the message judged); a message that
   opens with text a harness writes (`HARNESS_OPENINGS`: Claude Code's local-command caveat, its
-  continuation summary, a skill's base directory, `Unknown skill: …`, its compaction request);
+  continuation summary, a skill's base directory, `Unknown skill: …`, `Unknown slash command: …`,
+  its compaction request; mini-swe-agent's and SWE-agent's format errors and command notices;
+  OpenHands' headless nudge);
   the message right after a slash command (the prompt the command expands to, or its output);
   and a long message (≥ `INJECTED_MIN_CHARS`) put into the agent's running turn, right after its
   tool calls or their results (skill bodies, hook output, attachments, a subagent's prompt). A slash command (`<command-name>/x</command-name>`)
@@ -290,9 +292,21 @@ HARNESS_OPENINGS = (
     "This session is being continued from a previous conversation",
     "Base directory for this skill:",
     "Unknown skill: ",
+    "Unknown slash command: ",
     "Your task is to create a detailed summary of the conversation so far",
+    # mini-swe-agent and SWE-agent: format errors and command notices sent in the user's turn.
+    "Please always provide EXACTLY ONE action",
+    "The last command <command>",
+    "Your output was not formatted correctly",
+    "Your last output did not use any tool calls",
+    "Your last output included multiple tool calls",
+    "Your action could not be parsed properly",
+    "Your bash command contained syntax errors and was NOT executed",
+    "Your command ran successfully and did not produce any output",
+    # OpenHands' headless runs: the nudge sent when the agent asks the user something.
+    "Please continue working on the task on whatever approach you think is suitable",
 )
-"""How text Claude Code writes into the user's turn without a tag begins."""
+"""How text Claude Code, mini-swe-agent, SWE-agent and OpenHands write into the user's turn without a tag begins."""
 _REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.DOTALL)
 _COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.DOTALL)

@@ -26,6 +26,11 @@ occurred before k), user instructions kept (openings of the user's own messages 
 verbatim), the summary's tokens and the edited files named. Beside it, at real compaction points,
 the same numbers for the agent's own summary (Claude Code's), taken as all the model sees then.
 Lists of what was missed go to `compaction_recall_missed.json` (full runs).
+
+Last, `compaction_secrets` (issue 27): at the same cuts, fresh seeded fake secrets in many syntaxes
+(`_secrets.py`) written before the user's first message, into the first command and the first output, and
+how many of them the summary gives away (the target is none); `secrets_scan` times the redaction
+scan on the corpus's text and on adversarial inputs of two sizes (linear time: flat ms per MB).
 """
 
 from __future__ import annotations
@@ -34,13 +39,14 @@ import json
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from _harness import CORPUS, Options, Timing, ms, options, report, run
 from _recall import CutMeasure, Share, cut_points, seen_text, text_of
 from _recall import measure as measure_cut
+from _secrets import leaks, seed_wire, seeded_secrets
 from _sessions import licensed_source, synthetic_session, transcripts, write_normalized
 
 from contextfold.config import load_settings
@@ -452,6 +458,125 @@ async def measure_after(files: Sequence[Path], opts: Options) -> None:
     report("compaction_after", "Recall after the agent's own compaction, and a chatty session", rows, opts, notes=notes)
 
 
+# -- seeded secrets (issue 27, item 2) -----------------------------------------------------------------
+
+
+async def secret_rows(svc: ContextService, transcript: Transcript, scratch: Path) -> dict[str, Any]:
+    """At every cut of the recall table, the transcript with fresh seeded secrets written into the
+    user's first message, the first command and the first output (`_secrets.seed_wire`), compacted:
+    how many of the secrets written before the cut the summary gives away."""
+    cuts = sorted({k for k, _ in transcript.real} | {c.k for c in cut_points(transcript.messages)})
+    seeded_total = leaked_total = 0
+    kinds: set[str] = set()
+    for k in cuts:
+        seeded = seeded_secrets(f"{transcript.name}@{k}")
+        messages, placed = seed_wire(transcript.messages, seeded, k)
+        present = [s for s in seeded if s.where in placed]
+        ours = await compact_prefix(svc, replace(transcript, messages=messages), k, scratch)
+        found = leaks(ours.summary, present) if ours.compacted else []
+        seeded_total += sum(len(s.secrets) for s in present)
+        leaked_total += sum(len(s.secrets) for s in present if s.label in found)
+        kinds.update(found)
+    return {
+        "transcript": transcript.name,
+        "cuts": len(cuts),
+        "secrets seeded": seeded_total,
+        "leaked": leaked_total,
+        "leaked kinds": ", ".join(sorted(kinds)) or "—",
+    }
+
+
+SCAN_MB = (1, 4)
+"""Sizes of the adversarial inputs the redaction scan is timed on: the time must grow with the size, no faster."""
+SCAN_RUNS = 3
+
+
+def scan_rows(corpus: Sequence[Path]) -> list[dict[str, Any]]:
+    """The redaction scan (`compaction.secrets.find`) timed on the corpus's text and on adversarial
+    inputs at two sizes: linear time means the ms per MB stays flat."""
+    from contextfold.compaction.secrets import find
+
+    texts = []
+    for path in corpus:
+        for line in path.read_text("utf-8").splitlines():
+            message = json.loads(line)
+            texts += [message["content"]] if isinstance(message.get("content"), str) else []
+            texts += [str(c.get("arguments")) for c in message.get("tool_calls") or []]
+    rows = []
+
+    def timed(label: str, inputs: list[str]) -> None:
+        size = sum(len(t) for t in inputs)
+        elapsed = float("inf")
+        for _ in range(SCAN_RUNS):  # the best of a few: the machine is shared
+            start = time.perf_counter()
+            found = sum(len(find(t)) for t in inputs)
+            elapsed = min(elapsed, time.perf_counter() - start)
+        rows.append(
+            {
+                "input": label,
+                "MB": f"{size / 1e6:,.1f}",
+                "found": found,
+                "ms": ms(elapsed),
+                "ms per MB": f"{elapsed * 1000 / (size / 1e6):,.0f}",
+            }
+        )
+
+    if texts:
+        timed("every corpus message and call, each scanned alone", texts)
+    for mb in SCAN_MB:
+        n = mb * 1_000_000
+        for label, unit in (
+            ("`password=` repeated", "password="),
+            ("`token: ` + a quote, repeated", 'token: "'),
+            ("`sk-` repeated", "sk-"),
+            ("`Bearer ` repeated", "Bearer "),
+            ("`://user:` repeated", "://user:"),
+            ("one word of letters", "a"),
+            ("`key` glued to a name, repeated", "api_key_"),
+        ):
+            timed(f"{label}, {mb} MB", [(unit * (n // len(unit) + 1))[:n]])
+    return rows
+
+
+async def measure_secrets(files: Sequence[Path], opts: Options) -> None:
+    rows = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-secrets-") as home:
+        scratch = Path(home) / "prefixes"
+        scratch.mkdir()
+        if not files:
+            files = [write_normalized(synthetic_session(200), Path(home) / "synthetic.jsonl")]
+        async with await ContextService.open(load_settings({"home": Path(home) / "data"}, environ={})) as svc:
+            for path in files:
+                rows.append(await secret_rows(svc, read_transcript(original_of(path), short(path.name)), scratch))
+    seeded = sum(r["secrets seeded"] for r in rows)
+    leaked = sum(r["leaked"] for r in rows)
+    cuts = sum(r["cuts"] for r in rows)
+    notes = [
+        f"{leaked} of {seeded} seeded secrets leaked into a summary, over {cuts} cuts of {len(rows)} transcripts "
+        f"({time.perf_counter() - started:,.0f} s).",
+        f"At each cut of the recall table, {len(seeded_secrets())} kinds of realistic fake secrets (fresh values "
+        "each time, benchmarks/_secrets.py: keys of known formats, tokens in env, JSON, YAML, TOML, Python, Go, "
+        "PHP, HTTP headers, CLI flags, a URL's password, a PEM key, a token given in words, a value printed alone "
+        "after its assignment) are written before the user's first message (where its quote starts), into the "
+        "first tool call's command and into the first output after it; the prefix is compacted (extractive) and the summary searched for each value, "
+        "whole or any 12 characters of it. secrets seeded: values written before the cut.",
+    ]
+    report("compaction_secrets", "Seeded secrets in the summary after compaction", rows, opts, notes=notes)
+    scan = scan_rows(transcripts())
+    report(
+        "secrets_scan",
+        "The redaction scan on real text and on adversarial inputs",
+        scan,
+        opts,
+        notes=[
+            f"compaction.secrets.find over each text, best of {SCAN_RUNS} runs; adversarial inputs: one pattern's "
+            f"trigger repeated to the size given ({', '.join(f'{mb} MB' for mb in SCAN_MB)}): ms per MB flat = "
+            "linear time.",
+        ],
+    )
+
+
 async def main(opts: Options) -> None:
     notes = []
     with tempfile.TemporaryDirectory(prefix="bench-compaction-data-") as scratch:
@@ -485,6 +610,7 @@ async def main(opts: Options) -> None:
     )
     await measure_recall(recall_files(opts), opts)
     await measure_after(recall_files(opts), opts)
+    await measure_secrets(recall_files(opts), opts)
 
 
 def recall_files(opts: Options) -> list[Path]:

@@ -22,6 +22,10 @@ needed-later recall, the user's instructions kept and edited files named (`_reca
 tokens each adds (Claude's count: o200k × 1.2). The notes give the pooled recall, how many sessions
 stay under 80 %, and the instructions and edited files kept over all of them: quality figures, which
 tests/e2e/test_hooks_corpus.py does not hold to a threshold.
+
+Third table, `hooks_secrets` (issue 27): the same sessions with fresh fake secrets written into
+the first prompt, command and tool result before the compaction (`_secrets.py`), and how many of
+them the SessionStart handover gives away (the target is none).
 """
 
 from __future__ import annotations
@@ -37,7 +41,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _handover import compacted_transcripts, replay, synthetic_claude_transcript, synthetic_compaction
+from _handover import (
+    compacted_transcripts,
+    replay,
+    replay_seeded,
+    synthetic_claude_transcript,
+    synthetic_compaction,
+)
 from _harness import Options, ms, options, ratio, report
 
 from contextfold.tokens.counting import counter_for
@@ -255,9 +265,42 @@ def _share(share: Any) -> str:
     return "n/a" if value is None else f"{value:.0%} ({share.kept}/{len(share.wanted)})"
 
 
+def secrets_table(opts: Options) -> None:
+    """Issue 27, item 2: every compacted session again, seeded with fake secrets before the compaction."""
+    count = counter_for("claude").count
+    with tempfile.TemporaryDirectory(prefix="bench-handover-secrets-files-") as scratch:
+        files = compacted_transcripts()
+        if opts.quick:
+            files = files[:1] or [synthetic_compaction(Path(scratch))]
+        replayed = [replay_seeded(path, path.stem[:8], count=count) for path in files]
+    rows = [
+        {
+            "transcript": r.name,
+            "secrets seeded": r.seeded,
+            "leaked": r.leaked_values,
+            "leaked kinds": ", ".join(r.leaked) or "—",
+            "handover tokens": f"{r.context_tokens:,}",
+        }
+        for r in replayed
+    ]
+    seeded = sum(r.seeded for r in replayed)
+    leaked = sum(r.leaked_values for r in replayed)
+    notes = [
+        f"{leaked} of {seeded} seeded secrets leaked into a SessionStart handover, over {len(replayed)} sessions.",
+        "Each compacted Claude Code session is cut before its first compaction, as above, and fresh fake secrets "
+        "of 27 kinds (benchmarks/_secrets.py) are written before its first prompt, into its first Bash command and "
+        "into the first tool result after it; PreCompact and SessionStart(compact) then run as real hook processes and the "
+        "handover is searched for each value, whole or any 12 characters of it.",
+    ]
+    report(
+        "hooks_secrets", "Seeded secrets in the handover after Claude Code's real compactions", rows, opts, notes=notes
+    )
+
+
 def main(opts: Options) -> None:
     timings(opts)
     handover_table(opts)
+    secrets_table(opts)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ import pytest
 
 from contextfold.compaction.template import PROGRESS, PROGRESS_PARTS, SECTIONS
 
-LATEST_REQUEST = "Please always provide EXACTLY ONE action in triple backticks, found 2 actions."
-"""The transcript's last user message: the request the compaction must keep in view."""
+LATEST_REQUEST = "<pr_description>"
+"""How the user's task begins: the request the compaction must keep in view (issue 27: not
+mini-swe-agent's format nag, the transcript's last user-role message)."""
+NAG = "Please always provide EXACTLY ONE action in triple backticks, found 2 actions."
 
 
 def run_demo(home: Path, *args: str, columns: int = 80) -> str:
@@ -106,6 +108,8 @@ def check_tail(text: str) -> None:
     latest = notes.index("latest request")
     assert latest > summary and rows[latest][0] == "user"
     assert LATEST_REQUEST.startswith(rows[latest][1].rstrip("…"))
+    nags = [row for row in rows if NAG.startswith(row[1].rstrip("…"))]
+    assert nags and all(row[2] == "harness text" for row in nags), nags
     kept = int(re.search(r"the tail: (\d+) messages kept as they were", text).group(1))
     assert kept > 1  # the request and the work that followed it
 

@@ -306,6 +306,24 @@ def test_sessionstart_compact_hands_over_files_words_error_and_the_searchable_hi
     assert counter_for("claude").count(text) <= 2_000
 
 
+def test_the_handover_gives_no_secret_away_and_the_history_still_finds_it(tmp_path: Path) -> None:
+    """Issue 27, item 2: keys the user pasted, a token in a command and a config file printed by a
+    tool are in the transcript; the SessionStart handover (the real hook process) holds none."""
+    from _secrets import leaks, seeded_secrets
+
+    seeded = seeded_secrets(9)
+    home = tmp_path / "home"
+    t = ClaudeTranscript(tmp_path / "session.jsonl", cwd=str(tmp_path / "proj"))
+    t.user("Deploy to staging and fix the health check.\n" + "\n".join(s.text for s in seeded if s.where == "user"))
+    t.tool("Bash", {"command": " && ".join(s.text for s in seeded if s.where == "command")}, "ok")
+    t.tool("Read", {"file_path": f"{t.cwd}/.env"}, "\n\n".join(s.text for s in seeded if s.where == "output"))
+    t.tool("Edit", {"file_path": f"{t.cwd}/deploy.sh", "old_string": "a", "new_string": "b"}, "The file was updated.")
+    run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
+    text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context
+    assert text and "Deploy to staging and fix the health check." in text and f"{t.cwd}/deploy.sh" in text
+    assert not leaks(text, seeded), leaks(text, seeded)
+
+
 def test_other_session_starts_get_nothing(tmp_path: Path) -> None:
     t = working_session(tmp_path)
     for source in ("startup", "resume", "clear"):

@@ -48,7 +48,7 @@ from contextfold.compaction.template import (
     missing_sections,
     parse_summary,
 )
-from contextfold.compaction.userwords import MIN_OPENING_CHARS, parse_quote, quote_budget
+from contextfold.compaction.userwords import MIN_OPENING_CHARS, is_request, parse_quote, quote_budget
 from contextfold.domain import CompactionPart, Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
@@ -1114,14 +1114,16 @@ def test_corpus_summary(path: Path) -> None:
     expected = _expected_edits(records)
     missing = [p for p in expected if not any(names_path(b, p) for b in summary[FILES])]
     assert not missing, f"edited files not named: {missing}"
-    # Every instruction of the user's is quoted (its opening, word for word), the latest one
-    # also in Goal or Next Steps; no harness text is quoted as theirs.
+    # Every instruction of the user's is quoted (its opening, word for word), the latest request
+    # (issue 27: not a "yes" or a "continue") also in Goal or Next Steps; no harness text is
+    # quoted as theirs.
     openings = _instructions(records)
     seen = _seen_lines(text)
     missing_words = [o for o in _kept_instructions(openings, 4_000) if o not in seen]
     assert not missing_words, f"user instructions not quoted: {missing_words}"
-    if openings:
-        assert openings[-1] in _seen_lines("\n".join(summary[GOAL] + summary[NEXT_STEPS]))
+    requests = [o for o in openings if is_request(o)]
+    if requests:
+        assert requests[-1] in _seen_lines("\n".join(summary[GOAL] + summary[NEXT_STEPS]))
     quoted = [q for b in summary[CONSTRAINTS] if (q := parse_quote(b)) is not None]
     harness = [q.text for q in quoted if not any(_seen_lines(q.text).startswith(o[:40]) for o in openings)]
     assert not harness, f"quoted as the user's but not theirs: {harness}"

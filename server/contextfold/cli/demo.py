@@ -34,6 +34,7 @@ from rich.text import Text
 
 from contextfold import domain
 from contextfold.config import Settings
+from contextfold.formats import WireFormat
 from contextfold.importers import load_transcript
 from contextfold.mcpserver.tools import build_server
 from contextfold.tokens import catalog
@@ -135,9 +136,27 @@ async def run_demo(settings: Settings, *, model: str, console: Console) -> None:
             await _replay(client, _turns(transcript.messages), console)
             await _show_spill(client, console)
             await _recover(client, console)
-            asked = [m["content"] for m in transcript.messages if m["role"] == "user"]
-            await _show_view(client, console, verbatim=transcript.messages, latest_request=asked[-1])
+            latest = latest_request(transcript.messages, transcript.format)
+            await _show_view(client, console, verbatim=transcript.messages, latest_request=latest)
             await _show_summary(client, console)
+
+
+def latest_request(messages: list[dict[str, Any]], format: WireFormat) -> str:
+    """The text of the newest message in which the user asked for something, read as a summary
+    reads it (`prose.user_words`, `userwords.is_request`): not the harness's format nag that
+    mini-swe-agent sends in the user's turn, nor a "thanks" or a "continue"."""
+    from contextfold.compaction.prose import user_words
+    from contextfold.compaction.userwords import is_request
+    from contextfold.formats import parse
+
+    latest = ""
+    previous: domain.Message | None = None
+    for message in parse(messages, format).messages:
+        words = user_words(message, previous=previous)
+        if words is not None and is_request(words):
+            latest = message.text
+        previous = message
+    return latest
 
 
 def _header(status: dict[str, Any], *, model: catalog.ModelInfo, overridden: bool) -> Panel:
@@ -258,6 +277,8 @@ async def _recover(client: Client, console: Console) -> None:
 
 async def _show_view(client: Client, console: Console, *, verbatim: list[dict[str, Any]], latest_request: str) -> None:
     """The view after compaction, one row a message: the summary, then the tail kept as it was."""
+    from contextfold.compaction.prose import harness_turn
+
     context = await _call(client, "get_context", {"session_id": SESSION})
     summary = (await _summary_text(client)).strip()
     messages = context["messages"]
@@ -274,6 +295,10 @@ async def _show_view(client: Client, console: Console, *, verbatim: list[dict[st
             note = "asks for it"
         elif content == latest_request:
             note = "latest request"
+        elif message["role"] == "user" and harness_turn(
+            domain.Message(role="user", parts=[domain.TextPart(text=content)])
+        ):
+            note = "harness text"  # mini-swe-agent's format nag: the agent's to fix, no request
         elif "[omitted " in content:
             note = "cut in view"
         elif content in originals:
@@ -281,7 +306,7 @@ async def _show_view(client: Client, console: Console, *, verbatim: list[dict[st
         else:
             note = "added by compact"
         rows.append((message["role"], _first_line(content), note))
-    tail = sum(1 for _, _, note in rows if note in ("latest request", "verbatim", "cut in view"))
+    tail = sum(1 for _, _, note in rows if note in ("latest request", "verbatim", "cut in view", "harness text"))
     table = Table(
         title=f"What the model sees now: {len(messages)} messages, {context['tokens']:,} tokens",
         caption=f"the tail: {tail} messages kept as they were",

@@ -17,6 +17,7 @@ from functools import cached_property
 from contextfold.compaction.base import SummarizerError
 from contextfold.compaction.facts import Facts, extract_facts
 from contextfold.compaction.pins import PinReport, pin_facts
+from contextfold.compaction.secrets import Redactor, redact_history
 from contextfold.compaction.thread import keep_thread
 from contextfold.domain import CompactionPart, Message, Session, TextPart, ViewAnchor
 from contextfold.policy.cut import CutCaps
@@ -48,11 +49,13 @@ class NothingToCompact(Exception):
 @dataclass(frozen=True)
 class Plan:
     head: list[Message]
-    """The history to summarize, oldest first (the previous marker and summary excluded)."""
+    """The history to summarize, oldest first (the previous marker and summary excluded), its
+    secrets redacted (`compaction.secrets`): whatever a summary is written from goes through here.
+    The stored messages keep the originals."""
     tail: list[Message]
     """Messages kept verbatim after the new summary, in view order."""
     previous: str | None
-    """The previous summary's text: the anchor to update."""
+    """The previous summary's text: the anchor to update (secrets redacted)."""
     replaced_tokens: int
     """What the new marker and summary replace: the head plus the previous marker and summary,
     less the request shown again after them."""
@@ -70,7 +73,10 @@ class Plan:
     """When the previous summary is another agent's (imported: Claude Code's, Codex's), the stored
     history it stands for, read back (`with_earlier`): their summaries paraphrase, so the user's
     words, the edited files and the working set are taken from the real history instead. Empty
-    when the previous summary is contextfold's own, whose anchor carries them."""
+    when the previous summary is contextfold's own, whose anchor carries them. Redacted as `head` is."""
+    redactor: Redactor = Redactor()
+    """What redacted `head`, `earlier` and `previous`, with the secrets it learned from them: it
+    redacts the accepted summary too (a model may write a secret it guessed or was told of)."""
 
     @property
     def tail_start(self) -> Message | None:
@@ -98,8 +104,12 @@ class Plan:
         if self.previous_summary is None:
             return self
         before = self.previous_summary.seq
-        earlier = tuple(m for m in sorted(stored, key=lambda m: m.seq) if m.seq < before and not m.is_compaction)
-        return replace(self, earlier=earlier)
+        earlier = [m for m in sorted(stored, key=lambda m: m.seq) if m.seq < before and not m.is_compaction]
+        redacted, learned = redact_history(earlier)
+        redactor = self.redactor.joined(learned)
+        # A secret learned from the earlier history may stand bare in the head too.
+        head = redactor.messages(self.head) if learned.learned else self.head
+        return replace(self, earlier=tuple(redacted), head=head, redactor=redactor)
 
 
 def summary_budget(usable: int, replaced_tokens: int) -> int:
@@ -148,10 +158,12 @@ def plan_compaction(
         replaced += previous_summary.in_view_tokens
     if prompt is not None:
         replaced -= prompt.in_view_tokens
+    previous = previous_summary.text if previous_summary is not None else None
+    head, redactor = redact_history(head, previous)
     return Plan(
         head=head,
         tail=tail,
-        previous=previous_summary.text if previous_summary is not None else None,
+        previous=redactor.text(previous) if previous is not None else None,
         replaced_tokens=replaced,
         tail_tokens=tail_tokens,
         selection=selection,
@@ -159,16 +171,19 @@ def plan_compaction(
         prompt=prompt,
         cuts=thread.cuts,
         previous_summary=previous_summary,
+        redactor=redactor,
     )
 
 
 def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport, int]:
-    """The summary as it will be stored: pinned, and smaller than what it replaces.
+    """The summary as it will be stored: pinned, its secrets redacted, and smaller than what it
+    replaces.
 
     Raises `SummarizerError` for a summary that would not free anything, so the engine falls
     back to the next summarizer instead of reporting a compaction that saved nothing.
     """
     pinned, report = pin_facts(text, plan.facts, previous=plan.previous, budget_tokens=plan.summary_budget)
+    pinned = plan.redactor.text(pinned)
     tokens = counter.count(pinned)
     if tokens >= plan.replaced_tokens:
         raise SummarizerError(

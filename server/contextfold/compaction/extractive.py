@@ -5,7 +5,9 @@ last link of the summarizer chain, so it never fails; it is also what a session 
 backend gets.
 
 Where each section comes from (see `facts.extract_facts`):
-- Goal: the user's first instruction, and the latest one when it differs;
+- Goal: the user's task as first stated and the latest request when it differs (`userwords.goal`:
+  greetings, thanks, "continue" and harness notes are no request; a task the user set aside is an
+  earlier request);
 - Constraints & Preferences: every message the user wrote, quoted word for word with the stored
   message it came from (`User [m12]: …`, see `userwords`: newest first within a third of the
   budget, older ones cut to their opening), then the rules the user stated (must / never /
@@ -248,25 +250,36 @@ def build_summary(
 
 
 def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
-    first, latest = facts.first_instruction, facts.latest_instruction
+    """The user's task as first stated and the latest request (`userwords.goal`), each cited; a task
+    the user set aside is kept as an earlier request. With an anchor: its Goal, the new history's
+    latest request added (a set-aside anchor goal yields to it)."""
+    goal = userwords.goal(facts.said, facts.first_instruction)
+    task, latest = goal.task, goal.latest
     if prior is None:
-        if first:
-            draft.add(GOAL, first, _ESSENTIAL_TIER, 0, verbatim=first == latest)
-        if latest and latest != first:
-            draft.add(GOAL, LATEST_REQUEST + latest, _ESSENTIAL_TIER, 1, verbatim=True)
+        if task:
+            label = EARLIER_REQUEST if goal.replaced else ""
+            tier = _CONTEXT_TIER if goal.replaced else _ESSENTIAL_TIER
+            draft.add(GOAL, _cited(label + task, goal.task_seqs), tier, 0, verbatim=latest is None)
+        if latest:
+            draft.add(GOAL, _cited(LATEST_REQUEST + latest, goal.latest_seqs), _ESSENTIAL_TIER, 1, verbatim=True)
         return
+    newest, newest_seqs = (latest, goal.latest_seqs) if latest else (task, goal.task_seqs)
+    set_aside = goal.replaced or (newest is not None and userwords.redirects(newest))
     bullets = prior[GOAL]
     for index, bullet in enumerate(bullets):
-        # The goal as first stated stays essential; later requests yield to the newest one.
-        if latest and bullet.startswith(LATEST_REQUEST):
+        # The goal as first stated stays essential, unless the user set it aside; later requests
+        # yield to the newest one.
+        if newest and bullet.startswith(LATEST_REQUEST):
             bullet = EARLIER_REQUEST + bullet[len(LATEST_REQUEST) :]
-        tier = _ESSENTIAL_TIER if index == 0 else _CONTEXT_TIER
-        draft.add(GOAL, bullet, tier, index, verbatim=latest is not None and latest in bullet, carried=True)
+        elif set_aside and index == 0 and not bullet.startswith((EARLIER_REQUEST, REQUEST)):
+            bullet = EARLIER_REQUEST + bullet
+        tier = _ESSENTIAL_TIER if index == 0 and not set_aside else _CONTEXT_TIER
+        draft.add(GOAL, bullet, tier, index, verbatim=newest is not None and newest in bullet, carried=True)
     stated = " ".join(draft.texts(GOAL))
-    if first and first != latest and first not in stated:
-        draft.add(GOAL, REQUEST + first, _CONTEXT_TIER, len(bullets))
-    if latest and latest not in stated:
-        draft.add(GOAL, LATEST_REQUEST + latest, _ESSENTIAL_TIER, len(bullets) + 1, verbatim=True)
+    if task and latest and task not in stated:
+        draft.add(GOAL, _cited(REQUEST + task, goal.task_seqs), _CONTEXT_TIER, len(bullets))
+    if newest and newest not in stated:
+        draft.add(GOAL, _cited(LATEST_REQUEST + newest, newest_seqs), _ESSENTIAL_TIER, len(bullets) + 1, verbatim=True)
 
 
 def _constraints(draft: _Draft, facts: Facts, prior: Summary | None, quote_chars: int) -> None:

@@ -14,7 +14,8 @@ present, in order) and checked against facts extracted from the head by code:
   compaction frees nothing (older rules stay if the summarizer kept them; the report counts the
   ones not re-pinned);
 - the latest unresolved error appears word for word in Blocked or Critical Context;
-- the latest user instruction appears in Goal or Next Steps, or its quote in Constraints.
+- the latest request (`userwords.goal`: not a greeting, an acknowledgement or a "continue") appears
+  in Goal or Next Steps, or its quote in Constraints.
 
 Whatever is missing is added, and listed in the report for the compaction history. Rejecting a
 summary that is not smaller than what it replaces is the engine's job, not this one's.
@@ -91,7 +92,7 @@ def pin_facts(
         summary.add(BLOCKED, f"{error.text} — {error.source} {cite([error.seq])}".rstrip())
         added.append(f"error: {error.text}")
 
-    latest = facts.latest_instruction
+    latest = userwords.goal(facts.said, facts.first_instruction).newest
     quoted = [b for b in summary[CONSTRAINTS] if userwords.parse_quote(b) is not None]
     if (
         latest

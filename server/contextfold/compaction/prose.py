@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from contextfold.compaction.agents import AgentAdapter
 from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.agents.text import clip, collapse
-from contextfold.domain import Message, TextPart
+from contextfold.domain import FilePart, Message, TextPart
 from contextfold.formats.base import instruction_role
 
 MAX_INSTRUCTION_CHARS = 400
@@ -149,6 +149,29 @@ def user_words(
     # A task wrapped in one tag (`<pr_description>…</pr_description>`) reads better without it.
     text = _WRAPPER_TAG.sub(" ", text)
     return clip(text, MAX_WORDS_CHARS) or None
+
+
+def harness_turn(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> bool:
+    """A user-role message the harness wrote whole, by its own shape: nothing but reminders, a
+    notice, tagged harness blocks, or text opening as an adapter's `injected_prefixes` say (a
+    format nag, hook output). Unlike `user_words`, it needs no neighbour: a slash command, or the
+    prompt one expands to, is not one (the user asked for it)."""
+    if message.role != "user" or message.summary or message.compaction is not None:
+        return False
+    if any(isinstance(p, FilePart) for p in message.parts):
+        return False  # the user attached something
+    adapters = registered_adapters() if adapters is None else adapters
+    raw = "\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not p.synthetic).strip()
+    text = _user_text(message, adapters).strip()
+    if not text:
+        return bool(raw)  # only reminders
+    if _slash_command(text, adapters) is not None:
+        return False
+    return (
+        text.startswith(tuple(prefix for adapter in adapters for prefix in adapter.injected_prefixes))
+        or bool(_NOTICE.match(text))
+        or _harness_blocks(text)
+    )
 
 
 _BLOCK = re.compile(r"\s*<([A-Za-z][\w -]*)(?:\s[^>]*)?>.*?</\1>\s*", re.DOTALL)
@@ -335,6 +358,7 @@ __all__ = [
     "assistant_text",
     "constraint_sentences",
     "expands_command",
+    "harness_turn",
     "is_decision",
     "is_rule",
     "names_path",

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from contextfold.compaction.base import SummarizerError, SummaryOutcome
 from contextfold.compaction.chain import CHOICES, Sampled
+from contextfold.compaction.secrets import redact_texts
 from contextfold.compaction.summarizers.anthropic import AnthropicSummarizer
 from contextfold.compaction.transcript import cap_text, neutralise_delimiters
 from contextfold.config import Settings
@@ -155,12 +156,14 @@ def build_region_prompt(batch: Sequence[RegionAsk], *, instructions: str | None 
 
 
 def _transcript(ask: RegionAsk) -> str:
+    """The region's calls as text for the model, their secrets redacted before anything is cut."""
+    texts = redact_texts([text for part in ask.parts for text in (tool_input_text(part), part.result_text)])
     lines: list[str] = []
-    for part in ask.parts:
-        arguments = cap_text(tool_input_text(part), OUTPUT_CAP)
+    for index, part in enumerate(ask.parts):
+        arguments = cap_text(texts[2 * index], OUTPUT_CAP)
         lines.append(f"[tool call {part.name}] {arguments}".rstrip())
         label = "tool error" if part.state == "error" else "tool result"
-        body = cap_text(part.result_text, OUTPUT_CAP)
+        body = cap_text(texts[2 * index + 1], OUTPUT_CAP)
         notes = [f"[Attached {file.mime}: {file.filename or 'file'}]" for file in part.attachments]
         lines += [f"[{label} {part.name}]", body if body.strip() else "(no output)", *notes]
     return _OUR_TAGS.sub(lambda m: "\u2039" + m.group(1) + m.group(2), neutralise_delimiters("\n".join(lines)))

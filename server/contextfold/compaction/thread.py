@@ -11,7 +11,8 @@ request and the answer too. On top of its choice:
 * A tail that holds no request of its own (it starts inside the newest turn) is preceded by the
   newest request: when nothing else of the turn is left before the tail, the tail takes the
   request itself; otherwise a copy of it is shown right after the summary. A Continue note is
-  not a request: the copy is of the user message before it. A tail that starts inside an older
+  not a request, nor is a turn the harness wrote (mini-swe-agent's format nag, a reminder): the
+  copy is of the user's message before it. A tail that starts inside an older
   turn, the newer ones whole, is left as `select_tail` split it.
 * A tail budget of 0 (`preserve_recent_tokens = 0`) asks for no tail, and keeps none.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contextfold.compaction.prose import harness_turn
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.policy.cut import CutCaps, cut_in_view
 from contextfold.store.base import PartMark
@@ -78,8 +80,9 @@ def _request_before(messages: Sequence[Message], end: int) -> int | None:
 
 
 def _request(message: Message) -> bool:
-    """A user message that opens a turn and is not a note contextfold wrote (a Continue)."""
-    return message.starts_turn and not _synthetic(message)
+    """A user message that opens a turn and is neither a note contextfold wrote (a Continue) nor
+    one the harness wrote (a format nag, a reminder: `prose.harness_turn`)."""
+    return message.starts_turn and not _synthetic(message) and not harness_turn(message)
 
 
 def _synthetic(message: Message) -> bool:

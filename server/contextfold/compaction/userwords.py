@@ -13,6 +13,24 @@ user's turn) is quoted word for word, with the stored message it came from:
   shortest openings do not fit do the oldest messages go;
 - a previous summary's quotes are older than anything in the new history and are carried first;
 - the same selection is what `pins` guarantees in a summary any model wrote.
+
+**The Goal** (`goal`) is the user's task as the user stated it, taken from the same messages by
+rule, for any agent and language:
+
+- the task is the first message that asks for something (`is_request`): a greeting, thanks, an
+  acknowledgement or a "continue" — a short message whose every word is one of those
+  (`_FILLER`), in English and other common languages, with no code, path or sum in it, or a bare
+  number (a choice) —
+  asks for nothing, and neither does a note the harness put at the head of the turn (`[The result
+  of tool call …:]`); harness nags and reminders never get this far (`facts.user_words` leaves
+  them out, by each agent adapter's rules);
+- the latest request is the newest message that asks for something (a "yes" or "go on" after it
+  leaves it current); it is shown beside the task when it differs;
+- the task stays first and essential while later requests refine it ("now also …", "wrong,
+  …"): a summary that kept only the newest words would lose what the work is for. When the newest
+  request sets the task aside in so many words ("forget that", "never mind", "new task", "scratch
+  that", "let's do something else", 算了 …, `_REDIRECT`), the task is kept as an earlier request
+  and the newest one is the goal.
 """
 
 from __future__ import annotations
@@ -22,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextfold.compaction.agents.text import clip, collapse
+from contextfold.compaction.prose import MAX_INSTRUCTION_CHARS
 from contextfold.compaction.record import Said
 from contextfold.compaction.template import USER_SAID, cite
 
@@ -119,8 +138,126 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     return chosen
 
 
+# -- the goal ---------------------------------------------------------------------------------------
+
+MAX_FILLER_WORDS = 12
+"""A message longer than this asks for something, whatever its words."""
+_FILLER = frozenset(
+    """
+    hi hello hey hiya heya yo howdy greetings morning afternoon evening good day night there all everyone folks
+    thanks thank thx ty cheers appreciated ok okay k kk sure yes yeah yep yup ya no nope nah fine great cool nice
+    awesome perfect excellent amazing brilliant alright right correct exactly true indeed got understood noted
+    sounds lgtm continue continuing go on ahead proceed keep going carry resume please pls plz do it that this so
+    and or but then now again also just well i im i'm me my mine you your you're yours are am is was be been we
+    us our it's its let's lets lol haha hmm um uh wow oh ah welcome bye how what's whats up doing today very much
+    a the to for with
+    warmup
+    sim obrigado obrigada olá oi continua prossiga siga pronto feito beleza certo pode vai isso tudo bem como está
+    sí si gracias hola continúa sigue vale bien listo dale qué que tal estás
+    oui merci bonjour salut continuez vas-y d'accord ça va comment
+    ja danke hallo weiter gut
+    grazie ciao
+    да спасибо привет продолжай продолжи продолжайте ок хорошо давай ага понятно
+    继续 繼續 请继续 請繼續 继续吧 繼續吧 好 好的 好吧 是 是的 对 對 可以 行 嗯 谢谢 謝謝 你好 您好 嗨 没问题 沒問題
+    続けて 続けてください はい ありがとう ありがとうございます こんにちは お願いします 進めて
+    계속 계속해 계속해줘 네 감사합니다 안녕하세요 좋아요
+    """.split()
+)
+"""Words that ask for nothing by themselves: greetings, thanks, acknowledgements, "continue", and
+the pronouns and little words such openers are made of ("i am you and you are me"). `warmup` is
+the prompt Claude Code sends to warm a subagent's cache."""
+_WORDS = re.compile(r"[\w'’-]+")
+_CODE_OR_MATH = re.compile(r"[+=*/\\_`@#$%^&<>{}\[\]|~]")
+"""A character prose does not need: code, a path, a sum (`what's 1+1?`) asks for something."""
+_NOTE_HEAD = re.compile(r"^\[[^\[\]\n]{3,200}:\]")
+"""A note a harness or an importer puts at the head of a turn (`[The result of tool call …:]`)."""
+_REDIRECT = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|actually|no|nope|wait|hmm+|so|well|hey)\b[\s,.!:;-]*)*"
+    r"(?:forget (?:it|that|this|about|the|what|everything|all)\b|never ?mind\b|scratch that\b|change of plans?\b"
+    r"|(?:new|different|another) task\b|ignore (?:that|this|the (?:above|previous|last)|my (?:previous|last)|what i)\b"
+    r"|let['’]?s (?:do something else|move on|switch to)\b|moving on\b|drop (?:it|that|this)\b"
+    r"|stop (?:working on|doing) |cancel (?:that|this|it)\b"
+    r"|esque(?:ça|ce)\b|deixa (?:pra|para) lá|olvida(?:lo)?\b|vergiss\b|забудь\b|算了|先不用|不用了|换个|別做了|别做了)",
+    re.IGNORECASE,
+)
+"""A request that sets the task aside in so many words, at its start."""
+
+
+def is_request(text: str) -> bool:
+    """The user's message asks for something: it is not a greeting, thanks, an acknowledgement or a
+    "continue" (only `_FILLER` words or numbers, at most `MAX_FILLER_WORDS`), nor a note a harness
+    put at the head of the turn."""
+    text = text.strip()
+    if not text or _NOTE_HEAD.match(text):
+        return False
+    words = _WORDS.findall(text.casefold())
+    if not words:
+        return False  # punctuation, an emoji
+    if len(words) > MAX_FILLER_WORDS or _CODE_OR_MATH.search(text):
+        return True
+    return not all(w.strip("'’-") in _FILLER or w.isdigit() for w in words)  # a number: a choice ("ok, 2")
+
+
+def redirects(text: str) -> bool:
+    """The request sets what the user asked before aside ("forget that, …", "new task: …")."""
+    return _REDIRECT.match(text) is not None
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a summary's Goal says (see the module doc)."""
+
+    task: str | None
+    """The user's task as first stated: the first request, clipped to `MAX_INSTRUCTION_CHARS`."""
+    task_seqs: tuple[int, ...] = ()
+    latest: str | None = None
+    """The newest request, when it is not the task."""
+    latest_seqs: tuple[int, ...] = ()
+    replaced: bool = False
+    """The newest request set the task aside."""
+
+    @property
+    def newest(self) -> str | None:
+        """The request the work answers now: the latest, else the task."""
+        return self.latest or self.task
+
+
+def goal(said: Sequence[Said], first: str | None = None) -> Goal:
+    """The Goal of a history whose user's messages are `said` (oldest first by where each was said
+    last, as `Facts.said` holds them). `first`: the first message the user wrote, when `said` may
+    have dropped it (it keeps the newest `MAX_SAID`)."""
+    if not said and first is None:
+        return Goal(None)
+    stored = all(s.seqs and min(s.seqs) > 0 for s in said)
+    by_first = sorted(said, key=lambda s: min(s.seqs)) if stored else list(said)
+    requests = [s for s in by_first if is_request(s.text)]
+    task: Said | None
+    if first is not None and is_request(first) and not any(clip(s.text, MAX_INSTRUCTION_CHARS) == first for s in said):
+        task = Said(first, ())  # said before the messages `said` still holds
+    elif requests:
+        task = requests[0]
+    else:
+        task = by_first[0] if by_first else Said(first or "", ())
+    newest = next((s for s in reversed(said) if is_request(s.text)), None)
+    task_text = clip(task.text, MAX_INSTRUCTION_CHARS) or None
+    if newest is None or newest is task or clip(newest.text, MAX_INSTRUCTION_CHARS) == task_text:
+        return Goal(task_text, task.seqs)
+    return Goal(
+        task_text,
+        task.seqs,
+        clip(newest.text, MAX_INSTRUCTION_CHARS),
+        newest.seqs,
+        replaced=redirects(newest.text),
+    )
+
+
 __all__ = [
     "FULL_CHARS",
+    "MAX_FILLER_WORDS",
+    "Goal",
+    "goal",
+    "is_request",
+    "redirects",
     "MIN_OPENING_CHARS",
     "OPENING_CHARS",
     "QUOTE_CHARS",

@@ -16,6 +16,9 @@ history with the compaction facts everyone shares (`compaction.facts`, `userword
 8. what the import could not read of the transcript (`notes`: lines skipped, values kept as
    text), so the agent knows the history has a gap; never trimmed, given once.
 
+No secret goes in: the history is read with its credentials and tokens redacted
+(`compaction.secrets`), and so is the text written.
+
 Bounded by `budget` tokens (the `hook_context_tokens` setting): the working set takes what is left;
 when even the rest does not fit, older outputs, then the plan's finished items, then the older
 quotes' length, then the files' notes go, in that order. When the summary is known (`summary`),
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 
 from contextfold.compaction import userwords, workingset
 from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
+from contextfold.compaction.secrets import redact_history
 from contextfold.compaction.template import cite
 from contextfold.domain import Message
 from contextfold.tokens.counting import TokenCounter
@@ -88,7 +92,9 @@ def handover(
 ) -> Handover:
     """The additional context for the compaction of `messages` (the stored history, oldest first).
     `root`: the agent's working directory; the working set names files under it relative to it.
-    `notes`: what the import could not read (`importers.marks.problems`)."""
+    `notes`: what the import could not read (`importers.marks.problems`).
+    Written from the history with its secrets redacted (`compaction.secrets`), as a summary is."""
+    messages, redactor = redact_history(messages)
     facts = extract_facts(messages)
     known = _Known(summary)
     files = [i for i in _files(facts) if i.key not in sent and not known.path(i.key[5:])]
@@ -118,6 +124,7 @@ def handover(
     keys = frozenset(i.key for i in sections.items()) | frozenset(name_keys)
     if not keys:
         return Handover("", 0)  # the summary holds it all, or it was all given already
+    text = redactor.text(text)
     return Handover(text, counter.count(text), keys)
 
 

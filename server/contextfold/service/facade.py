@@ -23,6 +23,7 @@ from contextfold.compaction.chain import wants_sampling as chain_wants_sampling
 from contextfold.compaction.engine import summary_budget
 from contextfold.compaction.pins import pin_facts
 from contextfold.compaction.prompt import build_prompt
+from contextfold.compaction.secrets import redact_history
 from contextfold.compaction.summarizers.anthropic import default_max_tokens
 from contextfold.compaction.transcript import render_transcript
 from contextfold.config import Settings, load_settings
@@ -230,12 +231,15 @@ class ContextService(Tenant):
     ) -> SummarizeResult:
         """A stateless anchored summary of `messages` (nothing is stored)."""
         head, counter, budget = self._summarize_input(messages, previous_summary, format, model)
+        # What a summary is written from, its secrets redacted (the caller's messages are not changed).
+        head, redactor = redact_history(head, previous_summary)
+        previous = redactor.text(previous_summary) if previous_summary is not None else None
         request = SummaryRequest(
-            head=head, previous=previous_summary, counter=counter, budget_tokens=budget, instructions=instructions
+            head=head, previous=previous, counter=counter, budget_tokens=budget, instructions=instructions
         )
         chain = build_chain(summarizer or self._runtime.settings.summarizer, self._runtime.settings, sampled)
         outcome, text, fallbacks = await run_chain(
-            chain, request, lambda outcome: pin_facts(outcome.text, head, previous=previous_summary)[0]
+            chain, request, lambda outcome: redactor.text(pin_facts(outcome.text, head, previous=previous)[0])
         )
         return SummarizeResult(
             summary=text, summarizer=outcome.summarizer, fallbacks=fallbacks, tokens=counter.count(text)
@@ -246,9 +250,9 @@ class ContextService(Tenant):
     ) -> tuple[str, str, int]:
         """(system, user, max_tokens) for asking the client's model to summarize `messages`."""
         head, _counter, budget = self._summarize_input(messages, previous_summary, "auto", None)
-        system, user = build_prompt(
-            render_transcript(head), previous=previous_summary, instructions=None, budget_tokens=budget
-        )
+        head, redactor = redact_history(head, previous_summary)
+        previous = redactor.text(previous_summary) if previous_summary is not None else None
+        system, user = build_prompt(render_transcript(head), previous=previous, instructions=None, budget_tokens=budget)
         return system, user, default_max_tokens(budget)
 
     def _summarize_input(

@@ -23,9 +23,11 @@ from contextfold.compaction.region_digest import (
     region_key,
     write_digests,
 )
+from contextfold.compaction.secrets import redact
 from contextfold.config import Settings
 from contextfold.domain import CompactionRecord, Message, Session, ToolPart
 from contextfold.errors import CompactionFailed
+from contextfold.formats.shown import tool_input_text
 from contextfold.names import REMOVAL_STRATEGIES
 from contextfold.policy import view
 from contextfold.policy.digest import digest
@@ -85,13 +87,22 @@ class Strategies:
             counter = self._access.counter_for(session, settings)
             visible = await view.visible(tx.messages, session.view)
 
+            by_llm_texts: set[str] = set()
+
             def summarize(parts: list[ToolPart], budget: int) -> str:
-                return written.digests.get(region_key(parts)) or digest(
-                    parts, budget_tokens=min(budget, settings.regions_digest_max_tokens), counter=counter
-                )
+                # A digest shows the model what the outputs held, never a secret they held.
+                sources = [text for p in parts for text in (tool_input_text(p), p.result_text)]
+                written_digest = written.digests.get(region_key(parts))
+                if written_digest is None:
+                    ruled = digest(
+                        parts, budget_tokens=min(budget, settings.regions_digest_max_tokens), counter=counter
+                    )
+                    return redact(ruled, sources)
+                by_llm_texts.add(text := redact(written_digest, sources))
+                return text
 
             plan = self._plan(visible, session.tokens_in_view, settings, status, counter, summarize)
-            by_llm = sum(1 for m in plan.marks if m.part.view_text in written.digests.values())
+            by_llm = sum(1 for m in plan.marks if m.part.view_text in by_llm_texts)
             used = written.summarizer if by_llm else NO_LLM
             reason = plan.reason
             if by_llm:

@@ -51,10 +51,11 @@ class ClaudeCode(AgentAdapter):
         "<bash-stdout>",
         "<bash-stderr>",
         "Unknown skill: ",
+        "Unknown slash command: ",
         "Your task is to create a detailed summary of the conversation so far",
     )
-    """`!cmd` runs (`<bash-input>`, `<bash-stdout>`), the notice for a slash command naming no
-    installed skill (`Unknown skill: x`) and the compaction request Claude Code sends (in
+    """`!cmd` runs (`<bash-input>`, `<bash-stdout>`), the notices for a slash command naming no
+    installed skill or command (`Unknown skill: x`, `Unknown slash command: x`) and the compaction request Claude Code sends (in
     `agent-acompact-*` transcripts) are Claude Code's text, as are the rest."""
     echo_errors = ("Sibling tool call errored",)
     """A parallel call failed, not this one: its own error is recorded already."""

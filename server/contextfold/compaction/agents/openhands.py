@@ -1,5 +1,6 @@
 """OpenHands: `execute_bash` (`command`), whose result ends `[The command completed with exit code
-N.]`, and `str_replace_editor` (shared with SWE-agent)."""
+N.]`, and `str_replace_editor` (shared with SWE-agent); headless runs answer the agent's questions
+with a fixed nudge in the user's turn."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ class OpenHands(AgentAdapter):
     shell_tools = frozenset({"execute_bash"})
     editor_tools = frozenset({"str_replace_editor"})
     other_tools = frozenset({"finish", "think", "execute_ipython_cell", "browser"})
+    injected_prefixes = ("Please continue working on the task on whatever approach you think is suitable",)
+    """The reply OpenHands' headless runs send in the user's turn when the agent asks something:
+    a nudge to go on, not the user's words."""
 
     def outcome(self, part: ToolPart) -> Outcome | None:
         text = part.result_text

@@ -53,8 +53,19 @@ class SweAgent(AgentAdapter):
     other_tools = frozenset({"goto", "scroll_down", "scroll_up", "search_dir", "find_file", "submit"})
     injected_prefixes = (
         "Here is a demonstration of how to correctly accomplish this task",
+        # mini-swe-agent: a reply without exactly one bash block, a command that timed out.
         "Please always provide EXACTLY ONE action",
+        "The last command <command>",
+        # SWE-agent: its parsers' format errors, a command it refused to run, an empty output.
+        "Your output was not formatted correctly",
+        "Your last output did not use any tool calls",
+        "Your last output included multiple tool calls",
+        "Your action could not be parsed properly",
+        "Your bash command contained syntax errors and was NOT executed",
+        "Your command ran successfully and did not produce any output",
     )
+    """What the harness sends in the user's turn when a reply broke its format (the nag that asks
+    for exactly one action) or a command misfired: the agent's to fix, not the user's words."""
     looking_commands = frozenset({"find_file", "search_file", "search_dir", "goto", "scroll_down", "scroll_up", "open"})
     failure_markers = (_EDIT_FAILED,)
 
