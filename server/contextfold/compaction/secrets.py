@@ -60,7 +60,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from contextfold.domain import Message, Part, ReasoningPart, TextPart, ToolPart
 
@@ -509,6 +509,26 @@ def redact(text: str, sources: Iterable[str] = ()) -> str:
     return redact_texts([text], sources)[0]
 
 
+def redact_parts(parts: Sequence[ToolPart]) -> list[ToolPart]:
+    """`parts` with their secrets redacted in every text they hold (arguments, output, error), each
+    secret found in any of them redacted in all: what a digest is written from, so that cutting a
+    line into pieces cannot cut a secret out of sight."""
+    texts = [t for p in parts for t in (p.output, p.error, p.raw_arguments, *_strings(p.input)) if t]
+    redactor = Redactor(f.value for text in texts for f in find(text) if _learnable(f))
+    return [cast(ToolPart, _map_part(p, redactor.text)) for p in parts]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
 def _map_message(message: Message, edit: Callable[[str], str]) -> Message:
     """`message` with `edit` applied to every text a summary may take from it, in a fixed order:
     its error, then each part's text, tool arguments (every string in them), output, error, digest
@@ -562,5 +582,6 @@ __all__ = [
     "find",
     "redact",
     "redact_history",
+    "redact_parts",
     "redact_texts",
 ]

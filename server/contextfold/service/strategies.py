@@ -23,7 +23,7 @@ from contextfold.compaction.region_digest import (
     region_key,
     write_digests,
 )
-from contextfold.compaction.secrets import redact
+from contextfold.compaction.secrets import redact, redact_parts
 from contextfold.config import Settings
 from contextfold.domain import CompactionRecord, Message, Session, ToolPart
 from contextfold.errors import CompactionFailed
@@ -94,8 +94,11 @@ class Strategies:
                 sources = [text for p in parts for text in (tool_input_text(p), p.result_text)]
                 written_digest = written.digests.get(region_key(parts))
                 if written_digest is None:
+                    # Written from the parts redacted: a long line cut into pieces cannot hide a secret.
                     ruled = digest(
-                        parts, budget_tokens=min(budget, settings.regions_digest_max_tokens), counter=counter
+                        redact_parts(parts),
+                        budget_tokens=min(budget, settings.regions_digest_max_tokens),
+                        counter=counter,
                     )
                     return redact(ruled, sources)
                 by_llm_texts.add(text := redact(written_digest, sources))
