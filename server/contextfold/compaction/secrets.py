@@ -513,20 +513,16 @@ def redact_parts(parts: Sequence[ToolPart]) -> list[ToolPart]:
     """`parts` with their secrets redacted in every text they hold (arguments, output, error), each
     secret found in any of them redacted in all: what a digest is written from, so that cutting a
     line into pieces cannot cut a secret out of sight."""
-    texts = [t for p in parts for t in (p.output, p.error, p.raw_arguments, *_strings(p.input)) if t]
+    texts: list[str] = []
+
+    def collect(text: str) -> str:
+        texts.append(text)
+        return text
+
+    for part in parts:
+        _map_part(part, collect)  # every text a digest may take from it
     redactor = Redactor(f.value for text in texts for f in find(text) if _learnable(f))
     return [cast(ToolPart, _map_part(p, redactor.text)) for p in parts]
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def _map_message(message: Message, edit: Callable[[str], str]) -> Message:

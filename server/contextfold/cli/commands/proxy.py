@@ -58,22 +58,13 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
 def _access(args: argparse.Namespace, settings: Settings) -> Any:
     """Who may use `proxy --http`, exactly as for `serve --http`: its tokens (`--tokens-file`, else
     <home>/tokens if it exists, and CONTEXTFOLD_TOKENS), its session limits and its 401."""
-    from contextfold.cli.commands.serve import LOOPBACK, tokens_file
-    from contextfold.cli.commands.token import default_path
-    from contextfold.errors import SettingsError
-    from contextfold.mcpserver.auth import SCOPE, TenantTokens
+    from contextfold.cli.commands.serve import load_tokens
+    from contextfold.mcpserver.auth import SCOPE
     from contextfold.mcpserver.http import ExplainUnauthorized
     from contextfold.mcpserver.limits import SessionLimits
-    from contextfold.names import TOKENS_ENV
     from contextfold.proxy.http import Access
 
-    tokens = TenantTokens.load(tokens_file(args, settings))
-    if args.host not in LOOPBACK and not tokens:
-        raise SettingsError(
-            f"refusing to serve the proxy on {args.host} without bearer tokens: it runs the upstream server for "
-            f"whoever connects. Create one with `contextfold token add NAME` (kept in {default_path(settings)}, read "
-            f"by default; or pass --tokens-file FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
-        )
+    tokens = load_tokens(args, settings, "it runs the upstream server for whoever connects")
     limits = SessionLimits(
         settings.http_sessions_per_tenant, settings.http_max_sessions, settings.http_session_idle_seconds
     )

@@ -36,16 +36,23 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     from contextfold.mcpserver.http import serve_http  # the HTTP transport, for this branch only
 
-    tokens = TenantTokens.load(tokens_file(args, settings))
-    if args.host not in LOOPBACK and not tokens:
-        raise SettingsError(
-            f"refusing to serve on {args.host} without bearer tokens: anyone who can reach it could read "
-            f"every session. Create one with `contextfold token add NAME` (kept in {default_tokens_path(settings)}, "
-            f"read by default; or pass --tokens-file FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
-        )
+    tokens = load_tokens(args, settings, "anyone who can reach it could read every session")
     server = build_server(settings, tokens=tokens or None, tools=tools)
     serve_http(server, settings, host=args.host, port=args.port)
     return 0
+
+
+def load_tokens(args: argparse.Namespace, settings: Settings, exposed: str) -> TenantTokens:
+    """The bearer tokens of `serve --http` or `proxy --http`; refused, saying `exposed` (what a
+    stranger could do), when the address is not loopback and there are none."""
+    tokens = TenantTokens.load(tokens_file(args, settings))
+    if args.host not in LOOPBACK and not tokens:
+        raise SettingsError(
+            f"refusing to serve on {args.host} without bearer tokens: {exposed}. Create one with `contextfold "
+            f"token add NAME` (kept in {default_tokens_path(settings)}, read by default; or pass --tokens-file "
+            f"FILE, or set {TOKENS_ENV}), or bind 127.0.0.1"
+        )
+    return tokens
 
 
 def tokens_file(args: argparse.Namespace, settings: Settings) -> Path | None:
