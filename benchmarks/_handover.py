@@ -1,17 +1,22 @@
 """Claude Code's real compactions replayed through `contextfold hook claude-code`.
 
-For each raw Claude Code transcript that holds a compaction (a `system` record with subtype
+Every compaction of every raw Claude Code transcript in the corpus (a `system` record with subtype
 `compact_boundary` followed by the `isCompactSummary` user record Claude Code wrote; Claude Code
-1.0.x wrote only the summary record, with no parent), the JSONL is cut just before its first
-compaction and given to the hooks as Claude Code 2.1.197 would: PreCompact
-(import) and then SessionStart with `source: "compact"` (the handover, the summary not yet known),
-each as its own `contextfold hook` process on one data home. What the model then holds is Claude
-Code's own summary plus contextfold's `additionalContext`; it is measured with `_recall.measure` at
-the same cut as `bench_compaction`'s real compaction points (needed-later recall, the user's
-instructions kept, edited files named), beside the summary alone.
+1.0.x wrote only the summary record, with no parent) is replayed: the JSONL is cut just before that
+compaction (a later one's cut holds the earlier compactions, as Claude Code's transcript did) and
+given to the hooks as Claude Code 2.1.197 would: PreCompact (import) and then SessionStart with
+`source: "compact"` (the handover, the summary not yet known), each as its own `contextfold hook`
+process on one data home. What the model then holds is Claude Code's own summary plus
+contextfold's `additionalContext`; it is measured with `_recall.measure` at the same cut as
+`bench_compaction`'s real compaction points (needed-later recall, the user's instructions kept,
+edited files named), beside the summary alone.
 
 Then PostCompact with the real summary and the next UserPromptSubmit: what the summary turned out
-to lack beyond the first handover (usually nothing or a little), measured the same way.
+to lack beyond the first handover, measured the same way.
+
+`knowable` says of each fact still missed whether it was knowable before the cut: `used` (the
+agent or the user wrote it: its text, a call's arguments, the user's words) or `seen` (it stood
+only in tool outputs). By definition every needed fact occurred before the cut.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from _harness import CORPUS
-from _recall import CutMeasure
+from _recall import CutMeasure, occurs, pieces
 from _recall import measure as measure_cut
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,6 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 @dataclass(frozen=True)
 class Replayed:
     name: str
+    project: str
+    """The corpus source the transcript comes from (`claude-code-…`)."""
+    index: int
+    """Which of the transcript's compactions (0: its first)."""
     k: int
     summary: str
     context: str
@@ -50,6 +59,9 @@ class Replayed:
     """The summary and the SessionStart handover."""
     with_both: CutMeasure
     """… and what the next prompt got."""
+    knowable: dict[str, str]
+    """Each fact still missed with both: `used` before the cut by the agent or the user, or `seen`
+    only in tool outputs."""
 
 
 def compaction_start(record: dict[str, Any]) -> bool:
@@ -72,6 +84,16 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def compaction_starts(records: list[dict[str, Any]]) -> list[int]:
+    """Where each compaction starts in `records`: its boundary, or its summary record when no
+    boundary comes right before it (1.0.x)."""
+    starts: list[int] = []
+    for i, record in enumerate(records):
+        if compaction_start(record) and not (starts and starts[-1] == i - 1 and record.get("type") == "user"):
+            starts.append(i)
+    return starts
+
+
 def compacted_transcripts() -> list[Path]:
     """Raw Claude Code session transcripts in the corpus that hold a real compaction, sorted.
 
@@ -79,6 +101,11 @@ def compacted_transcripts() -> list[Path]:
     only picks candidates; each is confirmed on its parsed records, so a tool output that merely
     quotes `isCompactSummary` does not count.
     """
+    return [path for path, index in compactions() if index == 0]
+
+
+def compactions() -> list[tuple[Path, int]]:
+    """Every real compaction in the corpus's raw Claude Code transcripts: (transcript, index), in order."""
     root = CORPUS / "raw"
     if not root.is_dir():
         return []
@@ -89,9 +116,22 @@ def compacted_transcripts() -> list[Path]:
         text = path.read_text("utf-8", errors="replace")
         if "compact_boundary" not in text and "isCompactSummary" not in text:
             continue
-        if any(compaction_start(r) for r in _records(path)):
-            found.append(path)
+        found += [(path, index) for index in range(len(compaction_starts(_records(path))))]
     return found
+
+
+def project_of(path: Path) -> str:
+    """The corpus source of a raw transcript: `raw/<source>/…`."""
+    return path.relative_to(CORPUS / "raw").parts[0]
+
+
+def split(projects: list[str]) -> tuple[set[str], set[str]]:
+    """The projects rules were tuned on and those held out: sorted by the SHA-256 of their name,
+    the first half and the rest (deterministic, and blind to what the sessions hold)."""
+    import hashlib
+
+    ordered = sorted(set(projects), key=lambda p: hashlib.sha256(p.encode()).hexdigest())
+    return set(ordered[: len(ordered) // 2]), set(ordered[len(ordered) // 2 :])
 
 
 def contextfold_command() -> list[str]:
@@ -119,15 +159,15 @@ def hook(home: Path, event: str, payload: dict[str, Any]) -> str:
     return str(json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"])
 
 
-def cut_at_boundary(path: Path, into: Path) -> tuple[Path, str, str, str]:
-    """The transcript up to its first compaction (a new file), the summary Claude Code wrote there,
-    the session id and the working directory (what the hooks' events carry).
+def cut_at_boundary(path: Path, into: Path, index: int = 0) -> tuple[Path, str, str, str]:
+    """The transcript up to its compaction number `index` (a new file), the summary Claude Code
+    wrote there, the session id and the working directory (what the hooks' events carry).
 
     The cut falls just before the `compact_boundary`, or before the summary record where Claude Code
     1.0.x wrote no boundary: either way the file holds what Claude Code held when PreCompact ran."""
     lines = path.read_text("utf-8").splitlines(keepends=True)
     records = _records(path)
-    start = next(i for i, r in enumerate(records) if compaction_start(r))
+    start = compaction_starts(records)[index]
     summary = ""
     for record in records[start:]:
         if record.get("type") == "user" and record.get("isCompactSummary") is True:
@@ -136,21 +176,27 @@ def cut_at_boundary(path: Path, into: Path) -> tuple[Path, str, str, str]:
             break
     before = records[:start]
     session = next((r["sessionId"] for r in before if isinstance(r.get("sessionId"), str)), path.stem)
-    cwd = next((r["cwd"] for r in before if isinstance(r.get("cwd"), str)), str(into))
+    cwd = next((r["cwd"] for r in reversed(before) if isinstance(r.get("cwd"), str)), str(into))
     cut = into / path.name
     cut.write_text("".join(lines[:start]), "utf-8")
     return cut, summary, session, cwd
 
 
-def replay(path: Path, name: str, *, count: Any) -> Replayed:
+def knowable(messages: list[dict[str, Any]], k: int, facts: tuple[str, ...]) -> dict[str, str]:
+    """For each fact, `used` when the agent or the user wrote it before `k`, else `seen`."""
+    own = "\n".join(p.text for m in messages[:k] for p in pieces(m) if p.kind in ("user", "assistant", "call"))
+    return {fact: "used" if occurs(fact, own) else "seen" for fact in facts}
+
+
+def replay(path: Path, name: str, *, count: Any, index: int = 0) -> Replayed:
     from bench_compaction import read_transcript
 
     transcript = read_transcript(path, name)
-    after, _ = transcript.real[0]
+    after, _ = transcript.real[index]
     system = [p["text"] for p in transcript.system]
     with tempfile.TemporaryDirectory(prefix="bench-handover-") as scratch:
         home = Path(scratch) / "home"
-        cut, summary, session, cwd = cut_at_boundary(path, Path(scratch))
+        cut, summary, session, cwd = cut_at_boundary(path, Path(scratch), index)
         # What came before is read from the cut, the file the hooks read: a 1.0.x summary has no
         # parent, so the whole file's thread starts at it and holds nothing from before.
         before = read_transcript(cut, name)
@@ -170,8 +216,11 @@ def replay(path: Path, name: str, *, count: Any) -> Replayed:
     messages = before.messages + transcript.messages[after:]
     k = len(before.messages)
     system = system or [p["text"] for p in before.system]
+    with_both = measure_cut(messages, k, summary + "\n\n" + context + "\n\n" + later, system=system)
     return Replayed(
         name=name,
+        project=project_of(path) if path.is_relative_to(CORPUS / "raw") else path.parent.name,
+        index=index,
         k=k,
         summary=summary,
         context=context,
@@ -181,7 +230,8 @@ def replay(path: Path, name: str, *, count: Any) -> Replayed:
         summary_tokens=count(summary),
         alone=measure_cut(messages, k, summary, system=system),
         with_context=measure_cut(messages, k, summary + "\n\n" + context, system=system),
-        with_both=measure_cut(messages, k, summary + "\n\n" + context + "\n\n" + later, system=system),
+        with_both=with_both,
+        knowable=knowable(messages, k, with_both.recall.missed),
     )
 
 
@@ -231,10 +281,15 @@ __all__ = [
     "SeededReplay",
     "compacted_transcripts",
     "compaction_start",
+    "compaction_starts",
+    "compactions",
     "cut_at_boundary",
     "hook",
+    "knowable",
+    "project_of",
     "replay",
     "replay_seeded",
+    "split",
 ]
 
 

@@ -14,14 +14,17 @@ per run, fed the event on stdin, as Claude Code runs it), beside `python -c pass
 Why: a PostToolUse hook runs after every tool call, so its common case must cost little more than
 starting Python (issue 17; `contextfold --help` took 0.65 s before issue 15 made the CLI light).
 
-Second table, `hooks_handover`: every real Claude Code compaction in the corpus (each session's
-first, as `_handover.compacted_transcripts` finds them) replayed through the hooks (`_handover.py`):
+Second table, `hooks_handover`: every real Claude Code compaction in the corpus (each of every
+session's, as `_handover.compactions` finds them) replayed through the hooks (`_handover.py`):
 per transcript, what the model holds after Claude Code's own summary alone, with contextfold's
 SessionStart `additionalContext`, and with what the next prompt adds after PostCompact —
 needed-later recall, the user's instructions kept and edited files named (`_recall.py`), and the
-tokens each adds (Claude's count: o200k × 1.2). The notes give the pooled recall, how many sessions
-stay under 80 %, and the instructions and edited files kept over all of them: quality figures, which
-tests/e2e/test_hooks_corpus.py does not hold to a threshold.
+tokens each adds (Claude's count: o200k × 1.2). The notes give the pooled recall, how many
+compactions stay under 80 %, the instructions and edited files kept over all of them, the same
+pooled per project and for the half of the projects the budget rules were tuned on against the half
+held out (`_handover.split`), and the worst compactions with what they missed and whether it was
+knowable before the cut: quality figures, which tests/e2e/test_hooks_corpus.py does not hold to a
+threshold. `--only timings`, `--only handover` or `--only secrets` runs one of the tables.
 
 Third table, `hooks_secrets` (issue 27): the same sessions with fresh fake secrets written into
 the first prompt, command and tool result before the compaction (`_secrets.py`), and how many of
@@ -43,12 +46,16 @@ from typing import Any
 
 from _handover import (
     compacted_transcripts,
+    compactions,
     replay,
     replay_seeded,
+    split,
     synthetic_claude_transcript,
     synthetic_compaction,
 )
 from _harness import Options, ms, options, ratio, report
+from _recall import file_name
+from _sessions import licensed_source
 
 from contextfold.tokens.counting import counter_for
 
@@ -186,13 +193,15 @@ def timings(opts: Options) -> None:
 def handover_table(opts: Options) -> None:
     count = counter_for("claude").count
     with tempfile.TemporaryDirectory(prefix="bench-handover-files-") as scratch:
-        files = compacted_transcripts()
+        found = compactions()
         notes = []
-        if opts.quick:
-            files = files[:1] or [synthetic_compaction(Path(scratch))]
-        if not compacted_transcripts():
+        points = (found[:1] or [(synthetic_compaction(Path(scratch)), 0)]) if opts.quick else found
+        if not found:
             notes.append("The corpus is not beside the repository: a generated compaction stands in (--quick only).")
-        replayed = [replay(path, path.stem[:8], count=count) for path in files]
+        replayed = [
+            replay(path, path.stem[:8] + (f"#{index + 1}" if index else ""), count=count, index=index)
+            for path, index in points
+        ]
     rows: list[dict[str, Any]] = []
     for r in replayed:
         for label, m, added in (
@@ -219,9 +228,12 @@ def handover_table(opts: Options) -> None:
         "recall: facts (file base names, backticked identifiers, test and exception names) the agent used in the 60 "
         "messages after the compaction that occurred before it, found in what the model holds (benchmarks/_recall.py); "
         "instructions: the user's own messages before it whose opening is kept verbatim; edited files: base names found.",
-        "The transcript is cut just before Claude Code's compact_boundary (1.0.x: its summary record); PreCompact, SessionStart(compact), PostCompact "
-        "(with the summary Claude Code really wrote) and UserPromptSubmit each run as a `contextfold hook claude-code` process.",
-        "Default hook_context_tokens (2,000); tokens counted as contextfold counts Claude (o200k × 1.2).",
+        "Every compaction of every transcript (`#2`: its second): the transcript is cut just before Claude Code's "
+        "compact_boundary (1.0.x: its summary record); PreCompact, SessionStart(compact), PostCompact (with the summary "
+        "Claude Code really wrote) and UserPromptSubmit each run as a `contextfold hook claude-code` process.",
+        "Default settings: the handover takes hook_context_room_share (5 %) of the window's free room after the "
+        "compaction, at least hook_context_min_tokens (500) and at most hook_context_tokens (8,000), four fifths of "
+        "it at SessionStart; tokens counted as contextfold counts Claude (o200k × 1.2).",
     ]
     report(
         "hooks_handover",
@@ -230,33 +242,105 @@ def handover_table(opts: Options) -> None:
         opts,
         notes=notes,
     )
+    if opts.out is not None:
+        # What was missed, named, only for the sources that carry a licence (see bench_compaction).
+        shareable = [
+            {"transcript": r.name, "project": r.project, "missed": r.knowable}
+            for r in replayed
+            if licensed_source(r.project) and r.knowable
+        ]
+        (opts.out / "hooks_handover_missed.json").write_text(json.dumps(shareable, indent=1, ensure_ascii=False) + "\n")
 
 
 UNDER = 0.80
-"""Sessions whose recall stays under this share are counted in the notes."""
+"""Compactions whose recall stays under this share are counted in the notes."""
+WORST = 10
+"""The compactions the notes describe, lowest recall with the hooks first."""
+LEVELS = (("summary alone", "alone"), ("+ handover", "with_context"), ("+ next prompt", "with_both"))
+
+
+def _pooled(replayed: list[Any], pick: str) -> str:
+    measures = [getattr(r, pick) for r in replayed]
+    kept = sum(m.recall.kept for m in measures)
+    wanted = sum(len(m.recall.wanted) for m in measures)
+    return f"{kept}/{wanted}" + (f" ({kept / wanted:.0%})" if wanted else "")
 
 
 def summary_notes(replayed: list[Any]) -> list[str]:
-    """Over all replayed sessions: pooled recall, per-session recall, sessions under 80 %, instructions
-    and edited files kept — for each of what the model holds."""
-    notes = [f"{len(replayed)} compacted Claude Code session(s) replayed."]
-    for label, pick in (("summary alone", "alone"), ("+ handover", "with_context"), ("+ next prompt", "with_both")):
+    """Over all replayed compactions: pooled recall, per compaction, under 80 %, instructions and
+    edited files kept — for each of what the model holds; the tokens added; the same pooled per
+    project and for the projects tuned on against those held out; and the worst compactions."""
+    notes = [
+        f"{len(replayed)} real Claude Code compaction(s) replayed, in "
+        f"{len({(r.project, r.name.split('#')[0]) for r in replayed})} session(s) from "
+        f"{len({r.project for r in replayed})} project(s)."
+    ]
+    for label, pick in LEVELS:
         measures = [getattr(r, pick) for r in replayed]
-        kept = sum(m.recall.kept for m in measures)
-        wanted = sum(len(m.recall.wanted) for m in measures)
         shares = [m.recall.share for m in measures if m.recall.share is not None]
         under = sum(1 for v in shares if v < UNDER)
         told = sum(len(m.instructions.wanted) for m in measures)
         edited = sum(len(m.edited.wanted) for m in measures)
         notes.append(
-            f"{label}: pooled recall {kept}/{wanted}"
-            + (f" ({kept / wanted:.0%})" if wanted else "")
-            + f"; {under} of {len(shares)} session(s) with facts to recall under {UNDER:.0%}"
+            f"{label}: pooled recall {_pooled(replayed, pick)}"
+            + f"; {under} of {len(shares)} compaction(s) with facts to recall under {UNDER:.0%}"
+            + (f" (lowest {min(shares):.0%})" if shares else "")
             + f"; instructions kept {sum(m.instructions.kept for m in measures)}/{told}"
             + f"; edited files named {sum(m.edited.kept for m in measures)}/{edited}."
         )
-    per_session = ", ".join(f"{r.name} {_share(r.alone.recall)} → {_share(r.with_context.recall)}" for r in replayed)
-    notes.append(f"Per-session recall, summary alone → + handover: {per_session}.")
+    below = [r.name for r in replayed if r.with_both.recall.kept < r.alone.recall.kept]
+    notes.append(
+        "With the hooks below Claude Code alone: " + (", ".join(below) if below else "none") + " of "
+        f"{len(replayed)} (the hooks add; they never take away)."
+    )
+    added = sorted(r.context_tokens + r.later_tokens for r in replayed)
+    if added:
+        starts = sorted(r.context_tokens for r in replayed)
+        notes.append(
+            f"Tokens added per compaction (both parts): median {added[len(added) // 2]:,}, "
+            f"{added[0]:,} to {added[-1]:,}, mean {sum(added) / len(added):,.0f}; SessionStart alone: median "
+            f"{starts[len(starts) // 2]:,}, {starts[0]:,} to {starts[-1]:,}."
+        )
+    tuned, held = split([r.project for r in replayed])
+    for label, projects in (("tuned on", tuned), ("held out", held)):
+        chosen = [r for r in replayed if r.project in projects]
+        if chosen:
+            notes.append(
+                f"Projects {label} ({len(projects)}: {', '.join(sorted(projects))}; {len(chosen)} compactions): "
+                + "; ".join(f"{label_} {_pooled(chosen, pick)}" for label_, pick in LEVELS)
+                + "."
+            )
+    per_project = []
+    for project in sorted({r.project for r in replayed}):
+        chosen = [r for r in replayed if r.project == project]
+        per_project.append(f"{project} ({len(chosen)}) {_pooled(chosen, 'alone')} → {_pooled(chosen, 'with_both')}")
+    notes.append("Per project, summary alone → with the hooks: " + "; ".join(per_project) + ".")
+    per_session = ", ".join(
+        f"{r.name} {_share(r.alone.recall)} → {_share(r.with_context.recall)} → {_share(r.with_both.recall)}"
+        for r in replayed
+    )
+    notes.append(f"Per compaction, summary alone → + handover → + next prompt: {per_session}.")
+    worst = sorted(
+        (r for r in replayed if r.with_both.recall.missed),
+        key=lambda r: (r.with_both.recall.share or 0.0, -len(r.with_both.recall.missed)),
+    )[:WORST]
+    if worst:
+        described = []
+        for r in worst:
+            used = sum(1 for v in r.knowable.values() if v == "used")
+            files = sum(1 for f in r.knowable if file_name(f) is not None)
+            described.append(
+                f"{r.name} {_share(r.with_both.recall)}: {len(r.knowable)} missed "
+                f"({files} file name(s), {len(r.knowable) - files} other name(s); {used} used before the cut by the "
+                f"agent or the user, {len(r.knowable) - used} only seen in tool outputs)"
+            )
+        notes.append(
+            f"The {len(worst)} compactions with the lowest recall with the hooks, and what they missed (every missed "
+            "fact occurred before the cut; `used` ones were knowable from what the agent did, `seen` ones only from "
+            "what tools showed it; names are given in hooks_handover_missed.json for licensed sources only): "
+            + "; ".join(described)
+            + "."
+        )
     return notes
 
 
@@ -297,11 +381,22 @@ def secrets_table(opts: Options) -> None:
     )
 
 
-def main(opts: Options) -> None:
-    timings(opts)
-    handover_table(opts)
-    secrets_table(opts)
+def main(opts: Options, only: str | None = None) -> None:
+    if only in (None, "timings"):
+        timings(opts)
+    if only in (None, "handover"):
+        handover_table(opts)
+    if only in (None, "secrets"):
+        secrets_table(opts)
 
 
 if __name__ == "__main__":
-    main(options(__doc__.splitlines()[0], repeat=11))
+    import argparse
+
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--only", choices=("timings", "handover", "secrets"))
+    known, rest = extra.parse_known_args()
+    given, sys.argv = sys.argv, [sys.argv[0], *rest]
+    parsed = options(__doc__.splitlines()[0] + " (--only timings|handover|secrets: one table)", repeat=11)
+    sys.argv = given  # the results record the command as run
+    main(parsed, known.only)

@@ -57,6 +57,8 @@ class ClaudeTranscript:
     path: Path
     cwd: str
     session: str = field(default_factory=lambda: str(uuid.uuid4()))
+    reported_input: int = 1200
+    """The input tokens each response reports reading (its `usage`)."""
     _parent: str | None = None
     _calls: int = 0
 
@@ -83,12 +85,15 @@ class ClaudeTranscript:
         self._record("user", {"role": "user", "content": text})
 
     def assistant(self, text: str) -> None:
-        self._record("assistant", _assistant([{"type": "text", "text": text}]))
+        self._record("assistant", _assistant([{"type": "text", "text": text}], self.reported_input))
 
     def tool(self, name: str, arguments: dict[str, Any], output: str) -> str:
         self._calls += 1
         call = f"toolu_{self._calls:04d}"
-        self._record("assistant", _assistant([{"type": "tool_use", "id": call, "name": name, "input": arguments}]))
+        self._record(
+            "assistant",
+            _assistant([{"type": "tool_use", "id": call, "name": name, "input": arguments}], self.reported_input),
+        )
         self._record(
             "user",
             {
@@ -109,7 +114,7 @@ class ClaudeTranscript:
         }
 
 
-def _assistant(content: list[dict[str, Any]]) -> dict[str, Any]:
+def _assistant(content: list[dict[str, Any]], input_tokens: int = 1200) -> dict[str, Any]:
     return {
         "id": f"msg_{uuid.uuid4().hex[:12]}",
         "type": "message",
@@ -118,7 +123,7 @@ def _assistant(content: list[dict[str, Any]]) -> dict[str, Any]:
         "content": content,
         "stop_reason": "tool_use" if content[0]["type"] == "tool_use" else "end_turn",
         "usage": {
-            "input_tokens": 1200,
+            "input_tokens": input_tokens,
             "output_tokens": 40,
             "cache_read_input_tokens": 0,
             "cache_creation_input_tokens": 0,

@@ -243,10 +243,23 @@ class Settings(BaseModel):
         "persists the preview again); read_output reads the rest.",
     )
     hook_context_tokens: int = Field(
-        2_000,
+        8_000,
         ge=100,
-        description="Most tokens the handover after an agent's compaction adds; what the next prompt gets once "
-        "the summary is known (Claude Code) is at most half of it.",
+        description="Most tokens the handover after an agent's compaction adds, all of it (Claude Code: the "
+        "SessionStart handover and what the next prompt gets once the summary is known, together).",
+    )
+    hook_context_min_tokens: int = Field(
+        500,
+        ge=0,
+        description="The handover after an agent's compaction may take this many tokens however little room "
+        "the window has left (never more than hook_context_tokens).",
+    )
+    hook_context_room_share: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="Of the window's free room after an agent's compaction (usable less what is in view: what "
+        "every call reads, the agent's summary, what it attaches again), the share the handover may take.",
     )
 
     @model_validator(mode="after")

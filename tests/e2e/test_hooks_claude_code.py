@@ -364,7 +364,7 @@ def test_postcompact_keeps_what_the_summary_lacked_for_the_next_prompt_once(tmp_
             f"src/pkg_{i}/mod_{i}.py:{i}: def handler_{i:03d}_name(): pass",
         )
     run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
-    env = {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "600"}
+    env = {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "1000"}  # SessionStart gets four fifths of it
     first = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact"), env=env).context
     summary = f"Working on retries in {t.cwd}/src/client.py; the tests fail with a TimeoutError."
     post = run_hook(

@@ -33,6 +33,11 @@ SUMMARY_MIN_TOKENS = 500
 SUMMARY_MAX_TOKENS = 4_500
 """Issue 16: past this, a longer summary is not more use (the working set and the user's quotes
 are shares of the budget, so they stop growing here too)."""
+SMALL_HEAD_TOKENS = 1_500
+"""A head whose half is less than this may still have a summary this large, up to
+`SMALL_HEAD_SHARE` of itself: half of a 1,120-token head (560 tokens, its quotes and working set
+shares of that) starved the summary of a small subagent transcript (issue 27)."""
+SMALL_HEAD_SHARE = 0.8
 
 
 class NothingToCompact(Exception):
@@ -113,10 +118,10 @@ class Plan:
 
 
 def summary_budget(usable: int, replaced_tokens: int) -> int:
-    """Room for the summary: a tenth of usable within [500, 4,500], and under half of what it replaces."""
-    return max(
-        SUMMARY_MIN_TOKENS // 2, min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, usable // 10), replaced_tokens // 2)
-    )
+    """Room for the summary: a tenth of usable within [500, 4,500], and half of what it replaces —
+    or, for a small head, up to `SMALL_HEAD_TOKENS` within `SMALL_HEAD_SHARE` of it."""
+    share = max(replaced_tokens // 2, min(SMALL_HEAD_TOKENS, int(replaced_tokens * SMALL_HEAD_SHARE)))
+    return max(SUMMARY_MIN_TOKENS // 2, min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, usable // 10), share))
 
 
 def plan_compaction(

@@ -249,10 +249,13 @@ class _Hook:
 
     async def _handover(self, sid: str, *, summary: str | None, again: bool = False) -> str:
         """The handover text. `summary`: the agent's summary; "codex" to read it from the session
-        (the rollout holds it by then); None when it is not known yet. `again`: a second look at
-        the same compaction, giving only what the first did not."""
-        from contextfold.hooks.handover import SpilledOutput, handover
+        (the rollout holds it by then); None when it is not known yet (a second look follows).
+        `again`: that second look at the same compaction, giving only what the first did not.
+        Its budget is `sizing`'s: a share of the window's free room after the agent's compaction."""
+        from contextfold.hooks import sizing
+        from contextfold.hooks.handover import Handover, SpilledOutput, handover
         from contextfold.importers.marks import marks_in, problems
+        from contextfold.tokens import catalog
         from contextfold.tokens.counting import counter_for
 
         settings, service = await self._service()
@@ -272,20 +275,51 @@ class _Hook:
             ]
         before = state.load(self.home, sid) if again else {}
         sent = before.get("sent", [])
-        # A second look at the same compaction adds only what the summary lacked and the first did
-        # not give: lower-ranked names mostly, so half the budget.
-        budget = settings.hook_context_tokens // 2 if again else settings.hook_context_tokens
-        result = handover(
-            history,
-            session_id=sid,
-            counter=counter_for(session.model, settings.token_factors),
-            budget=budget,
-            outputs=outputs,
-            summary=summary,
-            sent=set(sent),
-            root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
-            notes=problems(marks_in(session.metadata)),
+        counter = counter_for(session.model, settings.token_factors)
+        window = catalog.budget(
+            catalog.lookup(session.model),
+            reserved=settings.reserved,
+            context=settings.context_window,
+            output=settings.max_output,
+            input_limit=settings.input_limit,
         )
+        if window.unlimited:
+            whole = settings.hook_context_tokens
+        else:
+            room = sizing.Room(
+                window.usable,
+                sizing.fixed_part(history, window.usable),
+                counter.count(summary) if summary else sizing.SUMMARY_ESTIMATE,
+            )
+            whole = sizing.budget(
+                room,
+                share=settings.hook_context_room_share,
+                floor=settings.hook_context_min_tokens,
+                cap=settings.hook_context_tokens,
+            )
+        if again:  # what the summary lacked beyond the first look: the rest of the budget
+            given = before.get("tokens")
+            budget = sizing.later_budget(
+                whole, sum(t for t in given if isinstance(t, int)) if isinstance(given, list) else 0
+            )
+        elif summary is None and self.agent == claude_code.AGENT:  # PostCompact will look again
+            budget = sizing.start_budget(whole, settings.hook_context_min_tokens)
+        else:
+            budget = whole
+        result = Handover("", 0)
+        if budget >= sizing.MIN_PART:  # below it there is room for the header and closing line only
+            result = handover(
+                history,
+                session_id=sid,
+                counter=counter,
+                budget=budget,
+                outputs=outputs,
+                summary=summary,
+                sent=set(sent),
+                root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
+                depth=whole,
+                notes=problems(marks_in(session.metadata)),
+            )
         spent = (
             [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
         )
