@@ -49,6 +49,10 @@ GATHER_SECONDS = 0.25
 FLUSH_SECONDS = 5.0
 
 
+OPEN_GRACE_SECONDS = 10.0
+"""How long closing waits for the data home still being opened (and perhaps migrated) to be done."""
+
+
 class ProxySession:
     def __init__(
         self,
@@ -300,6 +304,10 @@ class ProxySession:
         await self.flush()
         if self._writer is not None:
             self._writer.cancel()
+        if not self._opening.done():
+            # Opening may be migrating a new database: cancelled between two steps, it would leave
+            # the home half upgraded (which reading commands then refuse). Let it finish, bounded.
+            await asyncio.wait({self._opening}, timeout=OPEN_GRACE_SECONDS)
         for task in (self._opening, self._counter):
             if task is not None and not task.done():
                 task.cancel()
