@@ -40,7 +40,6 @@ Missed names are written only for sources that carry a licence (`_sessions.licen
 
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
 import tempfile
@@ -65,7 +64,7 @@ from _recall import (
     text_of,
 )
 from _recall import measure as measure_cut
-from _sessions import licensed_source, synthetic_session, transcripts, write_normalized
+from _sessions import half_of, licensed_source, project_of, synthetic_session, transcripts, write_normalized
 
 from contextfold.config import load_settings
 from contextfold.results import CompactResult
@@ -243,17 +242,6 @@ class CutRecord:
     @property
     def project(self) -> str:
         return project_of(self.transcript)
-
-
-def project_of(transcript: str) -> str:
-    """The corpus folder a transcript comes from (`claude-code-spotter`): its project."""
-    return transcript.split("/", 1)[0]
-
-
-def half_of(project: str) -> str:
-    """`A` or `B`: the projects split in two by the parity of the first byte of their name's
-    SHA-256 — a split fixed before any tuning, the same on every machine. A is tuned on, B held out."""
-    return "AB"[hashlib.sha256(project.encode()).digest()[0] % 2]
 
 
 def provenance(messages: Sequence[dict[str, Any]], k: int, facts: Sequence[str]) -> dict[str, tuple[str, int]]:
