@@ -86,9 +86,9 @@ MAX_OUTPUT_CHARS = 40_000
 
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
-_WORD = re.compile(
-    r"(?<![\w./:~<$-])(?:\$?[A-Za-z_:.]|~?/(?=[\w.]))(?:[\w.:/-]|\[\w+\](?=/))*[\w)]|(?<![\w./:$-])[A-Za-z_]\w"
-)
+_WORD = re.compile(r"(?<![\w./:~<$-])(?:\$?[A-Za-z_:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:$-])[A-Za-z_]\w")
+_BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*\w")
+"""A path through a directory named `[param]` (`app/players/[id]/page.tsx`), read whole."""
 _SNAKE = re.compile(r"^_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*$")
 _CAMEL = re.compile(r"^[A-Z]?[a-z0-9]+(?:[A-Z][a-z0-9]+)+$|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+(?:\(\))?$")
@@ -195,6 +195,8 @@ _TREE = re.compile(r"^[\s│├└─|`*•-]+")
 LISTING_MIN_LINES = 8
 LISTING_SHARE = 0.7
 """An output of at least this many lines, this share of them each one path, is a listing."""
+LISTING_SAMPLE = 200
+"""Lines of an output read to tell whether it is a listing."""
 
 
 @dataclass(frozen=True)
@@ -531,12 +533,14 @@ class _Scores:
         """Names in `text`, each use worth `weight`. `once`: a tool output (each name once, shown
         not used); `plain`: someone's plain words, where `a/b` is an alternative, not a path, and a
         CamelCase word alone is a product's name (`GitHub`) unless it names an error or a test."""
-        text = _ESCAPE.sub(" ", text)
-        windows = _WINDOWS_PATH.findall(text)
-        if windows:
-            text = _WINDOWS_PATH.sub(" ", text)
+        text = _ESCAPE.sub(" ", text) if "\\" in text else text
+        whole: list[str] = []
+        for pattern, mark in ((_WINDOWS_PATH, ":\\"), (_BRACKET_PATH, "/[")):
+            if mark in text and (paths := pattern.findall(text)):
+                whole += paths
+                text = pattern.sub(" ", text)
         listing = once and _is_listing(text)
-        found = list(windows) + [m for m in _ANGLED.findall(text) if is_file_name(m)]
+        found = whole + ([m for m in _ANGLED.findall(text) if is_file_name(m)] if "<" in text else [])
         for match in _WORD.finditer(text):
             word = match.group()
             if word.startswith("$") and not is_file_name(word) and not _VARIABLE.match(word):
@@ -593,7 +597,9 @@ def _tail(folder: str) -> str:
 
 def _is_listing(text: str) -> bool:
     """The output lists paths, one a line (`ls`, `find`, `tree`, a glob's matches)."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    if text.count("\n") < LISTING_MIN_LINES - 1:
+        return False
+    lines = [line for line in text.split("\n", LISTING_SAMPLE)[:LISTING_SAMPLE] if line.strip()]
     if len(lines) < LISTING_MIN_LINES:
         return False
     entries = 0
