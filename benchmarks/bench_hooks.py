@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from _handover import compacted_transcripts, replay, synthetic_claude_transcript, synthetic_compaction
-from _harness import Options, ms, options, ratio, report
+from _harness import CORPUS, Options, ms, options, ratio, report
+from _sessions import half_of
 
 from contextfold.tokens.counting import counter_for
 
@@ -183,6 +184,7 @@ def handover_table(opts: Options) -> None:
         if not compacted_transcripts():
             notes.append("The corpus is not beside the repository: a generated compaction stands in (--quick only).")
         replayed = [replay(path, path.stem[:8], count=count) for path in files]
+        projects = {r.name: project_of(path) for r, path in zip(replayed, files, strict=True)}
     rows: list[dict[str, Any]] = []
     for r in replayed:
         for label, m, added in (
@@ -205,6 +207,7 @@ def handover_table(opts: Options) -> None:
                 }
             )
     notes += summary_notes(replayed)
+    notes += project_notes(replayed, projects)
     notes += [
         "recall: facts (file base names, backticked identifiers, test and exception names) the agent used in the 60 "
         "messages after the compaction that occurred before it, found in what the model holds (benchmarks/_recall.py); "
@@ -224,6 +227,50 @@ def handover_table(opts: Options) -> None:
 
 UNDER = 0.80
 """Sessions whose recall stays under this share are counted in the notes."""
+
+
+def project_of(path: Path) -> str:
+    """The corpus folder a raw transcript sits in (`raw/<project>/…`); its parent's name elsewhere."""
+    try:
+        return path.relative_to(CORPUS / "raw").parts[0]
+    except ValueError:
+        return path.parent.name
+
+
+def project_notes(replayed: list[Any], projects: dict[str, str]) -> list[str]:
+    """Pooled recall per project and per half of the projects (`_sessions.half_of`: A tuned on, B
+    held out), for Claude Code's summary alone and with the handover, and the halves' gap."""
+
+    def pooled(group: list[Any], pick: str) -> tuple[int, int]:
+        measures = [getattr(r, pick).recall for r in group]
+        return sum(m.kept for m in measures), sum(len(m.wanted) for m in measures)
+
+    def text(group: list[Any]) -> str:
+        parts = []
+        for pick in ("alone", "with_context", "with_both"):
+            kept, wanted = pooled(group, pick)
+            parts.append(f"{kept / wanted:.0%} ({kept}/{wanted})" if wanted else "n/a")
+        return " → ".join(parts)
+
+    groups: dict[str, list[Any]] = {}
+    for r in replayed:
+        groups.setdefault(projects.get(r.name, ""), []).append(r)
+    per_project = "; ".join(
+        f"{name} [{half_of(name)}, {len(group)}] {text(group)}"
+        for name, group in sorted(groups.items(), key=lambda item: (half_of(item[0]), item[0]))
+    )
+    notes = [f"Per project [half, sessions], recall alone → + handover → + next prompt: {per_project}."]
+    halves = {h: [r for r in replayed if half_of(projects.get(r.name, "")) == h] for h in "AB"}
+    if all(halves.values()):
+        shares = {}
+        for h, group in halves.items():
+            kept, wanted = pooled(group, "with_context")
+            shares[h] = kept / wanted if wanted else 0.0
+        notes.append(
+            f"Per half (A tuned on, B held out), alone → + handover → + next prompt: A {text(halves['A'])}; "
+            f"B {text(halves['B'])}; gap with the handover {(shares['A'] - shares['B']) * 100:+.1f} points (A − B)."
+        )
+    return notes
 
 
 def summary_notes(replayed: list[Any]) -> list[str]:
