@@ -48,6 +48,7 @@ Ties rank by first use, so the same history always gives the same list.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -178,13 +179,15 @@ _PACKAGE_DIR = re.compile(
 """Installed packages and tool caches: someone else's code, shown in tracebacks and listings."""
 _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
 """`a.js-48`: a line of a search's context (`grep -n -C`), the name being the file's."""
-_DECLARED = re.compile(r"""['"]?\s*:(?!:)""")
-"""After a kebab-case word, what makes it a property or key of a format (`margin-top: 0`,
-`runs-on:`): the format's vocabulary, not a name of the work."""
+_KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)['\"]?\s*:(?!:)")
+"""A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`): the
+format's vocabulary, not a name of the work."""
 _ESCAPE = re.compile(r"\\(?:[ntr](?=[A-Z])|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})")
 """`\nFormat`, `\u0026`: escapes of text shown as a string literal, not part of the next word."""
-_CUT = re.compile(r"(?:…|\.\.\.)")
+_ELLIPSIS = re.compile(r"…|\.\.\.")
+_LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
 """A word followed right away by an ellipsis was cut there."""
+_SCOPED_AT = re.compile(r"(?<![\w@])@([a-z0-9][\w.-]*/[a-z0-9][\w.-]*)")
 _ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
 """`#include <ros/ros.h>`: a file in angle brackets (which the closing-tag rule would otherwise skip)."""
 _WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+[\\/])*[\w.@+$~-]+[\\/]?")
@@ -302,6 +305,30 @@ def _code_like(word: str, kebab: bool = False) -> bool:
     )
 
 
+@lru_cache(maxsize=65_536)
+def _normalized(term: str) -> str | None:
+    """The name `term` stands for (a search hit's file, without a place in it, a closing bracket,
+    progress marks or a context line's number), or None when it is none (too short or long, a
+    number, junk, `noise`)."""
+    term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
+    term = _hit_file(term) or term
+    if term.endswith(")") and not term.endswith("()"):
+        term = term.rstrip(")")
+    term = _PROGRESS.sub("", term)
+    if is_file_name(term.rstrip("-0123456789")):
+        term = _GREP_CONTEXT.sub(r"\1", term)
+    if (
+        len(term) < 3
+        or len(term) > (250 if is_file_name(term) else 120)
+        or term.isdigit()
+        or term.casefold() in _NOT_NAMES
+        or _JUNK.search(term)
+        or noise(term)
+    ):
+        return None
+    return term
+
+
 class _Scores:
     def __init__(self, size: int) -> None:
         self.size = max(size, 1)
@@ -344,22 +371,10 @@ class _Scores:
         typed: bool = True,
         opened: bool = False,
     ) -> None:
-        term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
-        term = _hit_file(term) or term
-        if term.endswith(")") and not term.endswith("()"):
-            term = term.rstrip(")")
-        term = _PROGRESS.sub("", term)
-        if is_file_name(term.rstrip("-0123456789")):
-            term = _GREP_CONTEXT.sub(r"\1", term)
-        if (
-            len(term) < 3
-            or len(term) > (250 if is_file_name(term) else 120)
-            or term.isdigit()
-            or term.casefold() in _NOT_NAMES
-            or _JUNK.search(term)
-            or noise(term)
-        ):
+        found = _normalized(term)
+        if found is None:
             return
+        term = found
         gain = weight * (1 + RECENCY * (self.at / self.size) ** 2)
         self.score[term] = self.score.get(term, 0.0) + gain
         if output:
@@ -541,23 +556,31 @@ class _Scores:
                 text = pattern.sub(" ", text)
         listing = once and _is_listing(text)
         found = whole + ([m for m in _ANGLED.findall(text) if is_file_name(m)] if "<" in text else [])
-        for match in _WORD.finditer(text):
-            word = match.group()
-            if word.startswith("$") and not is_file_name(word) and not _VARIABLE.match(word):
-                word = word[1:]  # a variable: its name
-            elif match.start() and text[match.start() - 1] == "@" and _SCOPED.match(word):
-                word = "@" + word
-            if not _code_like(word, kebab):
-                continue
-            if plain and (_alternatives(word) or (_CAMEL.match(word) and not _NAMED_IN_WORDS.fullmatch(word))):
-                continue
-            after = text[match.end() : match.end() + 3]
-            if _CUT.match(after):
-                continue  # cut mid-name by whoever clipped the text
-            if kebab and "-" in word and _KEBAB.match(word) and _DECLARED.match(after):
-                self.declared.add(word)
-                continue
-            found.append(word)
+        if "$" in text:
+            found += [w for w in map(_unvariable, _WORD.findall(text)) if _code_like(w, kebab)]
+        else:
+            found += [w for w in _WORD.findall(text) if _code_like(w, kebab)]
+        if plain:
+            found = [
+                w for w in found if not _alternatives(w) and not (_CAMEL.match(w) and not _NAMED_IN_WORDS.fullmatch(w))
+            ]
+        if "…" in text or "..." in text:
+            cut = _cut_words(text)  # cut mid-name by whoever clipped the text
+            found = [w for w in found if w not in cut]
+        if kebab and ":" in text and any("-" in w for w in found) and (keys := Counter(_KEBAB_KEY.findall(text))):
+            uses = Counter(w for w in found if w in keys)
+            self.declared.update(w for w, n in keys.items() if n >= uses[w])  # only ever a key
+            kept = []
+            for word in found:
+                if keys.get(word, 0) > 0:
+                    keys[word] -= 1  # this use is a key's
+                else:
+                    kept.append(word)
+            found = kept
+        if "@" in text:
+            for scoped in _SCOPED_AT.findall(text):
+                if scoped in found:
+                    found[found.index(scoped)] = "@" + scoped
         words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
         names = len(words) + len(tests)
@@ -579,6 +602,24 @@ class _Scores:
 
 _NAMED_IN_WORDS = re.compile(r"[A-Z]\w*(?:Error|Exception|Warning|Failure)|Test[A-Z]\w*|\w+Tests?")
 """CamelCase words that are names even in plain words: errors and tests."""
+
+
+def _cut_words(text: str) -> set[str]:
+    """The words an ellipsis follows right away (`/testbed/requests/sessions.p…`)."""
+    cut = set()
+    for mark in _ELLIPSIS.finditer(text):
+        word = _LAST_WORD.search(text, max(0, mark.start() - 250), mark.start())
+        if word:
+            cut.add(word.group())
+    return cut
+
+
+def _unvariable(word: str) -> str:
+    """A shell or script variable (`$name`) is its name; an environment variable or a path keeps
+    its `$` (`$HOME`, `$HOME/src`)."""
+    if word.startswith("$") and not is_file_name(word) and not _VARIABLE.match(word):
+        return word[1:]
+    return word
 
 
 def _alternatives(word: str) -> bool:
