@@ -51,12 +51,19 @@ Definitions (issue 16):
   left unanswered, the next message not a tool result). Real compaction points are given by the
   caller (the index where the agent's own summary stood, summaries removed from the messages).
 
+- **Noise** of the working set (issue 27): the share of the names a summary's working-set bullets
+  list (`Files read/named`, `Tests`, `Identifiers`) that are not a real path or identifier of the
+  session before the cut — by the rules `noise` states (well-formed, standing as a path or name in
+  a call argument or a tool output, not a placeholder, sed expression, bare word, format property,
+  system path nobody opened, or a run listed name by name). `SessionText` indexes a transcript once.
+
 `measure(messages, k, seen)` gives all three shares with the lists of what was missed; `seen_text`
 turns a rendered context (`get_context`'s messages and system) into the `seen` text.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import shlex
@@ -585,14 +592,248 @@ def measure(
     )
 
 
+# -- the working set's noise (issue 27) ------------------------------------------------------------
+
+WORKING_SET_LABELS = ("Files read: ", "Files named: ", "Tests: ", "Identifiers: ")
+"""How the summary's working-set bullets begin (`contextfold.compaction.workingset`'s labels)."""
+RUN_NAMES = 6
+"""Names of one shape (digits aside) listed one by one beyond which the rest are a run's noise."""
+RUN_MARK = " … "
+_GROUP = re.compile(r"([^,{}\s]*)\{([^{}]*)\}")
+"""A run of generated names written as one entry: `func_6_0 … func_6_150`."""
+_PROSE: tuple[Kind, ...] = ("user", "assistant")
+_SEP = "\n\x00\n"
+_IDENT_GRAMMAR = re.compile(
+    r"(?:--|[@$.:])?[A-Za-z_$][\w$]*(?:\(\))?(?:(?:\.|::|:|->|\?\.)[A-Za-z_$][\w$]*(?:\(\))?|-\w+)*(?:/\d+)?[!?]?"
+)
+_HASH = re.compile(r"[0-9a-f]{7,40}")
+_ARITY = re.compile(r"[A-Za-z_][\w.?!]*/\d+(?:-\d+)?")
+_PATH_PART = r"(?:[\w@+~.$-][\w@+~.$ -]*|:\w+|\[\w+\])"
+"""A path's part: a name (spaces inside allowed), a route's `:param` or a directory's `[param]`."""
+_PATH_GRAMMAR = re.compile(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?[\\/]?(?:" + _PATH_PART + r"[\\/])*" + _PATH_PART + r"?[\\/]?")
+_CAMEL_STEP = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+_SED = re.compile(r"[sy]([/|#,:])(?:(?!\1).)*\1(?:(?!\1).)*\1[gimpIe\d]*")
+_PLACEHOLDER = re.compile(r"(?i)(?:^|[\\/_.-])your(?:$|[\\/_.A-Z-])|_here$|(?:^|/)path/to(?:/|$)|^x{3,}$|[<>{}*]|YYYY")
+_PROGRESS_SEGMENT = re.compile(r"(?=[^/\\]*[EF])(?=[^/\\]*\.)[.EFsx]{2,}(?=[\\/])")
+_SYSTEM_ROOTS = (
+    "/usr/",
+    "/lib/",
+    "/lib64/",
+    "/opt/",
+    "/System/",
+    "/Library/",
+    "/Applications/",
+    "/proc/",
+    "/sys/",
+    "/dev/",
+    "/private/",
+    "/snap/",
+    "/nix/store/",
+    "node:",
+)
+_PACKAGE_SEGMENT = re.compile(
+    r"(?:^|[\\/])(?:site-packages|dist-packages|node_modules|\.venv|\.nvm|\.npm|\.cache|\.cargo|\.rustup|\.pyenv|\.m2|"
+    r"\.gradle)(?:[\\/]|$)|(?:^|[\\/])lib[\\/]python\d"
+)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The working set's entries and those that are not a real name of the session."""
+
+    entries: tuple[str, ...]
+    noisy: tuple[str, ...]
+
+    @property
+    def share(self) -> float | None:
+        return len(self.noisy) / len(self.entries) if self.entries else None
+
+
+def working_set_entries(summary: str) -> list[tuple[str, str]]:
+    """(name, label) of each name the summary's working-set bullets list, in order (a directory's
+    group, `dir/{a, b}`, spelled out)."""
+    entries: list[tuple[str, str]] = []
+    for line in summary.splitlines():
+        body = line.strip().removeprefix("- ")
+        for label in WORKING_SET_LABELS:
+            if body.startswith(label):
+                # Files of one directory may share it: `src/app/{a.py, b.py}`.
+                spelled = _GROUP.sub(lambda m: ", ".join(m.group(1) + n.strip() for n in m.group(2).split(",")), body)
+                names = [e.strip().strip("`") for e in spelled[len(label) :].split(", ")]
+                entries += [(name, label) for name in names if name]
+    return entries
+
+
+class SessionText:
+    """A transcript's own text by kind — the user's and the agent's words (`prose`), call arguments
+    (`call`), tool outputs (`output`); never system prompts or summaries — for asking where a name
+    first stands, and how. Answers are cached: one transcript is measured at many cuts."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        parts: dict[str, list[str]] = {"prose": [], "call": [], "output": []}
+        starts: dict[str, list[tuple[int, int]]] = {kind: [] for kind in parts}
+        sizes = dict.fromkeys(parts, 0)
+        for i, message in enumerate(messages):
+            for piece in pieces(message):
+                kind = "prose" if piece.kind in _PROSE else piece.kind
+                if kind not in parts:
+                    continue
+                starts[kind].append((sizes[kind], i))
+                parts[kind].append(piece.text)
+                sizes[kind] += len(piece.text) + len(_SEP)
+        self.text = {kind: _SEP.join(texts) for kind, texts in parts.items()}
+        self.starts = starts
+        self._first: dict[tuple[str, str, str], int | None] = {}
+
+    def message_at(self, kind: str, position: int) -> int:
+        starts = self.starts[kind]
+        return starts[bisect.bisect_right(starts, (position, 1 << 60)) - 1][1]
+
+    def first(self, name: str, kind: str, how: str) -> int | None:
+        """The message where `name` first stands in text of `kind`: `path` — as a path token (not
+        inside a longer name or path, not continued by more name characters); `name` — as a name
+        token (not part of a longer word, nor right after an escape's backslash); `code` — as a
+        name token inside backticks (prose). None when it never does."""
+        key = (name, kind, how)
+        if key not in self._first:
+            self._first[key] = self._find(name, kind, how)
+        return self._first[key]
+
+    def _find(self, name: str, kind: str, how: str) -> int | None:
+        text = self.text[kind]
+        # A name right after a backslash is one only when that is not an escape (`\nFormat`).
+        before = r"(?<![\w.$-])" if how == "path" else r"(?<![\w])(?<!\\(?=[ntrbfux\d]))"
+        # A path ends where no name character follows, or where a search's context line number does.
+        after = r"(?:(?![\w-]|\.\w)|(?=-\d+[-:]))" if how == "path" else r"(?![\w$])"
+        if how == "path" and name.startswith(("/", "\\")):
+            before = r"(?<![\w.$\\/-])"
+        for match in re.finditer(before + re.escape(name) + after, text) if name in text else ():
+            if how == "code":
+                line_start = text.rfind("\n", 0, match.start()) + 1
+                if text.count("`", line_start, match.start()) % 2 == 0:
+                    continue
+            return self.message_at(kind, match.start())
+        return None
+
+
+def _is_path(entry: str, label: str = "") -> bool:
+    """A path: in a file bullet, or with a separator (not an arity, `name/2`), or a file's extension."""
+    if label.startswith("Files"):
+        return True
+    if _ARITY.fullmatch(entry):
+        return False
+    return "/" in entry or "\\" in entry or file_name(entry) is not None
+
+
+def _code_shaped(entry: str) -> bool:
+    return bool(re.search(r"[_.:/\-\d$@]|\(\)", entry) or _CAMEL_STEP.search(entry))
+
+
+def _system_path(entry: str) -> bool:
+    return entry.startswith(_SYSTEM_ROOTS) or _PACKAGE_SEGMENT.search(entry) is not None
+
+
+def _before(index: int | None, k: int) -> bool:
+    return index is not None and index < k
+
+
+def real_entry(session: SessionText, k: int, entry: str, label: str = "") -> bool:
+    """Whether a working-set entry is a real path or identifier of the session before cut `k`
+    (the rules are in `noise`'s docstring)."""
+    if RUN_MARK in entry:
+        ends = entry.split(RUN_MARK)
+        shaped = {re.sub(r"\d+", "#", end) for end in ends}
+        return len(ends) == 2 and len(shaped) == 1 and all(real_entry(session, k, end, label) for end in ends)
+    if _PLACEHOLDER.search(entry) or _SED.fullmatch(entry):
+        return False
+    if _is_path(entry, label):
+        if not _PATH_GRAMMAR.fullmatch(entry) or "//" in entry or _PROGRESS_SEGMENT.match(entry):
+            return False
+        typed = _before(session.first(entry, "call", "path"), k)
+        if _system_path(entry) and not typed:
+            return False
+        base = re.split(r"[\\/]", entry.rstrip("/\\"))[-1]
+        if "." in base.strip(".") and file_name(base) is None:
+            # An unknown extension that a longer name continues: cut mid-name (`adapters.p`).
+            for kind in ("call", "output", "prose"):
+                if re.search(re.escape(entry) + r"\w", session.text[kind]):
+                    return False
+        if typed or _before(session.first(entry, "output", "path"), k):
+            return True
+        rooted = entry.startswith(("/", "./", "../", "~/")) or re.match(r"[A-Za-z]:\\", entry) is not None
+        return (rooted or file_name(base) is not None) and _before(session.first(entry, "prose", "path"), k)
+    bare = entry.removesuffix("()")
+    if _HASH.fullmatch(bare):
+        return any(_before(session.first(bare, kind, "name"), k) for kind in ("call", "output", "prose"))
+    if not _IDENT_GRAMMAR.fullmatch(bare) or not _code_shaped(bare):
+        return False
+    in_code = [session.first(bare, kind, "name") for kind in ("call", "output")] + [
+        session.first(bare, "prose", "code")
+    ]
+    if not any(_before(i, k) for i in in_code):
+        return False
+    if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare):
+        # A kebab word only ever followed by `:` is a property or key of a format (`margin-top: 0`).
+        for kind in ("call", "output", "prose"):
+            for match in re.finditer(r"(?<![\w$-])" + re.escape(bare) + r"(?![\w-])(?!\s*:)", session.text[kind]):
+                if session.message_at(kind, match.start()) < k:
+                    return True
+        return False
+    return True
+
+
+def noise(session: SessionText, k: int, summary: str) -> Noise:
+    """The working set's entries in `summary` (written at cut `k`) that are not a real name of the
+    session. An entry is real when, by rule:
+
+    - a path (listed as a file, or it has a `/` or `\\` — not an arity, `name/2` — or a file
+      extension): well-formed (word characters, `.`, `-`, `@`, `+`, `~`, `$`, inner spaces, a
+      route's `:param` or a directory's `[param]` between separators; no doubled separator; no
+      leading segment of test-runner progress marks glued to it, `EE.E/usr/lib/…`); not a
+      placeholder (`path/to/…`, `your_…`, `…_here`, `<file>`, `{name}`, `YYYY`, a glob's `*`); not
+      a sed expression (`s/a/b/g`); not cut mid-name (an unknown extension that a longer name in
+      the session continues: `adapters.p`); not a system or package path (`/usr/…`, `/opt/…`,
+      `site-packages`, `node_modules`, `.venv`, …) unless a call argument holds it; and it stands
+      as a path token (not inside a longer name; a search's context line, `a.js-48-`, ends it) in
+      a call argument or a tool output before the cut — or in the user's or agent's words when it
+      is rooted or names a file (`a/b` prose is not a path);
+    - an identifier: shaped like code (an `_`, `.`, `:`, `-`, digit, `$`, `@`, `()` or a camelCase
+      step: `def`, `None`, `POST` are words, not names), of identifier grammar (segments joined by
+      `.`, `::`, `:`, `->`, `?.`, `-`; no spaces, quotes or markup: `<template>`, `Cmd+Shift+R`,
+      `.take(limit` are not), not a placeholder; standing as a name token in a call argument, a
+      tool output, or backticked in the user's or agent's words before the cut (a word only in
+      plain prose is not code); a kebab-case word not only ever a property or key of a format
+      (`margin-top:`);
+    - a run entry (`a_1 … a_150`): both ends real and of one shape.
+    Beyond that, names of one shape (digits aside) listed one by one more than `RUN_NAMES` times are
+    a run that should have been one entry: all but the first count as noise."""
+    labelled = working_set_entries(summary)
+    entries = [e for e, _ in labelled]
+    noisy = [e for e, label in labelled if not real_entry(session, k, e, label)]
+    shapes: dict[str, list[str]] = {}
+    for entry in entries:
+        shape = re.sub(r"\d+", "#", entry)
+        if "#" in shape and RUN_MARK not in entry and entry not in noisy:
+            shapes.setdefault(shape, []).append(entry)
+    for members in shapes.values():
+        if len(members) > RUN_NAMES:
+            noisy += members[1:]
+    return Noise(tuple(entries), tuple(dict.fromkeys(noisy)))
+
+
 __all__ = [
     "FRACTIONS",
     "INJECTED_MIN_CHARS",
     "OPENING_CHARS",
     "WINDOW",
+    "RUN_MARK",
+    "RUN_NAMES",
+    "WORKING_SET_LABELS",
     "Cut",
     "CutMeasure",
+    "Noise",
     "Piece",
+    "SessionText",
     "Share",
     "calls",
     "cut_points",
@@ -602,12 +843,15 @@ __all__ = [
     "instructions",
     "measure",
     "needed_facts",
+    "noise",
     "normalize",
     "occurs",
     "opening_kept",
     "own_words",
     "pieces",
+    "real_entry",
     "seen_text",
     "shell_writes",
     "text_of",
+    "working_set_entries",
 ]

@@ -7,6 +7,7 @@ counts come out as they do for real agent work. The same seed always gives the s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -236,3 +237,14 @@ def licensed_source(source: str) -> bool:
     licences = {entry.get("source"): str(entry.get("license", "")) for entry in json.loads(manifest.read_text("utf-8"))}
     licence = licences.get(source, "")
     return bool(licence) and not licence.lower().startswith("none")
+
+
+def project_of(transcript: str) -> str:
+    """The corpus folder a transcript comes from (`claude-code-spotter`): its project."""
+    return transcript.split("/", 1)[0]
+
+
+def half_of(project: str) -> str:
+    """`A` or `B`: the projects split in two by the parity of the first byte of their name's
+    SHA-256 — a split fixed before any tuning, the same on every machine. A is tuned on, B held out."""
+    return "AB"[hashlib.sha256(project.encode()).digest()[0] % 2]

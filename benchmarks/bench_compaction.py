@@ -25,7 +25,17 @@ the 60 messages from k on, in its text, its call arguments and the user's own wo
 occurred before k), user instructions kept (openings of the user's own messages before k found
 verbatim), the summary's tokens and the edited files named. Beside it, at real compaction points,
 the same numbers for the agent's own summary (Claude Code's), taken as all the model sees then.
-Lists of what was missed go to `compaction_recall_missed.json` (full runs).
+Lists of what was missed go to `compaction_recall_missed.json` (full runs). Beside recall, each
+cut's working-set noise (`_recall.noise`: the share of the names the summary's working set lists
+that are not a real path or identifier of the session).
+
+Issue 27's reporting: `compaction_recall_projects` gives each project (the corpus folder a
+transcript comes from) pooled over its cuts and at its real compaction points beside the agent's
+own summary, then each half of the projects — split by the parity of the first byte of the SHA-256
+of the project's name (`half_of`), A tuned on, B held out — and the gap between them;
+`compaction_recall_worst` gives the ten worst cuts with what they missed and whether each miss was
+knowable before the cut (the user or the agent had used it) or only shown in a tool output.
+Missed names are written only for sources that carry a licence (`_sessions.licensed_source`).
 
 Last, `compaction_secrets` (issue 27): at the same cuts, fresh seeded fake secrets in many syntaxes
 (`_secrets.py`) written before the user's first message, into the first command and the first output, and
@@ -36,18 +46,31 @@ scan on the corpus's text and on adversarial inputs of two sizes (linear time: f
 from __future__ import annotations
 
 import json
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from _harness import CORPUS, Options, Timing, ms, options, report, run
-from _recall import CutMeasure, Share, cut_points, seen_text, text_of
+from _recall import (
+    CutMeasure,
+    Noise,
+    SessionText,
+    Share,
+    cut_points,
+    file_name,
+    noise,
+    occurs,
+    pieces,
+    seen_text,
+    text_of,
+)
 from _recall import measure as measure_cut
 from _secrets import leaks, seed_wire, seeded_secrets
-from _sessions import licensed_source, synthetic_session, transcripts, write_normalized
+from _sessions import half_of, licensed_source, project_of, synthetic_session, transcripts, write_normalized
 
 from contextfold.config import load_settings
 from contextfold.results import CompactResult
@@ -206,20 +229,65 @@ def missed(m: CutMeasure) -> dict[str, list[str]]:
     }
 
 
+@dataclass
+class CutRecord:
+    """One cut of one transcript: what our compaction kept, and the agent's where it compacted."""
+
+    transcript: str
+    label: str
+    k: int
+    ours: CutMeasure
+    tokens: int
+    noise: Noise
+    agent: CutMeasure | None = None
+    agent_tokens: int | None = None
+    before: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Per fact our summary missed: how it stood before the cut — `used` (the user's or agent's words,
+    a call's arguments) or `shown` (only in tool outputs) — and how many messages before it last did."""
+
+    @property
+    def project(self) -> str:
+        return project_of(self.transcript)
+
+
+def provenance(messages: Sequence[dict[str, Any]], k: int, facts: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """How each of `facts` stood before cut `k` (see `CutRecord.before`)."""
+    found: dict[str, tuple[str, int]] = {}
+    for fact in facts:
+        used = shown = -1
+        for i in range(k - 1, -1, -1):
+            for piece in pieces(messages[i]):
+                if occurs(fact, piece.text):
+                    if piece.kind in ("user", "assistant", "call") and used < 0:
+                        used = i
+                    elif piece.kind == "output" and shown < 0:
+                        shown = i
+            if used >= 0:
+                break
+        if used >= 0:
+            found[fact] = ("used", k - used)
+        elif shown >= 0:
+            found[fact] = ("shown", k - shown)
+    return found
+
+
 async def recall_rows(
     svc: ContextService, transcript: Transcript, scratch: Path
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[CutMeasure, int, CutMeasure | None]]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[CutRecord]]:
     """One row per cut: ours, and the agent's own summary where it compacted there."""
     system = [p["text"] for p in transcript.system]
+    session = SessionText(transcript.messages)
     real = {k: summary for k, summary in transcript.real}
     cuts = [(k, "real", summary) for k, summary in real.items()]
     for c in cut_points(transcript.messages):
         if c.k not in real:  # a share that falls on a real compaction point is that point
             cuts.append((c.k, c.label + ("" if c.kind == "user" else "·step"), None))
-    rows, details, measures = [], [], []
+    rows, details, records = [], [], []
     for k, label, theirs in sorted(cuts, key=lambda c: (c[0], c[1] != "real")):
         ours = await compact_prefix(svc, transcript, k, scratch)
         m = measure_cut(transcript.messages, k, ours.seen, system=system)
+        record = CutRecord(transcript.name, label, k, m, ours.summary_tokens, noise(session, k, ours.summary))
+        record.before = provenance(transcript.messages, k, m.recall.missed)
         row: dict[str, Any] = {
             "transcript": transcript.name,
             "cut": label,
@@ -230,23 +298,27 @@ async def recall_rows(
             "instr": ratio_of(m.instructions),
             "tokens": f"{ours.summary_tokens:,}" if ours.compacted else "not compacted",
             "edited": ratio_of(m.edited),
+            "noise": share_of(record.noise),
         }
         detail: dict[str, Any] = {"transcript": transcript.name, "cut": label, "k": k, "ours": missed(m)}
-        agent: CutMeasure | None = None
         if theirs is not None:
-            agent = measure_cut(transcript.messages, k, theirs, system=system)
-            tokens = svc.count_tokens(text=theirs, model=MODEL).tokens
+            record.agent = measure_cut(transcript.messages, k, theirs, system=system)
+            record.agent_tokens = svc.count_tokens(text=theirs, model=MODEL).tokens
             row |= {
-                "agent recall": pct(agent.recall),
-                "agent instr": ratio_of(agent.instructions),
-                "agent tokens": f"{tokens:,}",
-                "agent edited": ratio_of(agent.edited),
+                "agent recall": pct(record.agent.recall),
+                "agent instr": ratio_of(record.agent.instructions),
+                "agent tokens": f"{record.agent_tokens:,}",
+                "agent edited": ratio_of(record.agent.edited),
             }
-            detail["agent"] = missed(agent)
+            detail["agent"] = missed(record.agent)
         rows.append(row)
         details.append(detail)
-        measures.append((m, ours.summary_tokens, agent))
-    return rows, details, measures
+        records.append(record)
+    return rows, details, records
+
+
+def share_of(n: Noise) -> str:
+    return "n/a" if n.share is None else f"{n.share:.0%}"
 
 
 def pooled(shares: Sequence[Share]) -> str:
@@ -255,37 +327,182 @@ def pooled(shares: Sequence[Share]) -> str:
     return "n/a" if not wanted else f"{kept / wanted:.0%} ({kept}/{wanted})"
 
 
-def recall_notes(measures: list[tuple[str, CutMeasure, int, CutMeasure | None]]) -> list[str]:
-    ours = [m for _, m, _, _ in measures]
-    theirs = [(m, a) for _, m, _, a in measures if a is not None]
-    low = sorted({name for name, m, _, _ in measures if m.recall.share is not None and m.recall.share < 0.9})
-    lost = sorted({name for name, m, _, _ in measures if m.instructions.missed})
-    big = sorted({name for name, _, tokens, _ in measures if tokens > TOKENS_TARGET})
+def pooled_value(shares: Sequence[Share]) -> float | None:
+    wanted = sum(len(s.wanted) for s in shares)
+    return sum(s.kept for s in shares) / wanted if wanted else None
+
+
+def pooled_noise(noises: Sequence[Noise]) -> str:
+    entries = sum(len(n.entries) for n in noises)
+    noisy = sum(len(n.noisy) for n in noises)
+    return "n/a" if not entries else f"{noisy / entries:.1%} ({noisy}/{entries})"
+
+
+def noise_of(noises: Sequence[Noise]) -> float:
+    entries = sum(len(n.entries) for n in noises)
+    return sum(len(n.noisy) for n in noises) / entries if entries else 0.0
+
+
+RECALL_TARGET = 0.95
+"""Issue 27: needed-later recall pooled over every cut."""
+CUT_TARGET = 0.80
+"""Issue 27: needed-later recall on every compaction."""
+NOISE_TARGET = 0.05
+"""Issue 27: the working set's noise on every transcript."""
+WORST = 10
+
+
+def recall_notes(records: Sequence[CutRecord]) -> list[str]:
+    ours = [r.ours for r in records]
+    real = [r for r in records if r.agent is not None]
+    low = sorted(
+        {r.transcript for r in records if r.ours.recall.share is not None and r.ours.recall.share < CUT_TARGET}
+    )
+    lost = sorted({r.transcript for r in records if r.ours.instructions.missed})
+    by_transcript: dict[str, list[Noise]] = {}
+    for r in records:
+        by_transcript.setdefault(r.transcript, []).append(r.noise)
+    noisy = sorted(t for t, ns in by_transcript.items() if noise_of(ns) > NOISE_TARGET)
+    worst_noise = max(by_transcript.items(), key=lambda item: noise_of(item[1]), default=None)
     notes = [
-        f"All cuts pooled — recall {pooled([m.recall for m in ours])}, instructions kept "
+        f"All cuts pooled ({len(records)}) — recall {pooled([m.recall for m in ours])}, instructions kept "
         f"{pooled([m.instructions for m in ours])}, edited files named {pooled([m.edited for m in ours])}; "
-        f"largest summary {max((t for _, _, t, _ in measures), default=0):,} tokens.",
+        f"largest summary {max((r.tokens for r in records), default=0):,} tokens; working-set noise "
+        f"{pooled_noise([r.noise for r in records])}"
+        + (
+            f", the noisiest transcript {noise_of(worst_noise[1]):.1%} ({worst_noise[0]})."
+            if worst_noise is not None
+            else "."
+        ),
     ]
-    if theirs:
+    if real:
+        smaller = sum(1 for r in real if r.agent_tokens is not None and r.tokens <= r.agent_tokens)
+        ratios = [r.tokens / r.agent_tokens for r in real if r.agent_tokens]
         notes.append(
-            f"At the agent's own compaction points ({len(theirs)}) — ours: recall "
-            f"{pooled([m.recall for m, _ in theirs])}, instructions {pooled([m.instructions for m, _ in theirs])}, "
-            f"edited {pooled([m.edited for m, _ in theirs])}; the agent's summary: recall "
-            f"{pooled([a.recall for _, a in theirs])}, instructions {pooled([a.instructions for _, a in theirs])}, "
-            f"edited {pooled([a.edited for _, a in theirs])}."
+            f"At the agent's own compaction points ({len(real)}) — ours: recall "
+            f"{pooled([r.ours.recall for r in real])}, instructions {pooled([r.ours.instructions for r in real])}, "
+            f"edited {pooled([r.ours.edited for r in real])}; the agent's summary: recall "
+            f"{pooled([r.agent.recall for r in real if r.agent])}, instructions "
+            f"{pooled([r.agent.instructions for r in real if r.agent])}, edited "
+            f"{pooled([r.agent.edited for r in real if r.agent])}. Summary tokens: ours "
+            f"{statistics.median(r.tokens for r in real):,.0f} median against the agent's "
+            f"{statistics.median(r.agent_tokens for r in real if r.agent_tokens is not None):,.0f}; ours no larger "
+            f"at {smaller} of {len(real)} points (median ratio {statistics.median(ratios) if ratios else 0:.2f})."
         )
     notes.append(
-        f"Targets (issue 16): recall ≥ 90 % and every instruction kept on every cut, summaries ≤ {TOKENS_TARGET:,} "
-        f"tokens. Recall below 90 %: {', '.join(low) or 'none'}. Instructions lost: {', '.join(lost) or 'none'}. "
-        f"Summaries over the limit: {', '.join(big) or 'none'}."
+        f"Targets (issue 27): recall ≥ {RECALL_TARGET:.0%} pooled and ≥ {CUT_TARGET:.0%} on every cut, every "
+        f"instruction kept, noise ≤ {NOISE_TARGET:.0%} on every transcript, summaries no larger than the agent's. "
+        f"Cuts under {CUT_TARGET:.0%}: {', '.join(low) or 'none'}. Instructions lost: {', '.join(lost) or 'none'}. "
+        f"Noise over {NOISE_TARGET:.0%}: {', '.join(noisy) or 'none'}."
     )
     return notes
+
+
+def project_rows(records: Sequence[CutRecord]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per project, then per half and over all: the generalisation check."""
+    groups: dict[str, list[CutRecord]] = {}
+    for r in records:
+        groups.setdefault(r.project, []).append(r)
+
+    def row(name: str, half: str, group: list[CutRecord]) -> dict[str, Any]:
+        real = [r for r in group if r.agent is not None]
+        shares = [r.ours.recall.share for r in group if r.ours.recall.share is not None]
+        return {
+            "project": name,
+            "half": half,
+            "transcripts": len({r.transcript for r in group}),
+            "cuts": len(group),
+            "recall": pooled([r.ours.recall for r in group]),
+            "lowest cut": f"{min(shares):.0%}" if shares else "n/a",
+            f"cuts < {CUT_TARGET:.0%}": sum(1 for x in shares if x < CUT_TARGET),
+            "instr": pooled([r.ours.instructions for r in group]),
+            "noise": pooled_noise([r.noise for r in group]),
+            "real cuts": len(real),
+            "recall at real": pooled([r.ours.recall for r in real]),
+            "agent recall": pooled([r.agent.recall for r in real if r.agent]),
+            "agent instr": pooled([r.agent.instructions for r in real if r.agent]),
+            "tokens at real": f"{statistics.median(r.tokens for r in real):,.0f}" if real else "",
+            "agent tokens": (
+                f"{statistics.median(r.agent_tokens for r in real if r.agent_tokens is not None):,.0f}" if real else ""
+            ),
+        }
+
+    rows = [row(p, half_of(p), group) for p, group in sorted(groups.items(), key=lambda i: (half_of(i[0]), i[0]))]
+    halves = {h: [r for r in records if half_of(r.project) == h] for h in "AB"}
+    rows += [row(f"half {h}", h, group) for h, group in halves.items() if group]
+    rows.append(row("all", "", list(records)))
+    notes = []
+    values = {h: pooled_value([r.ours.recall for r in group]) for h, group in halves.items() if group}
+    at_real = {
+        h: pooled_value([r.ours.recall for r in group if r.agent is not None]) for h, group in halves.items() if group
+    }
+    if len(values) == 2 and None not in values.values():
+        a, b = values["A"], values["B"]
+        assert a is not None and b is not None
+        gap = f"{(a - b) * 100:+.1f} points"
+        real_gap = ""
+        if at_real.get("A") is not None and at_real.get("B") is not None:
+            ra, rb = at_real["A"], at_real["B"]
+            assert ra is not None and rb is not None
+            real_gap = f"; at real compactions A {ra:.1%}, B {rb:.1%} ({(ra - rb) * 100:+.1f} points)"
+        notes.append(
+            f"Generalisation: the projects split by the parity of the first byte of the SHA-256 of their name "
+            f"(A even, tuned on; B odd, held out: its transcripts were not read while tuning). Pooled recall A "
+            f"{a:.1%}, B {b:.1%}: gap {gap} (A − B){real_gap}."
+        )
+    notes.append(
+        "recall / instr: pooled over the project's cuts (ours); lowest cut: its worst cut; noise: the working "
+        "set's entries that are not a real path or identifier of the session (benchmarks/_recall.py `noise`); "
+        "real cuts: where the agent compacted, with the agent's own summary's recall, instructions and tokens "
+        "beside ours (tokens: medians)."
+    )
+    return rows, notes
+
+
+def fact_kind(fact: str) -> str:
+    if file_name(fact) is not None:
+        return "file"
+    if fact.endswith(("Error", "Exception", "Warning", "Interrupt")):
+        return "exception"
+    if fact.startswith(("test_", "Test")):
+        return "test"
+    return "identifier"
+
+
+def worst_rows(records: Sequence[CutRecord]) -> list[dict[str, Any]]:
+    """The `WORST` cuts by our recall, with what they missed and whether it was knowable before the
+    cut: `used` — the user or the agent had used it (in words or a call), so the summary had evidence
+    to keep it; `shown` — it stood only in tool outputs, one name among all an output showed. Names
+    are given only for sources that carry a licence; for the others, their kind."""
+    scored = [r for r in records if r.ours.recall.share is not None and r.ours.recall.missed]
+    scored.sort(key=lambda r: (r.ours.recall.share, -len(r.ours.recall.missed), r.transcript, r.k))
+    rows = []
+    for r in scored[:WORST]:
+        named = licensed_source(r.project)
+        what = []
+        for fact in r.ours.recall.missed:
+            how, distance = r.before.get(fact, ("?", 0))
+            label = fact if named else fact_kind(fact)
+            what.append(f"{label} ({how}, {distance} msgs before)")
+        used = sum(1 for f in r.ours.recall.missed if r.before.get(f, ("",))[0] == "used")
+        rows.append(
+            {
+                "transcript": r.transcript,
+                "cut": r.label,
+                "k": r.k,
+                "recall": pct(r.ours.recall),
+                "missed": len(r.ours.recall.missed),
+                "knowable (used before)": f"{used}/{len(r.ours.recall.missed)}",
+                "what": "; ".join(what),
+            }
+        )
+    return rows
 
 
 async def measure_recall(files: Sequence[Path], opts: Options) -> None:
     rows: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []
-    measures: list[tuple[str, CutMeasure, int, CutMeasure | None]] = []
+    records: list[CutRecord] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-recall-") as home:
         scratch = Path(home) / "prefixes"
@@ -295,15 +512,16 @@ async def measure_recall(files: Sequence[Path], opts: Options) -> None:
         async with await ContextService.open(load_settings({"home": Path(home) / "data"}, environ={})) as svc:
             for path in files:
                 transcript = read_transcript(original_of(path), short(path.name))
-                got, detail, cut_measures = await recall_rows(svc, transcript, scratch)
+                got, detail, cut_records = await recall_rows(svc, transcript, scratch)
                 rows += got
                 details += detail
-                measures += [(transcript.name, m, tokens, agent) for m, tokens, agent in cut_measures]
-    notes = recall_notes(measures) + [
+                records += cut_records
+    notes = recall_notes(records) + [
         "recall: share of the facts needed after the cut found in what the model sees after compact (the summary "
         "and the kept tail); in summary: the same counted in the summary alone; facts: how many were needed; "
         "instr: the user's own messages before the cut whose opening (60 characters) is found verbatim; "
-        "tokens: the summary's; edited: files edited before the cut whose base name is found. "
+        "tokens: the summary's; edited: files edited before the cut whose base name is found; noise: the share of "
+        "the working set's entries that are not a real path or identifier of the session (`_recall.noise`). "
         "agent …: the agent's own summary at its real compaction, the whole of what the model saw then.",
         "cut: real = where the agent compacted; 40/60/80 % = just before the user's own message nearest that share "
         "of the messages, or ·step = before the agent's next step when no user message is near. Definitions: "
@@ -312,6 +530,27 @@ async def measure_recall(files: Sequence[Path], opts: Options) -> None:
     ]
     report(
         "compaction_recall", "Needed-later recall and user instructions kept after compaction", rows, opts, notes=notes
+    )
+    by_project, project_notes = project_rows(records)
+    report(
+        "compaction_recall_projects",
+        "Needed-later recall per project and per half of the projects",
+        by_project,
+        opts,
+        notes=project_notes,
+    )
+    report(
+        "compaction_recall_worst",
+        "The worst cuts and what they missed",
+        worst_rows(records),
+        opts,
+        notes=[
+            "missed: needed facts not in what the model sees after our compaction; knowable (used before): how many "
+            "of them the user or the agent had used before the cut (in words or a call's arguments) — the others "
+            "stood only in tool outputs before it, one name among all an output showed; what: each missed fact "
+            "(its kind — file, identifier, test, exception — where the source carries no licence), how it stood "
+            "before the cut and how many messages before the cut it last did."
+        ],
     )
     if opts.out is not None:
         # What was missed, named, only for the sources that carry a licence: the others are

@@ -314,7 +314,10 @@ def test_the_working_set_writes_paths_under_the_project_root_relative_to_it() ->
         ]
     )
     summary = parse_summary(summarize(head))
-    assert f"Project root: `{ROOT}lib/` (Done and the working set name files relative to it)" in summary[CRITICAL]
+    assert (
+        f"Project root: `{ROOT}lib/` (Done and the working set name the files under it relative to it; "
+        "Relevant Files gives each edited file's exact path)"
+    ) in summary[CRITICAL]
     listed = " ".join(b for b in summary[FILES] if b.startswith("Files read: "))
     # Under the root: relative to it. Elsewhere: the whole path.
     assert "exporter/format.ex" in listed.replace("Files read: ", "").split(", ") and ROOT not in listed

@@ -228,7 +228,10 @@ def test_without_a_plan_in_progress_is_the_work_under_way_not_a_sentence() -> No
         # Named relative to the directory the edited files share (Critical Context names it).
         "Changing `reader.py`, `limits.py` (not yet checked) [m2, m4]",
     ]
-    assert "Project root: `/repo/src/` (Done and the working set name files relative to it)" in summary[CRITICAL]
+    assert (
+        "Project root: `/repo/src/` (Done and the working set name the files under it relative to it; "
+        "Relevant Files gives each edited file's exact path)"
+    ) in summary[CRITICAL]
 
 
 # -- Done, Blocked ---------------------------------------------------------------------------------

@@ -10,7 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from _recall import cut_points, edited_files, instructions, measure, needed_facts, own_words  # noqa: E402
+from _recall import (  # noqa: E402
+    RUN_MARK,
+    SessionText,
+    cut_points,
+    edited_files,
+    instructions,
+    measure,
+    needed_facts,
+    noise,
+    own_words,
+)
 
 K = 9
 """The cut: messages[:K] are compacted away."""
@@ -149,3 +159,83 @@ def test_cuts_fall_before_the_users_turn_or_a_clean_step() -> None:
     assert (cuts["60%"].k, cuts["60%"].kind) == (9, "step")
     assert (cuts["80%"].k, cuts["80%"].kind) == (12, "step")
     assert all(messages[c.k]["role"] != "tool" for c in cuts.values())
+
+
+# -- the working set's noise (issue 27) ------------------------------------------------------------
+
+
+def noise_transcript() -> list[dict[str, Any]]:
+    listing = "src/app/main.py\nsrc/app/util.py\n/usr/lib/python3.10/socket.py"
+    return [
+        {
+            "role": "user",
+            "content": "Fix `parse_rows` in src/app/main.py; use green/blue/red colours. Run `your_command_here`.",
+        },
+        {"role": "assistant", "content": "", "tool_calls": [call("c1", "Bash", command="find src -name '*.py'")]},
+        {"role": "tool", "tool_call_id": "c1", "content": listing},
+        {
+            "role": "assistant",
+            "content": "GitHub says so.",
+            "tool_calls": [call("c2", "Bash", command="sed -i 's/old_name/new_name/g' src/app/util.py")],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c2",
+            "content": "EEEE.E/usr/lib/python3.10/socket.py:1: Warning\n.card { margin-top: 0 }",
+        },
+        {"role": "assistant", "content": "", "tool_calls": [call("c3", "Read", file_path="src/app/util.py")]},
+        {
+            "role": "tool",
+            "tool_call_id": "c3",
+            "content": "def load_rows(path):\n    return read_all(path)  # src/app/util.p",
+        },
+        # ---- cut at 7 ----
+        {"role": "assistant", "content": "`late_name` shows up only now."},
+    ]
+
+
+def working_set_summary(*bullets: str) -> str:
+    return "## Relevant Files\n" + "\n".join(f"- {b}" for b in bullets) + "\n"
+
+
+def test_real_names_of_the_session_are_not_noise() -> None:
+    session = SessionText(noise_transcript())
+    summary = working_set_summary(
+        "Files named: src/app/{main.py, util.py}",
+        "Identifiers: parse_rows, load_rows, read_all",
+    )
+    result = noise(session, 7, summary)
+    assert result.entries == ("src/app/main.py", "src/app/util.py", "parse_rows", "load_rows", "read_all")
+    assert result.noisy == () and result.share == 0.0
+
+
+def test_each_class_of_noise_is_counted() -> None:
+    session = SessionText(noise_transcript())
+    junk = [
+        "EEEE.E/usr/lib/python3.10/socket.py",  # progress glued to a path
+        "/usr/lib/python3.10/socket.py",  # a system path only shown, never opened
+        "s/old_name/new_name/g",  # a sed expression
+        "your_command_here",  # a placeholder
+        "green/blue/red",  # alternatives in prose, not a path
+        "src/app/util.p",  # cut mid-name: a longer name (`util.py`) continues it
+        "GitHub",  # a product's name in plain prose
+        "margin-top",  # a CSS property
+        "POST",  # a bare word
+        "late_name",  # first named after the cut
+    ]
+    summary = working_set_summary("Files named: " + ", ".join(junk[:3]), "Identifiers: " + ", ".join(junk[3:]))
+    assert noise(session, 7, working_set_summary("Files named: src/app/util.py")).noisy == ()
+    result = noise(session, 7, summary)
+    assert set(result.noisy) == set(junk) and result.share == 1.0
+
+
+def test_a_run_is_one_entry_and_names_listed_one_by_one_beyond_the_limit_are_noise() -> None:
+    messages = [
+        {"role": "assistant", "content": "", "tool_calls": [call("c1", "Read", file_path="gen.py")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "\n".join(f"def func_6_{i}(): pass" for i in range(151))},
+        {"role": "user", "content": "next"},
+    ]
+    session = SessionText(messages)
+    assert noise(session, 2, working_set_summary(f"Identifiers: func_6_0{RUN_MARK}func_6_150")).noisy == ()
+    one_by_one = noise(session, 2, working_set_summary("Identifiers: " + ", ".join(f"func_6_{i}" for i in range(10))))
+    assert len(one_by_one.noisy) == 9 and one_by_one.noisy[0] == "func_6_1"

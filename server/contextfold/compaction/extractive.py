@@ -359,8 +359,27 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
 
 
 def _root(facts: Facts) -> str:
-    """The project's root directory: where most edited files live, else most files touched."""
-    return project_root([f.path for f in facts.edited_files]) or project_root([f.path for f in facts.files])
+    """The project's root directory: where most edited files live, else most files touched — or,
+    above that, the directory the agent works from (`_working_directory`), so that the relative
+    paths it typed read as relative to the root too."""
+    root = project_root([f.path for f in facts.edited_files]) or project_root([f.path for f in facts.files])
+    working = _working_directory([f.path for f in facts.files])
+    return working if working and root.startswith(working) else root
+
+
+def _working_directory(paths: Sequence[str]) -> str:
+    """The directory the agent's relative paths resolve from: the one that, put before a relative
+    path it wrote, gives an absolute path it also wrote (`src/a.py` and `/home/u/proj/src/a.py`
+    say `/home/u/proj/`), when at least two such pairs agree; '' otherwise."""
+    absolute = [p for p in paths if p.startswith("/")]
+    votes: dict[str, int] = {}
+    for relative in {p.removeprefix("./") for p in paths if not p.startswith(("/", "~", "$")) and "/" in p}:
+        for path in absolute:
+            if path.endswith("/" + relative):
+                folder = path[: -len(relative)]
+                votes[folder] = votes.get(folder, 0) + 1
+    agreed = [folder for folder, count in votes.items() if count >= 2]
+    return max(agreed, key=lambda folder: (votes[folder], -len(folder))) if agreed else ""
 
 
 def _under_way(facts: Facts, root: str) -> list[str]:
@@ -419,7 +438,8 @@ def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[
     if root:
         draft.add(
             CRITICAL,
-            f"{PROJECT_ROOT}`{root}` (Done and the working set name files relative to it)",
+            f"{PROJECT_ROOT}`{root}` (Done and the working set name the files under it relative to it; "
+            "Relevant Files gives each edited file's exact path)",
             _CONTEXT_TIER,
             rank,
         )

@@ -1,33 +1,54 @@
 """The working set: the files, identifiers and tests the agent was working with.
 
 After a compaction the agent goes on using names it met before: the module it was reading, the
-function it grepped for, the test that failed. Those names are cheap to keep and costly to find
-again, so the summary lists the ones that mattered most, within a fixed share of its budget
-(`SHARE`, growing to `MAX_SHARE` when the other sections leave that room unused). Edited files
-are not part of it: the summary names every one of them anyway. Paths under the project's root
-are written relative to it.
+function it grepped for, the test that failed, the header the file it read includes. Those names
+are cheap to keep and costly to find again, so the summary lists the ones that mattered most,
+within a fixed share of its budget (`SHARE`, growing to `MAX_SHARE` when the other sections leave
+that room unused). Edited files are not part of it: the summary names every one of them anyway.
+Paths under the project's root are written relative to it, and files of one directory in one
+bullet share it (`src/app/{a.py, b.py}`).
 
 Where names are found, and what one use of a name is worth:
 - the user's words and the assistant's own text: a name in backticks (3), any other code-like
-  word (1.5) — the agent named it;
+  word (1.5) — the agent named it (in plain words, `a/b/c` is a choice, not a path, and a
+  CamelCase word alone a product's name, unless it names an error or a test);
 - a tool call's arguments: paths, patterns, code (1);
 - a tool's output: a name it shows, once per output (0.4; a file name 1) — seen, not yet used;
   exception names, and test names on a line that reports a failure, count as in the agent's text
   (a failing test is worth keeping, a passing one listed among hundreds is not);
 - a file a tool read or searched: 2 more.
+**Seen, then referred to**: a name an output showed that a later message typed, read, opened or
+ran — or, for a file, whose name without its extension the agent later typed (`AppAvatar` for
+`AppAvatar.vue`) — gets `SEEN_THEN_USED` more: the agent met it and went on with it. A file only
+shown, in a directory holding one the agent worked on, gets `NEIGHBOUR_BONUS`; files count
+`FILE_FACTOR` times a name (they are opened again more often than a name is written again).
 A use late in the history counts up to five times one at its start (`RECENCY`). An output showing
 many names spreads its weight over them (`SPREAD_NAMES`); a name shown in most outputs is the
 harness's (`exit_code`), and counts only for what the agent did with it; a name below `MIN_SCORE`
-is not listed. Code-like means a path (absolute ones too, however deep), a `snake_case`,
-`CamelCase`, `kebab-case` (in code), `dotted.name`, `name/2`, `UPPER_CASE` or `__dunder__` word,
-or anything in backticks without spaces; ordinary words never qualify. Names the rest of the
-summary already holds are not listed again.
+is not listed. Code-like means a path (absolute ones too, however deep; Windows ones too), a
+`snake_case`, `CamelCase`, `kebab-case` (in code), `Verb-Noun`, `dotted.name`, `name/2`,
+`UPPER_CASE`, `$VARIABLE`, `@scope/package` or `__dunder__` word, or anything in backticks without
+spaces; ordinary words never qualify. Names the rest of the summary already holds are not listed
+again.
+
+**Noise**, by syntax and by where a name stood, never by a list of strings seen somewhere: a test
+runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; sed expressions,
+placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare words (`def`,
+`None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
+names (`noise`); a kebab-case word only ever followed by `:` is a format's property or key
+(`margin-top:`), not a name; system and installed-package paths (`/usr/lib/python3.10/…`,
+`site-packages`, `node_modules`) are listed only when the agent opened them; a path cut by a clip
+or an ellipsis (`adapters.p` beside `adapters.py`), a search's context-line number (`a.js-48`) and
+escapes shown in string literals (`\nFormat`) are not part of a name; names only directory
+listings showed keep `LISTING_NAMES` a listing; and more than `RUN_NAMES` names the same but for
+their numbers are one entry, `func_6_0 … func_6_150` (those someone named in words stay apart).
 Ties rank by first use, so the same history always gives the same list.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -66,21 +87,29 @@ MAX_OUTPUT_CHARS = 40_000
 
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
-_WORD = re.compile(r"(?<![\w./:~<-])(?:[A-Za-z_:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:-])[A-Za-z_]\w")
+_WORD = re.compile(r"(?<![\w./:~<$-])(?:\$?[A-Za-z_:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:$-])[A-Za-z_]\w")
+_BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*\w")
+"""A path through a directory named `[param]` (`app/players/[id]/page.tsx`), read whole."""
 _SNAKE = re.compile(r"^_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*$")
 _CAMEL = re.compile(r"^[A-Z]?[a-z0-9]+(?:[A-Z][a-z0-9]+)+$|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+(?:\(\))?$")
 _LINE_SUFFIX = re.compile(r"(?<=\w):\d+(?::\S*)?$")
 """`path.py:12` or `path.py:12:3:`: a place in a file; the name is the file's."""
-_JUNK = re.compile(r"\w\.\.|//|^\.[A-Za-z0-9]+$")
-"""Glued paths (`a.js../../x`), doubled slashes, a bare extension (`.json`)."""
+_JUNK = re.compile(r"\w\.\.|//|^\.[A-Za-z0-9]+$|^:\d|^\.\.\.")
+"""Glued paths (`a.js../../x`), doubled slashes, a bare extension (`.json`), a search hit's line
+number without its file (`:91:x`), an ellipsis."""
 _NOT_NAMES = frozenset({"e.g", "i.e", "etc", "vs."})
 MIN_OUTPUTS_FOR_COMMON = 10
 COMMON_SHARE = 0.3
 """A name in more than this share of the tool outputs is the harness's or the format's."""
 _MARKUP = re.compile(r"</?[A-Za-z][\w-]*>")
 """A harness's tags around an output (`<returncode>`, `<tool_use_error>`): not the output's names."""
-_KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
+_KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$|^[A-Z][a-z]+(?:-[A-Z][A-Za-z]+)+$")
+"""`kebab-case`, and a command's or header's `Verb-Noun` (`Copy-Item`, `Content-Type`)."""
+_VARIABLE = re.compile(r"^\$[A-Z][A-Z0-9_]{2,}$")
+"""`$PROFILE`, `$HOME`: an environment variable, named with its `$`."""
+_SCOPED = re.compile(r"^[a-z0-9][\w.-]*/[a-z0-9][\w.-]*$")
+"""After an `@`: a scoped package (`@convex-dev/auth`)."""
 _ARITY = re.compile(r"^[A-Za-z_][\w.?!]*/\d+(?:-\d+)?$")
 """`name/2`: a function and its arity (Erlang, Elixir), not a path."""
 _UPPER = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
@@ -96,6 +125,81 @@ _FILE_EXTENSIONS = frozenset(
     conf lock xml html htm css scss sass less gradle cmake mk dockerfile proto graphql tf lua r jl dart
     zig nim ml mli hs elm clj cljs edn ipynb csv tsv env""".split()
 )
+_BARE_FILES = frozenset({"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "Justfile", "Vagrantfile"})
+"""Files known by a bare name: a file, not a word."""
+SEEN_THEN_USED = 2.0
+"""A name a tool output showed and the agent then typed, read or ran: it met it and went on
+with it, as surely part of the work as a file it read (`READ_BONUS`)."""
+FILE_FACTOR = 2.0
+"""What a file's score counts, against a name's: a file is opened again after a compaction more
+often than an identifier is written again."""
+NEIGHBOUR_BONUS = 1.0
+"""A file only shown, in a directory holding a file the agent edited, read or typed."""
+LISTING_NAMES = 20
+"""Names one directory listing may put in the working set on its own strength alone (more when
+something else names them: the agent's words, another output)."""
+RUN_NAMES = 6
+"""Names of one shape (the same but for their numbers: `func_6_0`, `func_6_1` …) beyond which
+the ones the agent never typed are listed as one run, `func_6_0 … func_6_150`."""
+RUN_MARK = " … "
+_CODE_IDENTIFIER = re.compile(
+    r"(?:--|[@$.:])?[A-Za-z_$][\w$]*(?:\(\))?"
+    r"(?:(?:\.|::|:|->|\?\.)[A-Za-z_$][\w$]*(?:\(\))?|-\w+)*(?:/\d+)?[!?]?(?:\(\))?"
+)
+"""What an identifier looks like in any language: word segments joined by `.`, `::`, `:`, `->`,
+`?.` (or `-`, in kebab-case), an arity (`name/2`), a call's `()`; no spaces, quotes, operators or
+markup."""
+_CAMEL_STEP = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+_SED = re.compile(r"[sy]([/|#,:])(?:(?!\1).)*\1(?:(?!\1).)*\1[gimpIe\d]*")
+"""A sed or tr substitution (`s/a/b/g`, `y/ab/cd/`): a script, not a path."""
+_PLACEHOLDER = re.compile(
+    r"(?i)(?:^|[\\/_.-])your(?:$|[\\/_.A-Z-])|_here$|(?:^|/)path/to(?:/|$)|^x{3,}$|[<>{}]|YYYY|\*"
+)
+"""Words a prompt or document puts where a real name goes (`your_command_here`, `path/to/file`,
+`<file>`, `{name}/x`, `YYYY-MM-DD`, `XXX`), and glob patterns (`src/*.py`): not one name."""
+_PROGRESS = re.compile(r"^(?=[^/]*[EF])(?=[^/]*\.)[.EFsx]{2,}(?=/)")
+"""A test runner's progress marks (`EEEE.E`, `.F`) printed right before a path, glued to it."""
+_SYSTEM_ROOTS = (
+    "/usr/",
+    "/lib/",
+    "/lib64/",
+    "/opt/",
+    "/System/",
+    "/Library/",
+    "/Applications/",
+    "/proc/",
+    "/sys/",
+    "/dev/",
+    "node:",
+)
+_PACKAGE_DIR = re.compile(
+    r"(?:^|[\\/])(?:site-packages|dist-packages|node_modules|\.venv|\.nvm|\.npm|\.cache|\.cargo|\.rustup|"
+    r"\.pyenv|\.m2|\.gradle)(?:[\\/]|$)|(?:^|/)lib/python\d"
+)
+"""Installed packages and tool caches: someone else's code, shown in tracebacks and listings."""
+_GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
+"""`a.js-48`: a line of a search's context (`grep -n -C`), the name being the file's."""
+_KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)['\"]?\s*:(?!:)")
+"""A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`): the
+format's vocabulary, not a name of the work."""
+_ESCAPE = re.compile(r"\\(?:[ntr](?=[A-Z])|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})")
+"""`\nFormat`, `\u0026`: escapes of text shown as a string literal, not part of the next word."""
+_ELLIPSIS = re.compile(r"…|\.\.\.")
+_LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
+"""A word followed right away by an ellipsis was cut there."""
+_SCOPED_AT = re.compile(r"(?<![\w@])@([a-z0-9][\w.-]*/[a-z0-9][\w.-]*)")
+_ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
+"""`#include <ros/ros.h>`: a file in angle brackets (which the closing-tag rule would otherwise skip)."""
+_WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+[\\/])*[\w.@+$~-]+[\\/]?")
+_LS_COLUMNS = re.compile(r"^[-dlcbps][-rwxsStT]{9}[@+.]?\s.*\s(\S+)$")
+"""`ls -l`'s line: permissions, links, owner, size, date, then the name."""
+_TREE = re.compile(r"^[\s│├└─|`*•-]+")
+"""A tree's branches or a list's bullet before a listed name."""
+LISTING_MIN_LINES = 8
+LISTING_SHARE = 0.7
+"""An output of at least this many lines, this share of them each one path, is a listing."""
+LISTING_SAMPLE = 200
+"""Lines of an output read to tell whether it is a listing."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +216,10 @@ def is_file_name(word: str) -> bool:
     """A path, or a name whose extension is a known file type (`config.exs`, not `os.path`)."""
     if "://" in word or len(word) > 250 or not re.search(r"[A-Za-z]", word):
         return False
-    base = word.rstrip("/").rsplit("/", 1)[-1]
-    if "." in base and base.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS:
+    base = _base(word)
+    if "." in base and base.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS or word in _BARE_FILES:
+        return True
+    if _WINDOWS_PATH.fullmatch(word):
         return True
     if "/" not in word or _ARITY.match(word):
         return False
@@ -123,8 +229,49 @@ def is_file_name(word: str) -> bool:
     return word.startswith(("/", "./", "../", "~/")) or word.endswith("/") or word.count("/") >= 2
 
 
+def _base(path: str) -> str:
+    """The last part of a path (`/` or `\\` separated)."""
+    return re.split(r"[\\/]", path.rstrip("/\\"))[-1]
+
+
+def _folder(path: str) -> str:
+    """The directory part of a path, without its separator ('' for a bare name)."""
+    return re.split(r"[\\/][^\\/]*$", path.rstrip("/\\"))[0] if re.search(r"[\\/]", path.rstrip("/\\")) else ""
+
+
+def _system(path: str) -> bool:
+    """A path into the system or into installed packages and caches (not the project's own)."""
+    return path.startswith(_SYSTEM_ROOTS) or _PACKAGE_DIR.search(path) is not None
+
+
+@lru_cache(maxsize=16_384)
+def noise(term: str) -> bool:
+    """Whether `term` is, by its syntax alone, not a name worth listing: a sed expression, a
+    placeholder, a bare word (`def`, `None`, `POST`), or a word that is no identifier of any
+    language (`28px`, `Cmd+Shift+R`, `<template>`, `hide=False`, `h-96`)."""
+    if _SED.fullmatch(term) or _PLACEHOLDER.search(term):
+        return True
+    if term.startswith("@") and _SCOPED.match(term[1:]):
+        return False
+    if is_file_name(term) or (("/" in term or "\\" in term) and not term.startswith(":")):
+        return False
+    core = term.removesuffix("()")
+    if re.fullmatch(r"[0-9a-f]{7,40}", core) and re.search(r"[a-f]", core) and re.search(r"\d", core):
+        return False  # a commit or object hash
+    if not _CODE_IDENTIFIER.fullmatch(core):
+        return True
+    return not (re.search(r"[_.:\-\d$@]|\(\)", core) or _CAMEL_STEP.search(core))
+
+
+_REVISION = re.compile(r"^(?:[0-9a-f]{7,40}|HEAD(?:[~^]\d*)*):(?=[\w./])")
+"""`c1f44e6:src/a.py`, `HEAD~1:a.py`: a file at a git revision, the name being the file's."""
+
+
 def _hit_file(word: str) -> str | None:
-    """The file of a search hit or a place in it (`src/otel.erl:-spec`, `a.py:12:`), else None."""
+    """The file of a search hit or a place in it (`src/otel.erl:-spec`, `a.py:12:`), or of a
+    revision's (`HEAD:a.py`), else None."""
+    if _REVISION.match(word):
+        return _REVISION.sub("", word)
     if ":" not in word[1:]:
         return None
     path = word.partition(":")[0]
@@ -146,7 +293,9 @@ def _code_like(word: str, kebab: bool = False) -> bool:
         return False
     core = word[:-2] if word.endswith("()") else word
     return bool(
-        _DUNDER.match(core)
+        _VARIABLE.match(core)
+        or (core.startswith("@") and _SCOPED.match(core[1:]))
+        or _DUNDER.match(core)
         or (kebab and _KEBAB.match(core))
         or _ARITY.match(core)
         or _SNAKE.match(core)
@@ -154,6 +303,30 @@ def _code_like(word: str, kebab: bool = False) -> bool:
         or _DOTTED.match(core)
         or _UPPER.match(core)
     )
+
+
+@lru_cache(maxsize=65_536)
+def _normalized(term: str) -> str | None:
+    """The name `term` stands for (a search hit's file, without a place in it, a closing bracket,
+    progress marks or a context line's number), or None when it is none (too short or long, a
+    number, junk, `noise`)."""
+    term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
+    term = _hit_file(term) or term
+    if term.endswith(")") and not term.endswith("()"):
+        term = term.rstrip(")")
+    term = _PROGRESS.sub("", term)
+    if is_file_name(term.rstrip("-0123456789")):
+        term = _GREP_CONTEXT.sub(r"\1", term)
+    if (
+        len(term) < 3
+        or len(term) > (250 if is_file_name(term) else 120)
+        or term.isdigit()
+        or term.casefold() in _NOT_NAMES
+        or _JUNK.search(term)
+        or noise(term)
+    ):
+        return None
+    return term
 
 
 class _Scores:
@@ -166,25 +339,64 @@ class _Scores:
         """Tool outputs read so far."""
         self.shown: dict[str, tuple[int, float]] = {}
         """Per name: in how many outputs it stood, and what they added to its score."""
+        self.first_shown: dict[str, int] = {}
+        """Per name: the message whose tool output showed it first."""
+        self.typed: set[str] = set()
+        """Names the user or the agent wrote: in words, in a call's arguments, as a file read."""
+        self.opened: set[str] = set()
+        """Names a call's arguments hold or a tool read: what the agent opened on purpose."""
+        self.followed: set[str] = set()
+        """Names shown in an output, then typed, read or run in a later message (`SEEN_THEN_USED`)."""
+        self.listings: dict[str, set[int]] = {}
+        """Per name shown in a directory listing: the listings (their output numbers)."""
+        self.elsewhere: set[str] = set()
+        """Names shown in an output that is not a listing."""
+        self.declared: set[str] = set()
+        """Kebab-case words seen as a property or key (`margin-top:`), and nowhere as a name."""
+        self.said: set[str] = set()
+        """Names in the user's or the agent's own words (not in code they wrote)."""
+        self.saying = False
+        """Whether what is being read now is someone's words."""
+        self.last_typed: dict[str, int] = {}
+        """Per name typed: the last message that did."""
 
-    def add(self, term: str, weight: float, kind: str | None = None, *, output: bool = False) -> None:
-        term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
-        term = _hit_file(term) or term
-        if term.endswith(")") and not term.endswith("()"):
-            term = term.rstrip(")")
-        if (
-            len(term) < 3
-            or len(term) > (250 if is_file_name(term) else 120)
-            or term.isdigit()
-            or term.casefold() in _NOT_NAMES
-            or _JUNK.search(term)
-        ):
+    def add(
+        self,
+        term: str,
+        weight: float,
+        kind: str | None = None,
+        *,
+        output: bool = False,
+        listing: bool = False,
+        typed: bool = True,
+        opened: bool = False,
+    ) -> None:
+        found = _normalized(term)
+        if found is None:
             return
+        term = found
         gain = weight * (1 + RECENCY * (self.at / self.size) ** 2)
         self.score[term] = self.score.get(term, 0.0) + gain
         if output:
             count, total = self.shown.get(term, (0, 0.0))
             self.shown[term] = (count + 1, total + gain)
+            self.first_shown.setdefault(term, self.at)
+            if listing:
+                self.listings.setdefault(term, set()).add(self.outputs)
+            else:
+                self.elsewhere.add(term)
+        elif typed:
+            self.typed.add(term)
+            self.last_typed[term] = self.at
+            if self.saying:
+                self.said.add(term)
+            if opened:
+                self.opened.add(term)
+            shown_at = self.first_shown.get(term)
+            if shown_at is not None and shown_at < self.at and term not in self.followed:
+                # Seen in an output, then used: the agent went on with it.
+                self.followed.add(term)
+                self.score[term] += SEEN_THEN_USED * (1 + RECENCY * (self.at / self.size) ** 2)
         if term not in self.kind:
             self.kind[term] = kind or ("file" if is_file_name(term) else "test" if _TEST.fullmatch(term) else "name")
 
@@ -204,7 +416,7 @@ class _Scores:
         by_base: dict[str, list[str]] = {}
         for term, kind in self.kind.items():
             if kind in ("file", "read") and term in self.score:
-                by_base.setdefault(term.rstrip("/").rsplit("/", 1)[-1], []).append(term)
+                by_base.setdefault(_base(term), []).append(term)
         for group in by_base.values():
             alive = sorted(group, key=len, reverse=True)
             for term in list(alive):
@@ -215,15 +427,111 @@ class _Scores:
                     self.score[into] += self.score.pop(term)
                     if self.kind[term] == "read":
                         self.kind[into] = "read"
+                    for marks in (self.typed, self.opened, self.followed, self.elsewhere, self.said):
+                        if term in marks:
+                            marks.add(into)
+                    if term in self.listings:
+                        self.listings.setdefault(into, set()).update(self.listings[term])
+                    if term in self.first_shown:
+                        self.first_shown[into] = min(self.first_shown[term], self.first_shown.get(into, self.size))
+                    if term in self.last_typed:
+                        self.last_typed[into] = max(self.last_typed[term], self.last_typed.get(into, 0))
                     alive.remove(term)
 
+    def drop_cut(self) -> None:
+        """A file name with an unknown extension that a longer name continues was cut mid-name
+        (`adapters.p` beside `adapters.py`, at the end of a clipped output)."""
+        files = sorted(t for t, k in self.kind.items() if k in ("file", "read") and t in self.score)
+        for i, term in enumerate(files):
+            base = _base(term)
+            if "." not in base.strip(".") or base.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS:
+                continue
+            later = files[i + 1] if i + 1 < len(files) else ""
+            if later.startswith(term) and re.match(r"\w", later[len(term) :]) and term not in self.typed:
+                del self.score[term]
+
+    def drop_foreign(self) -> None:
+        """System and installed-package paths (`/usr/lib/python3.10/…`, `site-packages`) are not the
+        project's: listed only when the agent opened them, not when a traceback or listing showed them."""
+        for term in [t for t in self.score if self.kind[t] in ("file", "read") and _system(t)]:
+            if term not in self.opened and self.kind[term] != "read":
+                del self.score[term]
+
+    def drop_declared(self) -> None:
+        for term in self.declared:
+            if term in self.score and term not in self.typed and term not in self.elsewhere:
+                del self.score[term]
+
+    def stems(self) -> None:
+        """A file only shown whose name, extension aside, the agent typed (`AppAvatar` for
+        `AppAvatar.vue`, `stage` for `models/stage.py`) was referred to: `SEEN_THEN_USED`."""
+        typed: dict[str, int] = {}
+        for term in self.typed:
+            if self.kind.get(term) not in ("file", "read"):
+                stem = re.split(r"[.:]|->", term.removesuffix("()"))[-1]
+                typed[stem] = max(typed.get(stem, 0), self.last_typed.get(term, 0))
+        for term in list(self.score):
+            if self.kind[term] != "file" or term in self.followed or term in self.typed:
+                continue
+            base = _base(term)
+            stem = base.rsplit(".", 1)[0] if "." in base else ""
+            at = typed.get(stem)
+            if len(stem) >= 4 and at is not None and at > self.first_shown.get(term, self.size):
+                self.followed.add(term)
+                self.score[term] += SEEN_THEN_USED * (1 + RECENCY * (at / self.size) ** 2)
+
+    def neighbours(self) -> None:
+        """A file only shown, beside one the agent worked on (same directory), gets `NEIGHBOUR_BONUS`."""
+        if not NEIGHBOUR_BONUS:
+            return
+        worked = {_tail(_folder(t)) for t in self.typed if self.kind.get(t) in ("file", "read")}
+        worked.discard("")
+        for term in list(self.score):
+            if self.kind[term] == "file" and term not in self.typed and _tail(_folder(term)) in worked:
+                self.score[term] += NEIGHBOUR_BONUS
+
+    def cap_listings(self) -> None:
+        """A listing names many files, each less surely one the work needs: of the names only listings
+        show (nothing else named them), each listing keeps its `LISTING_NAMES` best."""
+        only: dict[int, list[str]] = {}
+        for term, seen in self.listings.items():
+            if term in self.score and term not in self.typed and term not in self.elsewhere:
+                only.setdefault(max(seen), []).append(term)
+        for names in only.values():
+            names.sort(key=lambda t: -self.score[t])
+            for term in names[LISTING_NAMES:]:
+                del self.score[term]
+
+    def collapse_runs(self) -> None:
+        """Names the same but for their numbers (`func_6_0` … `func_6_150`, generated or listed by the
+        hundred), more than `RUN_NAMES` of them, become one entry: the first and the last, scored as
+        the best of them. Those the user or the agent named in their words, and files a call opened,
+        stay on their own."""
+        shapes: dict[str, list[str]] = {}
+        for term in self.score:
+            kept = term in self.said or (self.kind[term] in ("file", "read") and term in self.opened)
+            if not kept and re.search(r"\d", term):
+                shapes.setdefault(self.kind[term] + ":" + re.sub(r"\d+", "#", term), []).append(term)
+        for members in shapes.values():
+            if len(members) <= RUN_NAMES:
+                continue
+            members.sort(key=lambda t: [int(n) for n in re.findall(r"\d+", t)])
+            run = f"{members[0]}{RUN_MARK}{members[-1]}"
+            best = max(self.score[t] for t in members)
+            self.kind[run] = self.kind[members[0]]
+            for term in members:
+                del self.score[term]
+            self.score[run] = best
+
     def prose(self, text: str, weight: float) -> None:
+        self.saying = True
         for span in _BACKTICKED.findall(text):
             span = span.strip()
             if _CODE_SPAN.match(span) and re.search(r"[A-Za-z]", span) and _balanced(span):
                 # A plain word in backticks (`threshold`) is named on purpose, but less surely a name.
                 self.add(span, (3 if _code_like(span) or not span.isalpha() else 1) * weight)
-        self.code(text, 1.5 * weight, kebab=False)
+        self.code(_BACKTICKED.sub(" ", text), 1.5 * weight, kebab=False, plain=True)
+        self.saying = False
 
     def code(
         self,
@@ -234,8 +542,45 @@ class _Scores:
         file_weight: float | None = None,
         kebab: bool = True,
         spread: bool = False,
+        opened: bool = False,
+        plain: bool = False,
     ) -> None:
-        found = [w for w in _WORD.findall(text) if _code_like(w, kebab)]
+        """Names in `text`, each use worth `weight`. `once`: a tool output (each name once, shown
+        not used); `plain`: someone's plain words, where `a/b` is an alternative, not a path, and a
+        CamelCase word alone is a product's name (`GitHub`) unless it names an error or a test."""
+        text = _ESCAPE.sub(" ", text) if "\\" in text else text
+        whole: list[str] = []
+        for pattern, mark in ((_WINDOWS_PATH, ":\\"), (_BRACKET_PATH, "/[")):
+            if mark in text and (paths := pattern.findall(text)):
+                whole += paths
+                text = pattern.sub(" ", text)
+        listing = once and _is_listing(text)
+        found = whole + ([m for m in _ANGLED.findall(text) if is_file_name(m)] if "<" in text else [])
+        if "$" in text:
+            found += [w for w in map(_unvariable, _WORD.findall(text)) if _code_like(w, kebab)]
+        else:
+            found += [w for w in _WORD.findall(text) if _code_like(w, kebab)]
+        if plain:
+            found = [
+                w for w in found if not _alternatives(w) and not (_CAMEL.match(w) and not _NAMED_IN_WORDS.fullmatch(w))
+            ]
+        if "…" in text or "..." in text:
+            cut = _cut_words(text)  # cut mid-name by whoever clipped the text
+            found = [w for w in found if w not in cut]
+        if kebab and ":" in text and any("-" in w for w in found) and (keys := Counter(_KEBAB_KEY.findall(text))):
+            uses = Counter(w for w in found if w in keys)
+            self.declared.update(w for w, n in keys.items() if n >= uses[w])  # only ever a key
+            kept = []
+            for word in found:
+                if keys.get(word, 0) > 0:
+                    keys[word] -= 1  # this use is a key's
+                else:
+                    kept.append(word)
+            found = kept
+        if "@" in text:
+            for scoped in _SCOPED_AT.findall(text):
+                if scoped in found:
+                    found[found.index(scoped)] = "@" + scoped
         words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
         names = len(words) + len(tests)
@@ -244,9 +589,67 @@ class _Scores:
             weight *= SPREAD_NAMES / names
             file_weight = None if file_weight is None else file_weight * SPREAD_NAMES / names
         for word in words:
-            self.add(word, weight if file_weight is None or not is_file_name(word) else file_weight, output=once)
+            self.add(
+                word,
+                weight if file_weight is None or not is_file_name(word) else file_weight,
+                output=once,
+                listing=listing,
+                opened=opened,
+            )
         for test in tests:
-            self.add(test, weight, "test", output=once)
+            self.add(test, weight, "test", output=once, listing=listing, opened=opened)
+
+
+_NAMED_IN_WORDS = re.compile(r"[A-Z]\w*(?:Error|Exception|Warning|Failure)|Test[A-Z]\w*|\w+Tests?")
+"""CamelCase words that are names even in plain words: errors and tests."""
+
+
+def _cut_words(text: str) -> set[str]:
+    """The words an ellipsis follows right away (`/testbed/requests/sessions.p…`)."""
+    cut = set()
+    for mark in _ELLIPSIS.finditer(text):
+        word = _LAST_WORD.search(text, max(0, mark.start() - 250), mark.start())
+        if word:
+            cut.add(word.group())
+    return cut
+
+
+def _unvariable(word: str) -> str:
+    """A shell or script variable (`$name`) is its name; an environment variable or a path keeps
+    its `$` (`$HOME`, `$HOME/src`)."""
+    if word.startswith("$") and not is_file_name(word) and not _VARIABLE.match(word):
+        return word[1:]
+    return word
+
+
+def _alternatives(word: str) -> bool:
+    """`green/blue/red`, `dev/build/start`: choices in plain words, not a path (no root, no file
+    extension)."""
+    if "/" not in word or word.startswith(("/", "./", "../", "~/", "$")) or _ARITY.match(word):
+        return False
+    base = _base(word)
+    return not ("." in base and base.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS)
+
+
+def _tail(folder: str) -> str:
+    """A directory's last two parts: how one directory is known whether written whole or relative."""
+    return "/".join(re.split(r"[\\/]", folder)[-2:]) if folder else ""
+
+
+def _is_listing(text: str) -> bool:
+    """The output lists paths, one a line (`ls`, `find`, `tree`, a glob's matches)."""
+    if text.count("\n") < LISTING_MIN_LINES - 1:
+        return False
+    lines = [line for line in text.split("\n", LISTING_SAMPLE)[:LISTING_SAMPLE] if line.strip()]
+    if len(lines) < LISTING_MIN_LINES:
+        return False
+    entries = 0
+    for line in lines:
+        columns = _LS_COLUMNS.match(line)
+        name = columns.group(1) if columns else _TREE.sub("", line).strip()
+        if name and " " not in name and (is_file_name(name) or "." in name or name.endswith("/")):
+            entries += 1
+    return entries >= LISTING_SHARE * len(lines)
 
 
 def _balanced(span: str) -> bool:
@@ -279,7 +682,8 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     adapters = registered_adapters()
     scores.at = len(messages) // 2
     for path in read:
-        scores.add(path, READ_BONUS, "read")
+        scores.add(path, READ_BONUS, "read", opened=True)
+    scores.at = 0
     for index, message in enumerate(messages):
         scores.at = index
         if message.summary or message.compaction is not None:
@@ -298,15 +702,29 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 scores.prose("\n".join(item.text for item in plan), 1.0)
                 continue
             for text in _strings(part.input):
-                scores.code(text, 1.0)
-            output = _MARKUP.sub(" ", part.result_text[:MAX_OUTPUT_CHARS])
+                scores.code(text, 1.0, opened=True)
+            result = part.result_text
+            clipped = result[:MAX_OUTPUT_CHARS]
+            if len(result) > MAX_OUTPUT_CHARS:
+                clipped = clipped[: max(clipped.rfind(" "), clipped.rfind("\n"))]  # not the word cut in two
+            output = _MARKUP.sub(" ", clipped)
             scores.outputs += 1
             scores.code(output, OUTPUT_WEIGHT, once=True, file_weight=OUTPUT_FILE_WEIGHT, spread=True)
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
-                scores.add(name, 1.5)
+                scores.add(name, 1.5, typed=False)
     scores.settle()
+    scores.drop_cut()
     scores.merge_paths()
+    scores.drop_foreign()
+    scores.drop_declared()
+    scores.stems()
+    scores.neighbours()
+    scores.cap_listings()
+    scores.collapse_runs()
+    for term, kind in scores.kind.items():
+        if kind in ("file", "read") and term in scores.score:
+            scores.score[term] *= FILE_FACTOR
     edited_paths = {p.rstrip("/") for p in edited}
     ranked = [
         (term, scores.kind[term])
@@ -333,34 +751,72 @@ def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int, root: st
     """Relevant Files bullets listing the working set within `budget` tokens, most relevant first:
     `Files read: a, b`, `Files named: …`, `Tests: …`, `Identifiers: …`, at most `CHUNK` names a
     bullet. Names are taken in order of relevance until the budget is spent. Paths under `root`
-    (the project's, with a trailing `/`, which the summary states once) are written relative to it."""
+    (the project's, with a trailing `/`, which the summary states once) are written relative to it;
+    files of one directory in one bullet share it: `src/app/{a.py, b.py}`."""
     spent = 0
-    chosen: dict[str, list[tuple[int, str]]] = {kind: [] for kind in _LABELS}
+    bullets: list[tuple[str, list[tuple[int, str]]]] = []
+    open_bullet: dict[str, tuple[list[tuple[int, str]], int]] = {}
+    """Per kind: the bullet being filled and its cost so far."""
     for position, (item, kind) in enumerate(ws.ranked):
-        if root and kind in ("file", "read") and item.startswith(root) and len(item) > len(root):
-            item = item[len(root) :]
-        cost = counter.count(f"{item}, ")
-        if spent + cost > budget:
-            if budget - spent < 3:
-                break
+        if budget - spent < 3:
+            break
+        if root and kind in ("file", "read"):
+            item = RUN_MARK.join(_relative(part, root) for part in item.split(RUN_MARK))
+        items, cost = open_bullet.get(kind, ([], 0))
+        grown = items + [(position, item)]
+        new_cost = counter.count(_LABELS[kind] + _render(kind, [i for _, i in grown])) + 2
+        if spent - cost + new_cost > budget:
             continue
-        spent += cost
-        chosen[kind].append((position, item))
+        spent += new_cost - cost
+        if not items:
+            bullets.append((kind, grown))
+        else:
+            bullets[next(i for i, (k, b) in enumerate(bullets) if b is items)] = (kind, grown)
+        open_bullet[kind] = (grown, new_cost) if len(grown) < CHUNK else ([], 0)
     chunks: list[tuple[float, str]] = []
-    for kind, items in chosen.items():
-        for start in range(0, len(items), CHUNK):
-            chunk = items[start : start + CHUNK]
-            relevance = sum(position for position, _ in chunk) / len(chunk)
-            chunks.append((relevance, _LABELS[kind] + ", ".join(item for _, item in chunk)))
+    for kind, chunk in bullets:
+        relevance = sum(position for position, _ in chunk) / len(chunk)
+        chunks.append((relevance, _LABELS[kind] + _render(kind, [item for _, item in chunk])))
     chunks.sort(key=lambda pair: pair[0])
     return [bullet for _, bullet in chunks]
 
 
+def _render(kind: str, items: list[str]) -> str:
+    """A bullet's names, comma separated; files of one directory as `dir/{a.py, b.py}`."""
+    if kind not in ("file", "read"):
+        return ", ".join(items)
+    folders: dict[str, list[str]] = {}
+    for item in items:
+        folder, _, base = item.rpartition("/")
+        alone = not folder or not base or RUN_MARK in item or "{" in item
+        folders.setdefault(item if alone else folder, []).append("" if alone else base)
+    parts = []
+    for folder, bases in folders.items():
+        if bases == [""]:
+            parts.append(folder)
+        elif len(bases) == 1:
+            parts.append(f"{folder}/{bases[0]}")
+        else:
+            parts.append(f"{folder}/{{{', '.join(bases)}}}")
+    return ", ".join(parts)
+
+
+def _relative(path: str, root: str) -> str:
+    return path[len(root) :] if path.startswith(root) and len(path) > len(root) else path
+
+
+_GROUPED = re.compile(r"([^,{}]*)\{([^{}]*)\}")
+
+
 def listed(bullet: str) -> list[tuple[str, str]] | None:
-    """The (name, kind) pairs a working-set bullet lists, or None for another bullet."""
+    """The (name, kind) pairs a working-set bullet lists (a directory's group, `dir/{a, b}`,
+    spelled out), or None for another bullet."""
     for kind, label in _LABELS.items():
         if bullet.startswith(label):
-            return [(name.strip("`"), kind) for name in bullet[len(label) :].split(", ") if name.strip("`")]
+            body = _GROUPED.sub(
+                lambda m: ", ".join(m.group(1) + name.strip() for name in m.group(2).split(",")), bullet[len(label) :]
+            )
+            return [(name.strip().strip("`"), kind) for name in body.split(", ") if name.strip().strip("`")]
     return None
 
 

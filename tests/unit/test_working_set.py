@@ -1,0 +1,246 @@
+"""The working set (issue 27): what the agent saw and then referred to ranks in; noise stays out.
+
+Synthetic histories only. Each rule is general — by syntax, by role, by what came before — and
+each test names the class of input it stands for:
+- saw, then referred: a header a file it read includes, a file a listing showed whose name the
+  agent then typed (even without its extension), a name an output showed that a later call used;
+- noise: test-runner progress glued to a path, sed expressions, placeholders, bare keywords, CSS
+  properties, system and installed-package paths (unless the agent opened one), paths cut by a
+  clip or an ellipsis, a search's context-line numbers, glob patterns, product names in prose,
+  `a/b/c` alternatives in prose;
+- a run of generated names is one entry; files of one directory share it in a bullet;
+- the project root is where the agent's relative paths resolve, so every relative path in the
+  summary reads from it.
+"""
+
+from __future__ import annotations
+
+from _histories import assistant, call, stored, user
+
+from contextfold.compaction.base import SummaryRequest
+from contextfold.compaction.extractive import ExtractiveSummarizer
+from contextfold.compaction.template import CRITICAL, FILES, parse_summary
+from contextfold.compaction.workingset import (
+    RUN_MARK,
+    WorkingSet,
+    fit_working_set,
+    listed,
+    working_set,
+)
+from contextfold.domain import Message
+from contextfold.tokens.counting import counter_for
+
+COUNTER = counter_for("gpt-4o")
+
+
+def ranked(messages: list[Message], edited: set[str] | None = None, read: tuple[str, ...] = ()) -> list[str]:
+    return [name for name, _ in working_set(stored(messages), edited or set(), read).ranked]
+
+
+def bash(command: str, output: str) -> Message:
+    return assistant("", call("Bash", {"command": command}, output))
+
+
+# -- saw, then referred -----------------------------------------------------------------------------
+
+
+def test_a_header_a_read_file_includes_is_a_name_and_ranks_once_the_agent_opens_it() -> None:
+    source = '#include <ros/ros.h>\n#include <geometry_msgs/Twist.h>\n#include "get_location.h"\nint main() {}\n'
+    names = ranked(
+        [
+            user("Why does the node not publish?"),
+            assistant("", call("Read", {"file_path": "/repo/src/node.c"}, source)),
+            bash("grep -rn publish_twist /repo/src", "/repo/src/node.c:40: publish_twist(cmd);"),
+            assistant("", call("Read", {"file_path": "/repo/include/get_location.h"}, "int get_location(void);")),
+        ]
+    )
+    # Headers in angle brackets are files, like quoted ones (not closing tags to skip).
+    assert "ros/ros.h" in names and "geometry_msgs/Twist.h" in names
+    # Seen in the file it read, then opened: ahead of the headers it only saw.
+    assert names.index("/repo/include/get_location.h") < names.index("ros/ros.h")
+
+
+def test_a_file_a_listing_showed_ranks_first_once_the_agent_types_its_name() -> None:
+    listing = "\n".join(f"hooks/{name}" for name in ("a-start.sh", "b-stop.sh", "c-check.sh", "hooks.json"))
+    listing += "\n" + "\n".join(f"hooks/helper_{i}.py" for i in range(8)) + "\nhooks/notify-session.sh"
+    names = ranked(
+        [
+            user("The session hook does not fire."),
+            bash("find hooks -type f", listing),
+            assistant("The hook is wired in the plugin manifest.", call("Read", {"file_path": "manifest.toml"}, "x")),
+            # The agent names the script without its extension: it meant the file the listing showed.
+            bash("grep -rn notify-session manifest.toml", "manifest.toml:3: run = 'notify-session'"),
+        ]
+    )
+    shown = [n for n in names if n.startswith("hooks/")]
+    assert shown[0] == "hooks/notify-session.sh", shown
+
+
+def test_a_name_an_output_showed_and_a_later_call_used_outranks_one_typed_twice_unseen() -> None:
+    names = ranked(
+        [
+            user("Speed up the export."),
+            bash("grep -rn def src/export.py", "src/export.py:10:def stream_rows_batched(rows):"),
+            bash("python -c 'from export import load_legacy_rows as f; f()'", "ok"),
+            bash("python -c 'from export import load_legacy_rows as f; f()'", "ok"),
+            bash("python -c 'from export import stream_rows_batched as f; f([])'", "ok"),
+        ]
+    )
+    # Seen in the search's hit, then run: the agent met it and went on with it.
+    assert names.index("stream_rows_batched") < names.index("load_legacy_rows"), names
+
+
+# -- noise ------------------------------------------------------------------------------------------
+
+
+def test_test_runner_progress_glued_to_a_system_path_is_not_a_file() -> None:
+    output = (
+        "EEEEEEEEEEE.E/usr/lib/python3.10/unittest/case.py:550: ResourceWarning: unclosed socket\n"
+        ".E/usr/lib/python3.10/socket.py:776: ResourceWarning\n"
+        'File "/testbed/requests/adapters.py", line 12, in send\n'
+        'File "/usr/lib/python3.10/unittest/case.py", line 59, in testPartExecutor\n'
+    )
+    names = ranked([user("Fix the failing tests."), bash("python -m unittest", output)])
+    assert not [n for n in names if n.startswith(("EEE", ".E", "E/"))], names
+    assert not [n for n in names if n.startswith("/usr/lib/")], names  # shown, never opened
+    assert "/testbed/requests/adapters.py" in names
+
+
+def test_a_system_path_the_agent_opened_stays() -> None:
+    path = "/usr/lib/python3.10/site-packages/requests/sessions.py"
+    names = ranked(
+        [
+            user("Where does the session retry?"),
+            bash("python -c 'import requests'", f'File "{path}", line 3\nFile "/opt/py/lib/python3.10/x.py", line 4'),
+            assistant("", call("Read", {"file_path": path}, "class Session: ...")),
+        ]
+    )
+    assert path in names and "/opt/py/lib/python3.10/x.py" not in names
+
+
+def test_sed_expressions_placeholders_keywords_and_globs_are_not_names() -> None:
+    names = ranked(
+        [
+            user("Replace the deprecated alias. Run `your_command_here` if unsure; see `../path/to/your` docs."),
+            bash("sed -i 's/collections.Callable/Callable/g' src/compat.py", ""),
+            assistant("The `def`, `None` and `POST` handling stays; `<file>` is a template. Check `src/*.py`."),
+            bash("grep -rn Callable src/compat.py", "src/compat.py:3:from collections.abc import Callable"),
+        ]
+    )
+    for junk in ("s/collections.Callable/Callable/g", "your_command_here", "../path/to/your", "def", "None", "POST"):
+        assert junk not in names, (junk, names)
+    assert not [n for n in names if "<" in n or "*" in n], names
+    assert "src/compat.py" in names
+
+
+def test_css_properties_are_the_formats_words_but_class_names_are_names() -> None:
+    style = ".card { margin-top: 4px; background-color: #fff; }\n<div class='focus-ring card-body'></div>"
+    names = ranked(
+        [
+            user("Tidy the card."),
+            assistant("", call("Write", {"file_path": "/repo/src/card.vue", "content": style}, "ok")),
+            bash("cat /repo/src/card.vue", style),
+        ],
+        edited={"/repo/src/card.vue"},
+    )
+    assert "margin-top" not in names and "background-color" not in names
+    assert "focus-ring" in names and "card-body" in names
+
+
+def test_paths_cut_by_a_clip_or_an_ellipsis_are_not_listed() -> None:
+    names = ranked(
+        [
+            user("Why does send fail?"),
+            bash("grep -rn send /testbed/requests", "/testbed/requests/adapters.py:10: def send(self):"),
+            bash("tail -c 60 log.txt", "Traceback (most recent call last): /testbed/requests/sessions.p…"),
+            bash("head -c 60 log2.txt", "/testbed/requests/adapters.p"),
+        ]
+    )
+    assert "/testbed/requests/adapters.py" in names
+    assert "/testbed/requests/adapters.p" not in names and "/testbed/requests/sessions.p" not in names
+
+
+def test_a_search_context_line_number_is_not_part_of_the_file() -> None:
+    output = "src/store/user/actions.js-48-  commit(x)\nsrc/store/user/actions.js:49:  dispatch(y)"
+    names = ranked([user("Find the commits."), bash("grep -rn -C1 dispatch src/store", output)])
+    assert "src/store/user/actions.js" in names
+    assert not [n for n in names if n.endswith("-48")], names
+
+
+def test_product_names_and_alternatives_in_plain_words_are_not_names() -> None:
+    names = ranked(
+        [
+            user("Deploy it like on GitHub; pick green/blue/red for the theme."),
+            assistant("JavaScript and TypeScript both work; a ValueError means the config is wrong."),
+        ]
+    )
+    assert not {"GitHub", "JavaScript", "TypeScript", "green/blue/red"} & set(names), names
+    assert "ValueError" in names
+
+
+# -- runs and bullets -------------------------------------------------------------------------------
+
+
+def test_a_long_run_of_generated_names_is_one_entry_but_one_the_agent_named_stays() -> None:
+    body = "\n".join(f"def func_6_{i}(x):\n    return x + {i}" for i in range(151))
+    names = ranked(
+        [
+            user("Which generated function overflows?"),
+            assistant("", call("Read", {"file_path": "/repo/gen/funcs.py"}, body)),
+            assistant("It is `func_6_17`: it returns past the limit."),
+        ]
+    )
+    assert f"func_6_0{RUN_MARK}func_6_150" in names
+    assert "func_6_17" in names
+    assert not [n for n in names if n.startswith("func_6_") and RUN_MARK not in n and n != "func_6_17"], names
+
+
+def test_files_of_one_directory_share_it_and_read_back_whole() -> None:
+    ws = WorkingSet(
+        [
+            ("/repo/src/app/a.py", "file"),
+            ("/repo/src/app/b.py", "file"),
+            ("parse_rows", "name"),
+            ("/repo/docs/guide.md", "file"),
+            ("/repo/src/app/c.py", "file"),
+        ]
+    )
+    bullets = fit_working_set(ws, COUNTER, 1_000, "/repo/")
+    named = next(b for b in bullets if b.startswith("Files named: "))
+    assert named == "Files named: src/app/{a.py, b.py, c.py}, docs/guide.md"
+    assert listed(named) == [
+        ("src/app/a.py", "file"),
+        ("src/app/b.py", "file"),
+        ("src/app/c.py", "file"),
+        ("docs/guide.md", "file"),
+    ]
+    assert sum(COUNTER.count(b) for b in bullets) <= 1_000
+
+
+# -- paths relative to the root, consistently ------------------------------------------------------
+
+
+def test_the_root_is_where_the_agents_relative_paths_resolve_so_every_relative_path_reads_from_it() -> None:
+    home = "/home/dev/shop/"
+    head = stored(
+        [
+            user("Make the cart total include tax."),
+            assistant("", call("Read", {"file_path": home + "src/cart/total.py"}, "def total(items): ...")),
+            bash("cat src/cart/tax.py src/lib/money.py", "RATE = 0.2\nclass Money: ..."),
+            assistant("", call("Read", {"file_path": home + "src/cart/tax.py"}, "RATE = 0.2")),
+            assistant("", call("Read", {"file_path": home + "src/lib/money.py"}, "class Money: ...")),
+            assistant(
+                "", call("Edit", {"file_path": home + "src/cart/total.py", "old_string": "a", "new_string": "b"})
+            ),
+            assistant("", call("Edit", {"file_path": home + "src/cart/view.py", "old_string": "a", "new_string": "b"})),
+        ]
+    )
+    request = SummaryRequest(head=head, previous=None, counter=COUNTER, budget_tokens=4_000)
+    summary = parse_summary(ExtractiveSummarizer().summarize_sync(request).text)
+    # The edited files live in src/cart/, but the agent works from the shop: its `src/lib/money.py`
+    # means the shop's, so the root is the shop and that relative path reads right from it.
+    assert any(b.startswith(f"Project root: `{home}`") for b in summary[CRITICAL]), summary[CRITICAL]
+    named = [name for b in summary[FILES] for name, _ in (listed(b) or [])]
+    assert "src/lib/money.py" in named and not [n for n in named if n.startswith(home)], named
+    # Edited files keep their exact path (the summary says so where it states the root).
+    assert any(b.startswith(home + "src/cart/view.py — ") for b in summary[FILES])
