@@ -18,7 +18,11 @@ from contextfold.hooks import sizing
 from contextfold.tokens.counting import counter_for
 
 CLAUDE = counter_for("claude")
-NAMES = 400
+_VERBS = "parse load render store fetch check merge split index route track queue sign sync scan build trim wrap post mark".split()
+_NOUNS = "invoice order cart user token report ledger batch refund coupon review ticket shipment quote badge alert profile draft audit memo".split()
+HANDLERS = [f"{verb}_{noun}" for noun in _NOUNS for verb in _VERBS]
+"""400 handler names of words, not a numbered run (the working set folds a run into one entry)."""
+NAMES = len(HANDLERS)
 USABLE = 168_000
 """Claude's usable window as contextfold counts it (200,000 less 32,000 for output)."""
 
@@ -32,8 +36,8 @@ def busy_session(tmp_path: Path, name: str, reported: int) -> ClaudeTranscript:
     for i in range(NAMES):
         t.tool(
             "Bash",
-            {"command": f"grep -rn handler_{i:03d}_name src/"},
-            f"src/package_{i:03d}/handlers/module_{i:03d}.py:3: def handler_{i:03d}_name(): pass",
+            {"command": f"grep -rn {HANDLERS[i]} src/"},
+            f"src/{_NOUNS[i // len(_VERBS)]}/handlers/{HANDLERS[i]}s.py:3: def {HANDLERS[i]}(): pass",
         )
     return t
 
@@ -75,7 +79,7 @@ def test_the_next_prompt_gets_what_the_summary_lacks_within_the_rest_of_the_budg
     env = {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "3000"}
     first = start(home, t, env)
     # Claude Code's summary names one edited file and a handler the first handover did not reach.
-    lacking = [f"handler_{i:03d}_name" for i in range(NAMES) if f"handler_{i:03d}_name" not in first]
+    lacking = [name for name in HANDLERS if name not in first]
     assert lacking, "the first handover held every name: the test checks nothing"
     summary = f"Renaming handlers in /w/src/router.py; `{lacking[0]}` is next."
     post = run_hook(
