@@ -64,7 +64,8 @@ def test_more_room_after_the_compaction_gives_a_bigger_handover_up_to_the_cap(tm
     }
     assert expected[150_000] == 500 and expected[110_000] < expected[70_000] < expected[20_000]
     for reported, size in sizes.items():
-        assert expected[reported] * 0.9 <= size <= expected[reported], (reported, size, expected[reported])
+        # Names of one directory share a bullet, so the last bullet that fits may leave a sixth unused.
+        assert expected[reported] * 0.8 <= size <= expected[reported], (reported, size, expected[reported])
     capped = busy_session(tmp_path, "capped", 20_000)
     size = CLAUDE.count(start(tmp_path / "capped-home", capped, {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "2000"}))
     assert 1_400 <= size <= int(2_000 * sizing.START_SHARE)  # the cap bounds it

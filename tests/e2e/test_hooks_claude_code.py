@@ -357,11 +357,15 @@ def test_the_handover_is_bounded_by_hook_context_tokens(tmp_path: Path) -> None:
 def test_postcompact_keeps_what_the_summary_lacked_for_the_next_prompt_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
     t = working_session(tmp_path)
-    for i in range(60):  # enough names that the first handover cannot hold them all
+    # Enough names that the first handover cannot hold them all; words, not a numbered run (the
+    # working set folds a run into one entry).
+    verbs = "parse load render store fetch check merge split index route track queue".split()
+    nouns = "invoice order cart user token".split()
+    for i, (noun, verb) in enumerate((n, v) for n in nouns for v in verbs):
         t.tool(
             "Bash",
-            {"command": f"grep -rn handler_{i:03d}_name src/"},
-            f"src/pkg_{i}/mod_{i}.py:{i}: def handler_{i:03d}_name(): pass",
+            {"command": f"grep -rn handler_{verb}_{noun} src/"},
+            f"src/{noun}/{verb}_{noun}s.py:{i}: def handler_{verb}_{noun}(): pass",
         )
     run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
     env = {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "1000"}  # SessionStart gets four fifths of it

@@ -243,14 +243,11 @@ def _working_set(
 
 
 def _within(names: list[tuple[str, str]], counter: TokenCounter, tokens: int) -> list[tuple[str, str]]:
-    """The first of `names` that `tokens` hold, listed as the working set lists them."""
-    spent, kept = 0, []
-    for name, kind in names:
-        spent += counter.count(f"{name}, ")
-        if spent > tokens:
-            break
-        kept.append((name, kind))
-    return kept
+    """The first of `names` that `tokens` hold, rendered as the working set renders them (files
+    of one directory share a bullet, so a name's cost depends on its neighbours)."""
+    bullets = workingset.fit_working_set(workingset.WorkingSet(list(dict.fromkeys(names))), counter, tokens)
+    held = {name for bullet in bullets for name, _ in (workingset.listed(bullet) or [])}
+    return [(name, kind) for name, kind in names if name in held]
 
 
 # -- rendering and trimming ----------------------------------------------------------------------------
