@@ -281,6 +281,8 @@ class Steps:
                 return value
             if not self.complete and literal.startswith(bytes(data[at : at + len(literal)])):
                 raise Incomplete
+        if not self.complete and bytes(data[at:]) == b"-":  # a negative number cut after its sign
+            raise Incomplete
         self._unexpected("a value")
 
     # -- failures --------------------------------------------------------------------------------
