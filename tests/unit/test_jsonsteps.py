@@ -74,6 +74,12 @@ def test_a_prefix_never_claims_more_than_it_shows(value: Any, options: Any, data
     assert _same(got, json.loads(text))
 
 
+@pytest.mark.parametrize("prefix", [b"-", b"[-", b'{"a":-', b"[null,0.", b"[1e", b"[2.5E-"])
+def test_a_number_cut_after_its_sign_point_or_exponent_mark_is_incomplete(prefix: bytes):
+    with pytest.raises(Incomplete):
+        Steps(prefix, complete=False).value()
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -40,6 +40,8 @@ _WHITESPACE = re.compile(rb"[ \t\n\r]*")
 _STRING_BODY = re.compile(rb'(?s)[^"\\]*(?:\\.[^"\\]*)*')
 """The inside of a string literal: up to its closing quote, escapes skipped whole."""
 _NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_NUMBER_PREFIX = re.compile(rb"-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][-+]?[0-9]*)?")
+"""What a number may be while its bytes are still arriving (matched whole, to the end of the data)."""
 _LITERALS = ((b"true", True), (b"false", False), (b"null", None))
 
 
@@ -264,6 +266,8 @@ class Steps:
 
     def _scalar(self) -> Any:
         data, at = self.data, self.at
+        if not self.complete and _NUMBER_PREFIX.fullmatch(data, at):
+            raise Incomplete  # a number cut short: after its sign, its point or its exponent's mark
         number = _NUMBER.match(data, at)
         if number is not None and number.end() > at:
             end = number.end()
