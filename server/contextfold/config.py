@@ -179,6 +179,11 @@ class Settings(BaseModel):
     proxy_max_binary_bytes: int = Field(
         5 * 1024**2, ge=0, description="An image, audio clip or blob over this many bytes is saved, not passed on."
     )
+    proxy_max_result_blocks: int = Field(
+        100_000,
+        ge=1,
+        description="A result with more content blocks than this is refused before it is walked (ask for less).",
+    )
     proxy_timeout_seconds: float = Field(
         600.0,
         ge=0,
@@ -363,6 +368,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "proxy_max_tokens",
         "proxy_preview_tokens",
         "proxy_max_binary_bytes",
+        "proxy_max_result_blocks",
         "proxy_timeout_seconds",
         "proxy_max_upstreams",
     }

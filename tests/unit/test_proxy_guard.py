@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.config import Settings
 from contextfold.proxy import oversize as guard
 from contextfold.proxy.oversize import COMBINED, Limits, Stored, plan, shorten
 from contextfold.proxy.relay import _fits_schema
@@ -310,11 +312,15 @@ def test_guarding_many_small_blocks_is_linear_in_blocks(monkeypatch):
     assert large <= 2.2 * small + 10, (small, large)
 
 
-def test_a_result_over_the_block_bound_is_refused_naming_the_bound():
-    result = {"content": [{"type": "text", "text": "x"}] * (guard.MAX_BLOCKS + 1)}
-    with pytest.raises(guard.TooManyBlocks, match=f"{guard.MAX_BLOCKS:,}.*MAX_BLOCKS"):
-        plan(result, LIMITS, COUNT)
+def test_a_result_over_the_block_bound_is_refused_naming_the_setting():
+    bound = Settings().proxy_max_result_blocks
+    result = {"content": [{"type": "text", "text": "x"}] * (bound + 1)}
+    with pytest.raises(guard.TooManyBlocks, match=f"{bound:,}.*proxy_max_result_blocks"):
+        plan(result, replace(LIMITS, max_blocks=bound), COUNT)
     assert plan({"content": [{"type": "text", "text": "x"}] * 1_000}, LIMITS, COUNT) is None
+    lowered = replace(LIMITS, max_blocks=10)
+    with pytest.raises(guard.TooManyBlocks, match="11 content blocks.*of 10 .proxy_max_result_blocks"):
+        plan({"content": [{"type": "text", "text": "x"}] * 11}, lowered, COUNT)
 
 
 def nested(depth: int) -> Any:

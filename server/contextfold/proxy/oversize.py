@@ -46,7 +46,6 @@ MIN_PIECE_TOKENS = 200
 """A preview never gets less than this, however many pieces share the budget."""
 COMBINED = ("content", "*")
 """The path of the piece that stands for all of a result's small text blocks at once."""
-MAX_BLOCKS = 100_000
 """A result with more content blocks (or resource contents, or prompt messages) than this is not
 guarded but refused (`TooManyBlocks`): planning is linear in blocks, and this bounds it."""
 
@@ -56,7 +55,7 @@ class Unguardable(ValueError):
 
 
 class TooManyBlocks(Unguardable):
-    """A result over `MAX_BLOCKS`."""
+    """A result with more content blocks than `proxy_max_result_blocks`."""
 
 
 class TooDeep(Unguardable):
@@ -76,6 +75,8 @@ class Limits:
     preview_bytes: int
     max_binary_bytes: int
     """`proxy_max_binary_bytes`: an image, audio clip or blob over this (decoded) is stored instead."""
+    max_blocks: int = 100_000
+    """`proxy_max_result_blocks`: a result with more content blocks is refused before it is walked."""
     tokens_per_byte: float = 1.25
     """No text counts more tokens than this many times its UTF-8 bytes (the largest safety factor
     over o200k, whose tokens are at least a byte each): a text this rule keeps under the limit is
@@ -218,10 +219,10 @@ def plan(result: dict[str, Any], limits: Limits, count: Count) -> Plan | None:
     pieces: list[Piece] = []
     texts: list[tuple[Path, str]] = []
     blocks = _block_count(result)
-    if blocks > MAX_BLOCKS:
+    if blocks > limits.max_blocks:
         raise TooManyBlocks(
-            f"the result has {blocks:,} content blocks, over the proxy's bound of {MAX_BLOCKS:,} (MAX_BLOCKS); "
-            "ask for less"
+            f"the result has {blocks:,} content blocks, over the proxy's bound of {limits.max_blocks:,} "
+            "(proxy_max_result_blocks); ask for less"
         )
     for path, holder, kind in slots(result):
         if kind == "text":

@@ -84,6 +84,7 @@ class ProxySession:
             preview_lines=max(10, settings.max_lines // 10),
             preview_bytes=max(1024, settings.max_bytes // 4),
             max_binary_bytes=settings.proxy_max_binary_bytes,
+            max_blocks=settings.proxy_max_result_blocks,
             tokens_per_byte=max(1.0, *settings.token_factors.values()),
         )
         self.session_id: str | None = None
