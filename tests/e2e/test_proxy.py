@@ -206,6 +206,18 @@ async def test_many_small_blocks_over_the_limit_are_stored_together(tmp_path):
         assert whole == "\n".join(lines_text(60, start=1 + i * 60) for i in range(40))
 
 
+async def test_a_result_over_the_block_bound_is_refused_naming_the_setting(tmp_path):
+    """The bound on a result's content blocks is `proxy_max_result_blocks`, set like any other
+    setting (here from the environment): over it the request gets an error naming the setting. (A
+    result small enough to need no guarding passes whatever its blocks: only walking one costs.)"""
+    bound = {"CONTEXTFOLD_PROXY_MAX_RESULT_BLOCKS": "30"}
+    async with Client(proxied(tmp_path, *python_upstream(), **bound), mode="legacy") as client:
+        with pytest.raises(MCPError, match="40 content blocks.*of 30 .proxy_max_result_blocks"):
+            await client.call_tool("blocks", {"count": 40, "lines": 60})
+        result = await client.call_tool("blocks", {"count": 30, "lines": 60})
+        assert not result.is_error and "Full output saved as" in result.content[0].text
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_structured_content_over_the_limit_stays_valid_for_its_output_schema(tmp_path, mode):
     async with Client(proxied(tmp_path, *python_upstream()), mode=mode) as client:
