@@ -96,3 +96,35 @@ def test_a_bad_servers_file_is_one_clear_line(tmp_path, content, message):
         env=env(tmp_path), capture_output=True, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    "method,params,says",
+    [
+        ("tools/call", {"name": ["alpha__echo"], "arguments": {}}, "no tool named ['alpha__echo']"),
+        ("tools/call", {"name": {"n": 1}, "arguments": {}}, "no tool named {'n': 1}"),
+        ("prompts/get", {"name": [1, 2]}, "no prompt named [1, 2]"),
+        ("completion/complete", {"ref": {"type": "ref/prompt", "name": {}}, "argument": {}}, "has the prompt {}"),
+        ("tasks/get", {"taskId": ["t"]}, "cannot tell which upstream"),
+    ],
+)
+async def test_a_name_of_any_json_type_gets_a_one_line_error_not_an_internal_one(tmp_path, method, params, says):
+    """A name that is a list or an object (unhashable in Python) names nothing: the hub says so for
+    that request, as for an unknown name, and goes on serving."""
+    from _proxy import RawClient
+
+    argv = [sys.executable, "-m", "contextfold", "proxy", "--config", str(servers_file(tmp_path))]
+    client = await RawClient.start(argv, env(tmp_path))
+    try:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        await client.request("initialize", init)
+        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await client.request("tools/list")
+        answer = json.loads(await client.request(method, params))
+        assert "error" in answer, answer
+        assert says in answer["error"]["message"] and "internal" not in answer["error"]["message"].lower(), answer
+        echoed = json.loads(await client.request("tools/call", {"name": "alpha__echo", "arguments": {"text": "ok"}}))
+        assert echoed["result"]["content"][0]["text"] == "ok"
+    finally:
+        client.process.kill()
+        await client.process.wait()

@@ -241,7 +241,7 @@ class Hub:
             ref: dict[str, Any] = raw if isinstance(raw, dict) else {}
             if ref.get("type") == "ref/prompt":
                 prompt: Any = ref.get("name")  # any JSON value: a non-string names no prompt
-                owner = self.prompt_owner.get(prompt)
+                owner = self.prompt_owner.get(prompt) if isinstance(prompt, str) else None
                 if owner is None:
                     return f"no upstream server has the prompt {ref.get('name')!r}"
                 return owner[0], {**params, "ref": {**ref, "name": owner[1]}}
@@ -259,7 +259,7 @@ class Hub:
         self, owners: dict[str, tuple[_Member, str]], params: dict[str, Any], key: str, what: str
     ) -> tuple[_Member, dict[str, Any]] | str:
         name: Any = params.get(key)  # any JSON value: a non-string names nothing
-        owner = owners.get(name)
+        owner = owners.get(name) if isinstance(name, str) else None
         if owner is None:
             prefix = name.split(SEPARATOR, 1)[0] if isinstance(name, str) and SEPARATOR in name else None
             failed = self.members.get(prefix) if prefix is not None else None
