@@ -189,6 +189,12 @@ class Settings(BaseModel):
         ge=0,
         description="A request the upstream leaves unanswered this long fails (progress restarts it; 0 = never).",
     )
+    proxy_drain_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="When the client closes its input (`proxy < requests.jsonl`), answers still owed are awaited "
+        "this long, then each is answered with an error.",
+    )
     proxy_max_upstreams: int = Field(
         16,
         ge=1,
@@ -370,6 +376,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "proxy_max_binary_bytes",
         "proxy_max_result_blocks",
         "proxy_timeout_seconds",
+        "proxy_drain_seconds",
         "proxy_max_upstreams",
     }
 )

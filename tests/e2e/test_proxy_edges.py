@@ -220,3 +220,45 @@ async def test_a_structured_result_nested_too_deep_gets_a_one_line_error_and_the
         assert await client.close() == 0
     stderr = log.read_text(errors="replace")
     assert untroubled(stderr) and len(stderr.splitlines()) <= 2, stderr[-3000:]
+
+
+def _piped(tmp_path: Path, requests: list[dict[str, Any]], **extra: str) -> dict[Any, dict[str, Any]]:
+    """`contextfold proxy -- upstream < requests.jsonl`: every answer it wrote, by id."""
+    from _proxy import python_upstream
+
+    lines = "".join(json.dumps(r) + "\n" for r in requests)
+    done = subprocess.run(
+        proxy_command(*python_upstream()), input=lines, capture_output=True, text=True, env=env(tmp_path, **extra),
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {answer.get("id"): answer for answer in map(json.loads, done.stdout.splitlines()) if "id" in answer}
+
+
+PIPED = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {"seconds": 1}}},
+    {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "tools/call",
+        "params": {"name": "search_history", "arguments": {"pattern": "x"}},
+    },
+]
+
+
+def test_requests_piped_in_are_all_answered_after_the_input_ends(tmp_path):
+    """The input ends right after the last request: the proxy still writes every answer it owes
+    (it used to stop at once, and wrote nothing at all)."""
+    answers = _piped(tmp_path, PIPED)
+    assert sorted(answers) == [1, 2, 3, 4]
+    assert all("result" in a for a in answers.values()), answers
+    assert answers[3]["result"]["content"][0]["text"] == "hi"
+
+
+def test_answers_still_owed_past_the_drain_are_errors_naming_the_setting(tmp_path):
+    answers = _piped(tmp_path, [*PIPED[:2], PIPED[2]], CONTEXTFOLD_PROXY_DRAIN_SECONDS="0")
+    assert sorted(answers) == [1, 2]
+    assert "proxy_drain_seconds" in answers[2]["error"]["message"], answers[2]

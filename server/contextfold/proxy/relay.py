@@ -70,6 +70,10 @@ class Pending:
     cancelled: bool = False
 
 
+DRAIN_POLL = 0.02
+"""Seconds between looks at what is still owed while draining (`Relay._drain`)."""
+
+
 class Launcher(Protocol):
     """An upstream started on demand (`launch.Launch`)."""
 
@@ -95,6 +99,7 @@ class Relay:
         names: tools.ToolNames | None = None,
         owns_session: bool = True,
         launch: Launcher | None = None,
+        drain: float = 0.0,
     ) -> None:
         """`upstream` None means it could not be started; `unavailable` says why; or, with `launch`,
         that it starts when a request needs it. Behind `--config` the hub passes passive `names`
@@ -103,6 +108,8 @@ class Relay:
         self.upstream = upstream
         self.session = session
         self.timeout = timeout
+        self.drain = drain
+        """`proxy_drain_seconds`: how long answers still owed are awaited once the client's input ends."""
         self.max_message_bytes = max_message_bytes
         self.dead = unavailable if upstream is None and launch is None else None
         self.launch = launch
@@ -132,8 +139,24 @@ class Relay:
             self._helpers.append(asyncio.create_task(self._from_upstream()))
         try:
             await self._from_client()
+            await self._drain()
         finally:
             await to_the_end(self._stop())
+
+    async def _drain(self) -> None:
+        """The client's input has ended (`proxy < requests.jsonl`, or a client closing stdin before
+        reading its last answers): write the answers still owed, within `proxy_drain_seconds`, then
+        answer what is left with an error, so that every request written gets its answer."""
+        deadline = time.monotonic() + self.drain
+        while (self.pending or self._tasks) and time.monotonic() < deadline:
+            await asyncio.sleep(DRAIN_POLL)
+        for key in list(self.pending):
+            request = self.pending.pop(key)
+            text = (
+                f"no answer from the upstream server within {self.drain:g} s of the client closing its input "
+                f"(proxy_drain_seconds); {request.method} was not answered"
+            )
+            await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
 
     async def _stop(self) -> None:
         for task in self._helpers:

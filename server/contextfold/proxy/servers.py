@@ -158,8 +158,8 @@ class Hub:
             await to_the_end(self._stop())
 
     async def _stop(self) -> None:
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=10)
+        if self._tasks:  # the answers still owed once the client's input ends (`proxy_drain_seconds`)
+            await asyncio.wait(self._tasks, timeout=self.settings.proxy_drain_seconds)
         for member in self.members.values():
             await member.pipe.aclose()
         await asyncio.gather(*(m.task for m in self.members.values() if m.task), return_exceptions=True)

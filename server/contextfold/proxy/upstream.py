@@ -57,4 +57,5 @@ def relay_for(
         max_message_bytes=settings.max_message_bytes,
         unavailable=problem,
         launch=launch,
+        drain=settings.proxy_drain_seconds,
     )
