@@ -46,6 +46,16 @@ class Settings(BaseModel):
         description="Spilled outputs in S3-compatible storage, s3://bucket/prefix (AWS_* variables for credentials "
         "and endpoint); default: in the database when it is PostgreSQL, else in spill_dir.",
     )
+    claude_projects_dir: Path | None = Field(
+        None,
+        description="Where Claude Code keeps its transcripts, <dir>/<project>/<session id>.jsonl, for `contextfold "
+        "import SESSION_ID`; default $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
+    )
+    codex_sessions_dir: Path | None = Field(
+        None,
+        description="Where Codex keeps its rollouts, <dir>/YYYY/MM/DD/rollout-<time>-<session id>.jsonl, for "
+        "`contextfold import SESSION_ID`; default $CODEX_HOME/sessions, else ~/.codex/sessions.",
+    )
     database_pool_size: int = Field(
         10, ge=1, description="PostgreSQL: connections each server process keeps at most for sessions."
     )
@@ -339,7 +349,7 @@ class Settings(BaseModel):
         return merged.model_copy(update=capped) if capped else merged
 
 
-PATH_SETTINGS = frozenset({"home", "database", "spill_dir", "spill_url"})
+PATH_SETTINGS = frozenset({"home", "database", "spill_dir", "spill_url", "claude_projects_dir", "codex_sessions_dir"})
 PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
     {
         "database_pool_size",
