@@ -39,8 +39,10 @@ GENERATED = "<!-- generated from the code by docs/hooks/reference.py at build ti
 
 
 def _cell(text: object) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text for a Markdown table cell: one line, pipes escaped, and `<…>` outside code spans shown, not
+    taken as HTML (`<home>` would vanish)."""
+    parts = " ".join(str(text).split()).replace("|", "\\|").split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
 
 
 def _code(text: object) -> str:

@@ -32,7 +32,8 @@ def reference() -> ModuleType:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    parts = " ".join(text.split()).replace("|", "\\|").split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
 
 
 def test_every_command_and_argument_is_on_the_cli_page(reference: ModuleType) -> None:
