@@ -156,3 +156,14 @@ def test_the_pages_carry_no_internal_issue_numbers_or_history() -> None:
             if re.search(r"\bissue \d+|\(before[:,]|old code", line, re.I):
                 found.append(f"{page.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
     assert not found, "\n".join(found)
+
+
+def test_the_configuration_pages_example_file_loads(reference: ModuleType, tmp_path: Path) -> None:
+    from contextfold.config import load_settings
+
+    example = re.search(r"```toml\n(.*?)```", reference.config_markdown(), re.S)
+    assert example
+    config = tmp_path / "config.toml"
+    config.write_text(example.group(1), "utf-8")
+    settings = load_settings({"home": tmp_path}, config_file=config)
+    assert settings.default_model == "claude-sonnet-4-5" and settings.prune_protected_tools == ["skill", "Read"]
