@@ -80,16 +80,38 @@ def test_zsh_and_fish_completion_name_every_command(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         for path in commands:
             assert path.split()[-1] in out.stdout, (shell, path)
-    zsh = shutil.which("zsh")
-    if zsh:  # the script parses (zsh -n) where zsh is installed
-        script = tmp_path / "c.zsh"
-        script.write_text(run(tmp_path, "completion", "zsh").stdout, "utf-8")
-        assert subprocess.run([zsh, "-n", str(script)], capture_output=True, timeout=60).returncode == 0
-    fish = shutil.which("fish")
-    if fish:
-        script = tmp_path / "c.fish"
-        script.write_text(run(tmp_path, "completion", "fish").stdout, "utf-8")
-        assert subprocess.run([fish, "-n", str(script)], capture_output=True, timeout=60).returncode == 0
+    zsh, fish = shutil.which("zsh"), shutil.which("fish")
+    for shell, found in (("zsh", zsh), ("fish", fish)):
+        if not found:  # .ci/run installs both; locally they may be absent
+            if _in_ci():
+                pytest.fail(f"{shell} is not installed (apt-get install zsh fish)")
+            continue
+        script = tmp_path / f"c.{shell}"
+        script.write_text(run(tmp_path, "completion", shell).stdout, "utf-8")
+        assert subprocess.run([found, "-n", str(script)], capture_output=True, timeout=60).returncode == 0, shell
+    if zsh:  # sourced in a real zsh, the command is registered with the bash function zsh runs
+        done = subprocess.run(
+            [zsh, "-f", "-c", f"source {tmp_path / 'c.zsh'} && print -r -- ${{_comps[contextfold]}}"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HOME": str(tmp_path)},
+            timeout=60,
+        )
+        assert done.returncode == 0 and "-F _contextfold" in done.stdout, done.stderr
+    if fish:  # fish's own completion engine, asked as the shell asks it
+        program = (
+            f"source {tmp_path / 'c.fish'}; complete -C 'contextfold ser'; echo ---; "
+            "complete -C 'contextfold hooks install --scope '"
+        )
+        done = subprocess.run([fish, "--no-config", "-c", program], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        first, second = done.stdout.split("---\n")
+        assert [line.split("\t")[0] for line in first.splitlines()] == ["serve"]
+        assert sorted(line.split("\t")[0] for line in second.splitlines()) == ["project", "user"]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 # -- models ----------------------------------------------------------------------------------------
