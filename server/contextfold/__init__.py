@@ -19,7 +19,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 """True only for a type checker (mypy reads the name): `import typing` would cost every hook process."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS = {
     # the service: the local tenant (ContextService) and one tenant of many (Tenant)

@@ -46,6 +46,16 @@ class Settings(BaseModel):
         description="Spilled outputs in S3-compatible storage, s3://bucket/prefix (AWS_* variables for credentials "
         "and endpoint); default: in the database when it is PostgreSQL, else in spill_dir.",
     )
+    claude_projects_dir: Path | None = Field(
+        None,
+        description="Where Claude Code keeps its transcripts, <dir>/<project>/<session id>.jsonl, for `contextfold "
+        "import SESSION_ID`; default $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
+    )
+    codex_sessions_dir: Path | None = Field(
+        None,
+        description="Where Codex keeps its rollouts, <dir>/YYYY/MM/DD/rollout-<time>-<session id>.jsonl, for "
+        "`contextfold import SESSION_ID`; default $CODEX_HOME/sessions, else ~/.codex/sessions.",
+    )
     database_pool_size: int = Field(
         10, ge=1, description="PostgreSQL: connections each server process keeps at most for sessions."
     )
@@ -73,13 +83,20 @@ class Settings(BaseModel):
     hard_ratio: float = Field(0.90, gt=0, le=1, description="Share of usable at which to compact.")
 
     # -- truncation and spill at ingest ------------------------------------------------------------
-    max_lines: int = Field(2_000, ge=1)
-    max_bytes: int = Field(50 * 1024, ge=1)
+    max_lines: int = Field(2_000, ge=1, description="A tool output over this many lines is spilled.")
+    max_bytes: int = Field(50 * 1024, ge=1, description="A tool output over this many bytes is spilled.")
     context_share: float = Field(0.30, gt=0, le=1, description="Max share of the window one output may take.")
-    max_share_chars: int = Field(400_000, ge=1)
-    min_share_chars: int = Field(2_000, ge=1)
-    truncate_direction: Literal["head", "tail", "head_tail", "auto"] = "auto"
-    spill_retention_days: float = Field(7.0, gt=0)
+    max_share_chars: int = Field(
+        400_000, ge=1, description="Upper clamp of the window-share cap in characters (context_share × 4 × window)."
+    )
+    min_share_chars: int = Field(
+        2_000, ge=1, description="Lower clamp of the window-share cap in characters (and ÷ 4 in tokens)."
+    )
+    truncate_direction: Literal["head", "tail", "head_tail", "auto"] = Field(
+        "auto",
+        description="What a preview keeps: head, tail, head_tail, or auto (head_tail when the end holds errors).",
+    )
+    spill_retention_days: float = Field(7.0, gt=0, description="Days a spilled output is kept; gc removes it after.")
     spill_quota_bytes: int = Field(
         2 * 1024**3, ge=0, description="Spill store size; past 90 % the oldest outputs are evicted. 0 = no quota."
     )
@@ -114,15 +131,21 @@ class Settings(BaseModel):
         description="Tokens a prune must free to apply; default 20000 from 80000 usable up, below "
         "max((usable - 40000) / 2, usable / 8).",
     )
-    prune_keep_turns: int = Field(2, ge=0)
-    prune_protected_tools: list[str] = Field(default_factory=lambda: ["skill"])
-    tail_turns: int = Field(2, ge=1)
-    preserve_recent_tokens: int | None = Field(None, ge=0)
+    prune_keep_turns: int = Field(2, ge=0, description="Newest user turns whose tool outputs prune never clears.")
+    prune_protected_tools: list[str] = Field(
+        default_factory=lambda: ["skill"], description="Tools whose outputs prune never clears."
+    )
+    tail_turns: int = Field(2, ge=1, description="Newest user turns select_tail and compaction try to keep verbatim.")
+    preserve_recent_tokens: int | None = Field(
+        None, ge=0, description="Token budget of the verbatim tail; default a quarter of usable, within 2,000–8,000."
+    )
 
     # -- hard limits on requests -----------------------------------------------------------------
     max_message_bytes: int = Field(16 * 1024**2, ge=1, description="Largest single message accepted.")
-    max_batch_messages: int = Field(2_000, ge=1)
-    max_batch_bytes: int = Field(64 * 1024**2, ge=1)
+    max_batch_messages: int = Field(2_000, ge=1, description="Most messages one append accepts.")
+    max_batch_bytes: int = Field(
+        64 * 1024**2, ge=1, description="Most bytes one append accepts, all messages together."
+    )
     max_request_bytes: int = Field(
         96 * 1024**2, ge=1, description="Largest HTTP request body; bigger ones get 413 before they are parsed."
     )
@@ -239,10 +262,14 @@ class Settings(BaseModel):
     )
 
     # -- summarizers -------------------------------------------------------------------------------
-    summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = "auto"
-    anthropic_model: str = "claude-haiku-4-5"
-    anthropic_timeout: float = Field(60.0, gt=0)
-    anthropic_max_retries: int = Field(2, ge=0)
+    summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = Field(
+        "auto",
+        description="Who writes summaries: auto (anthropic with ANTHROPIC_API_KEY, else the client's model over "
+        "MCP sampling, else extractive), anthropic, sampling or extractive (offline).",
+    )
+    anthropic_model: str = Field("claude-haiku-4-5", description="Model of the anthropic summarizer.")
+    anthropic_timeout: float = Field(60.0, gt=0, description="Seconds the anthropic summarizer waits for a reply.")
+    anthropic_max_retries: int = Field(2, ge=0, description="Retries of the anthropic summarizer.")
 
     # -- agent hooks (`contextfold hook`, `contextfold hooks install`) ---------------------------
     hook_preview_bytes: int = Field(
@@ -350,7 +377,7 @@ class Settings(BaseModel):
         return merged.model_copy(update=capped) if capped else merged
 
 
-PATH_SETTINGS = frozenset({"home", "database", "spill_dir", "spill_url"})
+PATH_SETTINGS = frozenset({"home", "database", "spill_dir", "spill_url", "claude_projects_dir", "codex_sessions_dir"})
 PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
     {
         "database_pool_size",

@@ -1,6 +1,6 @@
-"""The README's nginx example in front of three replicas: a real nginx, the config as printed.
+"""The documentation's nginx example in front of three replicas: a real nginx, the config as printed.
 
-The `nginx` block of "Running for a team" is taken from README.md, its upstream servers pointed at
+The `nginx` block of "Running for a team" is taken from docs/guides/team.md, its upstream servers pointed at
 three `serve --http --host 0.0.0.0 --database … --stateless` replicas on loopback and its TLS
 listener swapped for a plain loopback port (the rest is used as written), and real MCP clients of
 both protocol eras work through it, before and after one replica is SIGKILLed. nginx comes from
@@ -25,10 +25,10 @@ TOKEN = "alice-token-for-the-nginx-test"
 
 
 def _readme_config() -> str:
-    text = (ROOT / "README.md").read_text("utf-8")
-    section = text[text.index("## Running for a team") :]
+    text = (ROOT / "docs" / "guides" / "team.md").read_text("utf-8")
+    section = text[text.index("# Running for a team") :]
     match = re.search(r"```nginx\n(.*?)```", section, re.S)
-    assert match, "README's Running for a team has no nginx example"
+    assert match, "docs/guides/team.md (Running for a team) has no nginx example"
     return match.group(1)
 
 

@@ -74,7 +74,8 @@ def _build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "file",
         help="Claude Code JSONL, Codex rollout JSONL, normalized JSONL, Anthropic/OpenAI JSON, "
-        "a mini-swe-agent or SWE-agent trajectory, or an OpenHands event list",
+        "a mini-swe-agent or SWE-agent trajectory, or an OpenHands event list; or a Claude Code or Codex "
+        "session id, whose transcript is found under ~/.claude/projects or ~/.codex/sessions",
     )
     imp.add_argument(
         "--session",
@@ -103,7 +104,29 @@ def _build_parser() -> argparse.ArgumentParser:
     collect.set_defaults(handler="commands.changing:gc")
     _add_hook_commands(sub)
     _add_migrate_command(sub)
+    _add_helper_commands(sub)
     return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line as argparse holds it (for shell completion and the reference docs)."""
+    return _build_parser()
+
+
+def _add_helper_commands(sub: Any) -> None:
+    """`models` (the catalogue) and `completion SHELL` (a script generated from this parser)."""
+    models = sub.add_parser("models", help="the models contextfold knows: windows, reserves, how tokens are counted")
+    models.add_argument("--json", action="store_true", help="print JSON")
+    models.set_defaults(handler="commands.models:models")
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print a completion script for SHELL. bash: `source <(contextfold completion bash)` in "
+        "~/.bashrc; zsh: `source <(contextfold completion zsh)` in ~/.zshrc; fish: `contextfold completion fish "
+        "> ~/.config/fish/completions/contextfold.fish`.",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
+    completion.set_defaults(handler="commands.completion:completion", light=True, build_parser=build_parser)
 
 
 def _add_proxy_command(sub: Any) -> None:
@@ -368,6 +391,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from contextfold.config import load_settings  # pydantic: after parsing, which --help and --version end
 
             settings = load_settings({"home": args.home}, config_file=Path(args.config) if args.config else None)
+            if getattr(args, "model", None):  # a typo must not silently become an estimate
+                from contextfold.cli.commands.models import warn_unknown_model
+
+                warn_unknown_model(args.model)
             run = _handler(args.handler)
         outcome = run(args, settings)
         if isinstance(outcome, Coroutine):

@@ -17,6 +17,13 @@ IMPORT_SKIPS_SHOWN = 5
 
 
 async def import_transcript(args: argparse.Namespace, settings: Settings) -> int:
+    from contextfold.cli.commands.transcripts import resolve
+
+    path = resolve(args.file, settings)  # a Claude Code or Codex session id finds its transcript
+    if str(path) != args.file:
+        if not args.json:
+            print(f"session {args.file}: {path}")
+        args.file = str(path)
     async with await open_home(settings) as service:
         result = await service.import_transcript(
             Path(args.file), session_id=args.session, format=args.format, model=args.model

@@ -45,7 +45,10 @@ def proxy(args: argparse.Namespace, settings: Settings) -> Any:
     if args.tokens_file and not args.http:
         raise UsageError("--tokens-file goes with --http (over stdio the client is the user who started the proxy)")
     headers = _headers(args.header)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    from contextfold.cli import logs
+
+    if not logs.configure(logging.WARNING):  # one line per record into a file; on a terminal, the message alone
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     if args.http:
         from contextfold.proxy.http import serve_proxy_http
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
+from typing import Any
 
 from contextfold.cli.commands.token import default_path as default_tokens_path
 from contextfold.config import Settings
@@ -27,11 +30,16 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         from contextfold.home.opening import check_database  # reachable and migrated, or one line and exit 2
 
         check_database(settings)
+    from contextfold.cli import logs
+
+    logs.configure()  # one line per record when stderr is a file (before the SDK installs rich's handler)
     if not args.http:
         import anyio
 
         from contextfold.mcpserver.rawjson import serve_stdio  # lone surrogates repaired, parse errors answered
 
+        if _terminal(sys.stdin):  # a person, not an app, started it: say what it waits for
+            print(waiting_notice(settings), file=sys.stderr, flush=True)
         anyio.run(serve_stdio, build_server(settings, tools=tools))
         return 0
     from contextfold.mcpserver.http import serve_http  # the HTTP transport, for this branch only
@@ -61,3 +69,37 @@ def tokens_file(args: argparse.Namespace, settings: Settings) -> Path | None:
         return Path(args.tokens_file).expanduser()
     default = default_tokens_path(settings)
     return default if default.exists() else None
+
+
+def _terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def waiting_notice(settings: Settings) -> str:
+    """What `serve` says when a person, not an app, started it on a terminal: it waits for an MCP
+    client on stdio, and how to add it to an app instead."""
+    exe = shlex.quote(_executable())
+    home = shlex.quote(str(settings.home))
+    return (
+        "contextfold serve: waiting for an MCP client on stdio (this is the command an app starts; Ctrl-C to stop).\n"
+        "To add it to an app:\n"
+        "  Claude Code:  contextfold hooks install claude-code    (hooks and server; or: claude mcp add contextfold -- "
+        f"{exe} serve)\n"
+        "  Codex:        contextfold hooks install codex          (or: codex mcp add contextfold -- "
+        f"{exe} serve)\n"
+        f'  other apps:   {{"mcpServers": {{"contextfold": {{"command": "{_executable()}", "args": ["serve"]}}}}}}\n'
+        f"Data home: {home}. Over HTTP instead: contextfold serve --http (http://127.0.0.1:8765/mcp)."
+    )
+
+
+def _executable() -> str:
+    """The `contextfold` executable this process runs as, when it is one; else plain `contextfold`."""
+    import shutil
+
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "contextfold" and argv0.exists():
+        return str(argv0.resolve())
+    return shutil.which("contextfold") or "contextfold"
