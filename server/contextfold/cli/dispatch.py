@@ -259,6 +259,10 @@ def _add_session_commands(sub: Any) -> None:
     show = sub.add_parser("show", help="a session's view as its model sees it, with counts and state")
     show.add_argument("session")
     show.add_argument("--format", choices=["anthropic", "openai"], help="print the view as this API's JSON instead")
+    show.add_argument(
+        "--breakdown", action="store_true", help="tokens in view by category (system, user, tool results, …) instead"
+    )
+    show.add_argument("--json", action="store_true", help="with --breakdown: print JSON")
     show.set_defaults(handler="commands.reading:show")
 
     export = sub.add_parser("export", help="a session as Anthropic or OpenAI JSON: the view, or --full history")

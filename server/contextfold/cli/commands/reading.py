@@ -92,7 +92,18 @@ async def sessions(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def show(args: argparse.Namespace, settings: Settings) -> int:
+    if getattr(args, "json", False) and not getattr(args, "breakdown", False):
+        raise views.UsageError("--json goes with --breakdown (for the view as JSON, pass --format anthropic|openai)")
+    if getattr(args, "breakdown", False) and args.format:
+        raise views.UsageError("--breakdown and --format are two different answers; pass one of them")
     async with await read_session(settings, args.session) as service:
+        if getattr(args, "breakdown", False):
+            breakdown = await service.breakdown(args.session)
+            if args.json:
+                print_json(breakdown.model_dump())
+            else:
+                print(views.breakdown_lines(breakdown))
+            return 0
         if args.format:
             context = await service.get_context(args.session, format=args.format)
             print_json(context.model_dump())
