@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,63 @@ from contextfold.importers import load_transcript
 from contextfold.service.facade import ContextService
 
 SPILL_LINES = 40_000
+CHROMIUM = Path(os.environ.get("CONTEXTFOLD_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+"""Debian's chromium, headless, that reaches nothing on its own (no updates, sync or probes)."""
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally; under CI a missing browser fails the test instead."""
+    import pytest
+
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
+def env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child: the same package (PYTHONPATH), no wrapping."""
+    return {**os.environ, "COLUMNS": "200", **extra}
+
+
+class Inspector:
+    """`contextfold ui` running as a user starts it, on a free port; stopped by `close`."""
+
+    def __init__(self, home: Path, *args: str, **extra_env: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "contextfold", "--home", str(home), "ui", "--no-open", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(**extra_env),
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if "contextfold ui: http" not in line:
+            self.process.kill()
+            raise AssertionError(
+                f"ui did not start: {line!r} {self.process.stderr.read() if self.process.stderr else ''}"
+            )
+        self.url = line.split()[2].rstrip("/")
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def settings_for(home: Path) -> Any:
@@ -24,6 +85,17 @@ def settings_for(home: Path) -> Any:
 async def _with_service(home: Path, work: Any) -> Any:
     async with await ContextService.open(settings_for(home)) as service:
         return await work(service)
+
+
+def run_async(coroutine: Any) -> Any:
+    """`asyncio.run` in a thread of its own: Playwright's sync API keeps a loop running in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def with_service(home: Path, work: Any) -> Any:
+    """`work(service)` on a service over `home`, from sync code (whether or not a loop runs here)."""
+    return run_async(_with_service(home, work))
 
 
 def demo_session(home: Path, session_id: str = "demo", model: str = "gpt-4o") -> None:
@@ -46,7 +118,7 @@ def demo_session(home: Path, session_id: str = "demo", model: str = "gpt-4o") ->
         await service.compact(session_id, summarizer="extractive")
 
     home.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_with_service(home, work))
+    run_async(_with_service(home, work))
 
 
 def spill_session(home: Path, session_id: str = "harness-spill", lines: int = SPILL_LINES) -> str:
@@ -80,7 +152,7 @@ def spill_session(home: Path, session_id: str = "harness-spill", lines: int = SP
         return result.spilled[0].output_id
 
     home.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_with_service(home, work))
+    return run_async(_with_service(home, work))
 
 
 def long_session(home: Path, session_id: str, messages: int) -> None:
@@ -99,4 +171,4 @@ def long_session(home: Path, session_id: str, messages: int) -> None:
             await service.append(session_id, batch)
 
     home.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_with_service(home, work))
+    run_async(_with_service(home, work))

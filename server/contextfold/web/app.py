@@ -39,9 +39,10 @@ HEADERS = {
 }
 
 
-def not_found(kind: str, key: str) -> HTMLResponse:
-    """The one answer for an id this tenant cannot see, whether nobody has it or another tenant does."""
-    body = pages.render("notfound.html", kind=kind, key=key, links=pages.Links(), title="Not found")
+def not_found(kind: str) -> HTMLResponse:
+    """The one answer for an id this tenant cannot see, whether nobody has it or another tenant
+    does: the same bytes for any id (the page does not even repeat it)."""
+    body = pages.render("notfound.html", kind=kind, links=pages.Links(), title="Not found")
     return HTMLResponse(body, status_code=404, headers=HEADERS)
 
 
@@ -72,9 +73,7 @@ def build_app(service: ContextService, tokens: TenantTokens | None = None) -> St
             try:
                 return await handler(request, tenant)
             except NotFoundError as exc:
-                kind = "output" if exc.kind == "output" else "session"
-                key = request.path_params.get("oid" if kind == "output" else "sid", exc.key)
-                return not_found(kind, str(key))
+                return not_found("output" if exc.kind == "output" else "session")
             except InvalidInput as exc:
                 return html_page("error.html", 400, title="bad request", message=str(exc))
 

@@ -19,6 +19,7 @@ from markupsafe import Markup
 
 from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart, TextPart, ToolPart
 from contextfold.formats.shown import COMPACTION_PROMPT, shown_input_text, shown_result
+from contextfold.names import AGENT_NAMES
 from contextfold.policy.breakdown import split_message
 from contextfold.results import Breakdown
 from contextfold.service.facade import Tenant
@@ -128,10 +129,17 @@ def environment() -> jinja2.Environment:
         when=when,
         num=lambda n: f"{n:,}" if isinstance(n, int) else str(n),
         pct=lambda a, b: f"{a / b:.1%}" if b else "-",
+        writer=writer,
     )
     env.filters["cited"] = cited_html
     env.filters["summary_html"] = summary_html
     return env
+
+
+def writer(summarizer: str) -> str:
+    """Who wrote a summary, for a person: an agent's own compaction says so."""
+    agent = AGENT_NAMES.get(summarizer)
+    return f"{agent} (its own compaction)" if agent else summarizer
 
 
 def _asset(name: str) -> str:

@@ -7,16 +7,20 @@ import socket
 import sys
 import webbrowser
 
-from contextfold.cli.commands._home import no_database
+from contextfold.cli.commands._home import open_home
 from contextfold.cli.commands.serve import LOOPBACK, load_tokens
 from contextfold.config import Settings
 from contextfold.errors import UsageError
-from contextfold.home.opening import open_for_reading
 
 
 def ui(args: argparse.Namespace, settings: Settings) -> int:
     import anyio
 
+    if not settings.database_url and not settings.database_path.exists():
+        raise UsageError(
+            f"no sessions to show: the data home {settings.home} holds no database yet (no {settings.database_path}); "
+            "import a transcript with `contextfold import FILE`, or pass --home"
+        )
     if not 0 <= args.port <= 65_535:
         raise UsageError(f"--port: expected 0–65535, got {args.port}")
     # The same tokens and refusal as `serve --http`: off loopback, a stranger could read every session.
@@ -51,9 +55,10 @@ async def _serve(
     from contextfold.mcpserver.auth import TenantTokens
     from contextfold.web.app import build_app
 
-    service = await open_for_reading(settings)
-    if service is None:
-        raise no_database(settings, "(any)")
+    # Opened as a server opens it, not immutable as `show` reads a home no process has open: the
+    # pages follow what agents append meanwhile. Nothing here writes (only GET is routed, and every
+    # page calls the service's readers).
+    service = await open_home(settings)
     assert isinstance(tokens, TenantTokens)
     async with service:
         app = build_app(service, tokens)
