@@ -67,7 +67,7 @@ class Inspector:
             raise AssertionError(
                 f"ui did not start: {line!r} {self.process.stderr.read() if self.process.stderr else ''}"
             )
-        self.url = line.split()[2].rstrip("/")
+        self.url = line.split()[2].rstrip("/").replace("//0.0.0.0:", "//127.0.0.1:")
 
     def close(self) -> None:
         self.process.terminate()
@@ -121,10 +121,14 @@ def demo_session(home: Path, session_id: str = "demo", model: str = "gpt-4o") ->
     run_async(_with_service(home, work))
 
 
-def spill_session(home: Path, session_id: str = "harness-spill", lines: int = SPILL_LINES) -> str:
-    """A harness session whose one tool output of `lines` numbered lines was spilled; its output id."""
+def spill_session(
+    home: Path, session_id: str = "harness-spill", lines: int = SPILL_LINES, owner: str | None = None
+) -> str:
+    """A harness session whose one tool output of `lines` numbered lines was spilled; its output id.
+    `owner`: the tenant it belongs to (the local one by default)."""
 
-    async def work(service: ContextService) -> str:
+    async def work(local: ContextService) -> str:
+        service = local if owner is None else local.tenant(owner)
         await service.open_session(session_id, model="gpt-4o", system="You are a careful coding agent.")
         text = "\n".join(
             f"line {i:05d} of the build log" + (" ERROR disk full" if i % 9_999 == 0 else "")

@@ -311,3 +311,86 @@ def test_a_claude_code_import_shows_its_own_compaction(browser, tmp_path, artifa
         assert page.locator("article.summary").count() == imported["compactions"]
     finally:
         running.close()
+
+
+# -- tenants over HTTP -------------------------------------------------------------------------------
+
+
+def add_token(home: Path, tenant: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "contextfold", "--home", str(home), "token", "add", tenant],
+        capture_output=True,
+        text=True,
+        env=_ui.env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[1].strip()
+
+
+def test_off_loopback_it_refuses_to_start_without_tokens(tmp_path):
+    home = tmp_path / "home"
+    _ui.spill_session(home)
+    done = subprocess.run(
+        [sys.executable, "-m", "contextfold", "--home", str(home), "ui", "--no-open", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        env=_ui.env(),
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "refusing to serve on 0.0.0.0 without bearer tokens" in done.stderr
+
+
+def test_a_tenant_gets_not_found_for_another_tenants_session_output_and_search(browser, tmp_path, artifacts):
+    home = tmp_path / "home"
+    theirs = _ui.spill_session(home, "private", lines=3_000, owner="alice")
+    alice, bob = add_token(home, "alice"), add_token(home, "bob")
+    running = _ui.Inspector(home, "--host", "0.0.0.0")
+    try:
+        # No token: the sign-in page, nothing else.
+        anonymous = new_page(browser)
+        refused = anonymous.goto(running.url + "/s/private")
+        assert refused is not None and refused.status == 401
+        assert "private" not in anonymous.content()
+
+        bobs = new_page(browser, extra_http_headers={"Authorization": f"Bearer {bob}"})
+        bobs.goto(running.url + "/")
+        assert bobs.locator("table.sessions tbody tr").count() == 0
+        pairs = [
+            ("/s/private", "/s/nobody-has-this"),
+            ("/s/private/summary", "/s/nobody-has-this/summary"),
+            ("/s/private/outputs", "/s/nobody-has-this/outputs"),
+            ("/s/private/search?pattern=ERROR", "/s/nobody-has-this/search?pattern=ERROR"),
+            ("/s/private/history?at=m2", "/s/nobody-has-this/history?at=m2"),
+            ("/s/private/live", "/s/nobody-has-this/live"),
+            (f"/o/{theirs}", "/o/out_01NOBODYHASTHIS000000000000"),
+            (f"/o/{theirs}?offset=1&limit=5", "/o/out_01NOBODYHASTHIS000000000000?offset=1&limit=5"),
+            (f"/o/{theirs}?pattern=ERROR", "/o/out_01NOBODYHASTHIS000000000000?pattern=ERROR"),
+        ]
+        for other, unknown in pairs:
+            a = bobs.goto(running.url + other)
+            assert a is not None
+            a_status, a_body, a_length = a.status, a.body(), a.headers.get("content-length")
+            b = bobs.goto(running.url + unknown)
+            assert b is not None
+            assert a_status == b.status == 404, other
+            assert a_body == b.body(), other
+            assert a_length == b.headers.get("content-length")
+        bobs.screenshot(path=artifacts / "not-found.png")
+
+        # Alice signs in with her token (the cookie the sign-in page sets) and sees her session.
+        alices = new_page(browser)
+        alices.goto(running.url + "/")
+        alices.fill("#token", alice)
+        alices.click("#signin button")
+        alices.wait_for_selector("table.sessions")
+        assert alices.locator("table.sessions tbody tr", has_text="private").count() == 1
+        read = alices.goto(f"{running.url}/o/{theirs}?offset=2990&limit=11")
+        assert read is not None and read.status == 200
+        assert alices.locator("#read").inner_text().splitlines()[-1].startswith("3000\t")
+        # Nothing writes: a POST is refused whoever sends it.
+        posted = alices.request.post(running.url + "/s/private", headers={"Authorization": f"Bearer {alice}"})
+        assert posted.status == 405
+    finally:
+        running.close()
