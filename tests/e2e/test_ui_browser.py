@@ -309,6 +309,11 @@ def test_a_claude_code_import_shows_its_own_compaction(browser, tmp_path, artifa
         assert "Claude Code (its own compaction)" in page.locator("details.event[open]").inner_text()
         page.click("nav.tabs >> text=Summary")
         assert page.locator("article.summary").count() == imported["compactions"]
+        # What Claude Code's own summary lacked, found by code in the history it replaced.
+        dropped = page.locator("article.summary section.dropped").first
+        assert "Dropped by the agent" in dropped.inner_text()
+        assert dropped.locator("li").count() > 0
+        page.screenshot(path=artifacts / "summary-corpus.png")
     finally:
         running.close()
 

@@ -50,6 +50,7 @@ def build_app(service: ContextService, tokens: TenantTokens | None = None) -> St
     """The inspector over `service`'s home; `tokens` given (and configured), every request needs one."""
     settings = service.settings
     links = pages.Links()
+    dropped: dict[tuple[str, str, str], str] = {}
 
     def tenant_of(request: Request) -> Tenant | None:
         if tokens is None or not tokens.configured:
@@ -138,7 +139,7 @@ def build_app(service: ContextService, tokens: TenantTokens | None = None) -> St
 
     async def summary(request: Request, tenant: Tenant) -> Response:
         sid = request.path_params["sid"]
-        found = await tenant.summaries(sid)
+        found = await pages.with_dropped(tenant, sid, await tenant.summaries(sid), dropped)
         session = await tenant.session_record(sid)
         return html_page(
             "summary.html", sid=sid, tab="summary", title=f"{sid} — summary", session=session, summaries=found

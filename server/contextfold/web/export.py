@@ -17,8 +17,10 @@ async def export_html(tenant: Tenant, sid: str) -> str:
     settings = tenant.settings
     now = await pages.session_now(tenant, sid, 1, per_page=10**9)
     life = await tenant.life(sid)
-    summaries = await tenant.summaries(sid)
-    cited = sorted({seq for message, _ in summaries for seq in pages.cited_seqs(message.text)})
+    summaries = await pages.with_dropped(tenant, sid, await tenant.summaries(sid))
+    cited = sorted(
+        {seq for message, _, dropped in summaries for seq in pages.cited_seqs(message.text + "\n" + dropped)}
+    )
     messages = []
     for seq in cited[: settings.ui_page_messages * 5]:
         found = await tenant.stored_page(sid, after_seq=seq - 1, limit=1)

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 from markupsafe import Markup
 
-from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart, TextPart, ToolPart
+from contextfold.domain import CompactionPart, CompactionRecord, FilePart, Message, ReasoningPart, TextPart, ToolPart
 from contextfold.formats.shown import COMPACTION_PROMPT, shown_input_text, shown_result
 from contextfold.names import AGENT_NAMES
 from contextfold.policy.breakdown import split_message
@@ -403,6 +403,50 @@ def plot(life: Life, width: int = 960, height: int = 300) -> dict[str, Any]:
         "left": pad_l,
         "right": width - pad_r,
     }
+
+
+DROPPED_CACHE = 64
+"""Handovers an inspector process keeps worked out (per tenant and summary): the history a
+summary replaced does not change, and reading it again costs seconds on a long session."""
+
+
+async def with_dropped(
+    tenant: Tenant,
+    sid: str,
+    summaries: list[tuple[Message, CompactionRecord | None]],
+    cache: dict[tuple[str, str, str], str] | None = None,
+) -> list[tuple[Message, CompactionRecord | None, str]]:
+    """Each summary with, for an agent's own compaction (Claude Code's, Codex's), what code finds
+    its summary lacked in the history it replaced: the text the hooks' handover would add
+    (`hooks.handover`), within `hook_context_tokens`. '' for contextfold's own summaries."""
+    from contextfold.hooks.handover import HEADER, handover
+
+    out: list[tuple[Message, CompactionRecord | None, str]] = []
+    session = await tenant.session_record(sid)
+    counter = tenant.session_counter(session)
+    for message, record in summaries:
+        dropped = ""
+        key = (tenant.owner, sid, message.id)
+        if cache is not None and key in cache:
+            dropped = cache[key]
+        elif record is not None and record.summarizer in AGENT_NAMES:
+            marker = message.seq - 1
+            before = [m for m, _ in await tenant.stored_page(sid, after_seq=0, limit=max(marker - 1, 1))]
+            if before:
+                found = handover(
+                    before,
+                    session_id=sid,
+                    counter=counter,
+                    budget=tenant.settings.hook_context_tokens,
+                    summary=message.text,
+                )
+                dropped = found.text.removeprefix(HEADER).strip()
+            if cache is not None:
+                cache[key] = dropped
+                while len(cache) > DROPPED_CACHE:
+                    del cache[next(iter(cache))]
+        out.append((message, record, dropped))
+    return out
 
 
 async def session_now(tenant: Tenant, sid: str, page: int, per_page: int) -> dict[str, Any]:
