@@ -216,15 +216,24 @@ def test_readable_at_phone_width_and_in_the_dark(browser, inspector, artifacts):
 def test_the_tokens_in_view_change_on_the_open_page_when_another_process_appends(browser, inspector, home):
     page = new_page(browser)
     page.goto(f"{inspector.url}/s/harness-spill")
+    outputs = page.context.new_page()
+    outputs.goto(f"{inspector.url}/s/harness-spill/outputs")
+    assert outputs.locator("table.list tbody tr").count() == 1
     before = int(page.locator("#tokens-in-view").get_attribute("data-tokens") or 0)
+    messages = page.locator(".msg").count()
     script = textwrap.dedent(
         f"""
         import asyncio
         from contextfold.config import load_settings
         from contextfold.service.facade import ContextService
+        CALL = {{"id": "call_2", "type": "function", "function": {{"name": "bash", "arguments": '{{"cmd": "df -h"}}'}}}}
         async def main():
             async with await ContextService.open(load_settings({{"home": {str(home)!r}}})) as service:
-                await service.append("harness-spill", [{{"role": "user", "content": "Now free some disk space. " * 50}}])
+                await service.append("harness-spill", [
+                    {{"role": "user", "content": "Now free some disk space. " * 50}},
+                    {{"role": "assistant", "content": None, "tool_calls": [CALL]}},
+                    {{"role": "tool", "tool_call_id": "call_2", "content": "\\n".join(f"disk {{i}}" for i in range(5000))}},
+                ])
         asyncio.run(main())
         """
     )
@@ -232,9 +241,10 @@ def test_the_tokens_in_view_change_on_the_open_page_when_another_process_appends
     assert done.returncode == 0, done.stderr
     after = cli_json(home, "stats", "harness-spill")["tokens_in_view"]
     assert after > before
-    # No reload: the page's own polling swaps the figure in.
+    # No reload: each page's own polling swaps in what changed.
     page.wait_for_function(f"document.getElementById('tokens-in-view').dataset.tokens === '{after}'", timeout=60_000)
-    assert page.locator(".msg").count() == 4
+    assert page.locator(".msg").count() == messages + 2
+    outputs.wait_for_function("document.querySelectorAll('table.list tbody tr').length === 2", timeout=60_000)
 
 
 # -- the export ------------------------------------------------------------------------------------

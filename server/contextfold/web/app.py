@@ -142,7 +142,13 @@ def build_app(service: ContextService, tokens: TenantTokens | None = None) -> St
         found = await pages.with_dropped(tenant, sid, await tenant.summaries(sid), dropped)
         session = await tenant.session_record(sid)
         return html_page(
-            "summary.html", sid=sid, tab="summary", title=f"{sid} — summary", session=session, summaries=found
+            "summary.html",
+            sid=sid,
+            tab="summary",
+            title=f"{sid} — summary",
+            session=session,
+            summaries=found,
+            live=True,
         )
 
     async def life(request: Request, tenant: Tenant) -> Response:
@@ -165,7 +171,7 @@ def build_app(service: ContextService, tokens: TenantTokens | None = None) -> St
         found = await tenant.spilled_outputs(sid)
         session = await tenant.session_record(sid)
         return html_page(
-            "outputs.html", sid=sid, tab="outputs", title=f"{sid} — outputs", session=session, outputs=found
+            "outputs.html", sid=sid, tab="outputs", title=f"{sid} — outputs", session=session, outputs=found, live=True
         )
 
     async def output(request: Request, tenant: Tenant) -> Response:
