@@ -334,15 +334,19 @@ def prune_lines(result: PruneResult) -> list[str]:
 def breakdown_lines(breakdown: Breakdown) -> str:
     """Tokens in view by category as a table whose rows add up to the total, then the budget."""
     total = breakdown.tokens_in_view
-    rows: list[tuple[Any, ...]] = []
+    rows: list[tuple[str, str, str]] = []
     for category in breakdown.categories:
         if not category.known:
-            rows.append((category.label, "not recorded", "-"))
+            rows.append((category.label, "-", "not recorded"))
             continue
-        share = f"{category.tokens / total:.1%}" if total else "-"
-        rows.append((category.label, category.tokens, share))
-    rows.append(("Total in view", total, "100.0%" if total else "-"))
-    text = table(rows, ["category", "tokens", "share"])
+        rows.append((category.label, f"{category.tokens:,}", f"{category.tokens / total:.1%}" if total else "-"))
+    rows.append(("Total in view", f"{total:,}", "100.0%" if total else "-"))
+    widths = [max(len(r[i]) for r in [("category", "tokens", "share"), *rows]) for i in range(3)]
+
+    def line(row: tuple[str, str, str]) -> str:
+        return f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2].rjust(widths[2])}"
+
+    text = "\n".join([line(("category", "tokens", "share")), "  ".join("-" * w for w in widths), *map(line, rows)])
     usable = f"{breakdown.usable:,}" if breakdown.context_window else "unlimited"
     budget = [
         ("session", breakdown.session_id),
