@@ -176,11 +176,12 @@ def test_a_spilled_output_reads_by_line_range_and_searches_like_read_output(brow
     assert page.locator("#error").inner_text() == str(refused.value)
 
 
-def test_history_search_links_each_hit_to_the_message(browser, inspector):
+def test_history_search_links_each_hit_to_the_message(browser, inspector, artifacts):
     page = new_page(browser)
     page.goto(f"{inspector.url}/s/demo/search")
     page.fill("#pattern", "content-length")
     page.click("button[type=submit]")
+    page.screenshot(path=artifacts / "search.png")
     first = page.locator("ol.hits li a").first
     ref = first.inner_text()
     first.click()
