@@ -225,6 +225,27 @@ class Settings(BaseModel):
         "needs one more gets 503.",
     )
 
+    # -- `contextfold ui` and the HTML export ------------------------------------------------------
+    ui_page_messages: int = Field(
+        200,
+        ge=10,
+        le=5_000,
+        description="`contextfold ui`: messages one page of a session's view or stored history shows.",
+    )
+    ui_timeline_events: int = Field(
+        1_000,
+        ge=1,
+        description="`contextfold ui` and the HTML export: compactions a session's life plots and lists, newest kept.",
+    )
+    ui_export_output_chars: int = Field(
+        2_000_000,
+        ge=0,
+        description="`export --html`: characters of each spilled output the file holds (the preview is always whole).",
+    )
+    ui_poll_seconds: float = Field(
+        2.0, gt=0, description="`contextfold ui`: how often an open session page asks whether the session changed."
+    )
+
     # -- compaction, recovery and the strategies without an LLM -----------------------------------
     recovery_attempts: int = Field(3, ge=1, description="Compactions overflow recovery tries before giving up.")
     compaction_cooldown_seconds: float = Field(
@@ -405,6 +426,10 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "proxy_timeout_seconds",
         "proxy_drain_seconds",
         "proxy_max_upstreams",
+        "ui_page_messages",
+        "ui_timeline_events",
+        "ui_poll_seconds",
+        "ui_export_output_chars",
     }
 )
 """Server-wide: where data lives and the limits that guard the whole process or data home (one

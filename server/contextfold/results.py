@@ -263,3 +263,32 @@ class SummarizeResult(BaseModel):
     summarizer: str
     fallbacks: list[str]
     tokens: int
+
+
+class BreakdownCategory(BaseModel):
+    name: str
+    label: str
+    tokens: int
+    known: bool = True
+    """False for what contextfold is not told (tool definitions): `tokens` is then 0."""
+
+
+class Breakdown(BaseModel):
+    """Tokens in view by category; the categories' tokens add up to `tokens_in_view` exactly."""
+
+    session_id: str
+    model: str
+    method: Literal["exact", "estimate"]
+    tokens_in_view: int
+    """As `status` reports it: the larger of our count and the provider's report."""
+    tokens_counted: int
+    tokens_reported: int | None
+    context_window: int
+    reserved: int
+    usable: int
+    soft_threshold: int
+    """Tokens at which the state turns `soft` (`soft_ratio` of usable); 0 when unlimited."""
+    hard_threshold: int
+    state: State
+    messages_in_view: int
+    categories: list[BreakdownCategory]

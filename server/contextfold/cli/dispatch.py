@@ -66,6 +66,16 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_token_commands(sub)
     _add_proxy_command(sub)
 
+    inspector = sub.add_parser("ui", help="the web inspector: sessions, what the model sees, summaries, outputs")
+    inspector.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; others need tokens)")
+    inspector.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    inspector.add_argument("--no-open", action="store_true", help="do not open a browser; print the address")
+    inspector.add_argument(
+        "--tokens-file",
+        help=f"bearer tokens per tenant, as serve --http takes them (default <home>/tokens if it exists; also ${TOKENS_ENV})",
+    )
+    inspector.set_defaults(handler="commands.ui:ui")
+
     demo = sub.add_parser("demo", help="import a bundled real transcript and show its context budget")
     demo.add_argument("--model", default="gpt-4o", help="model to measure against (default gpt-4o)")
     demo.set_defaults(handler="commands.demo:demo")
@@ -282,6 +292,10 @@ def _add_session_commands(sub: Any) -> None:
     show = sub.add_parser("show", help="a session's view as its model sees it, with counts and state")
     show.add_argument("session")
     show.add_argument("--format", choices=["anthropic", "openai"], help="print the view as this API's JSON instead")
+    show.add_argument(
+        "--breakdown", action="store_true", help="tokens in view by category (system, user, tool results, …) instead"
+    )
+    show.add_argument("--json", action="store_true", help="with --breakdown: print JSON")
     show.set_defaults(handler="commands.reading:show")
 
     export = sub.add_parser("export", help="a session as Anthropic or OpenAI JSON: the view, or --full history")
@@ -291,6 +305,12 @@ def _add_session_commands(sub: Any) -> None:
         "--full", action="store_true", help="every stored message with its id, those out of view included"
     )
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write one self-contained HTML page instead: the breakdown, the view, the life, summaries with their "
+        "cited messages, spilled outputs",
+    )
     export.set_defaults(handler="commands.reading:export")
 
     delete = sub.add_parser("delete", help="delete a session, its messages and its spilled outputs")

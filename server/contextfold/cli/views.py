@@ -18,10 +18,11 @@ from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart,
 from contextfold.errors import UsageError
 from contextfold.formats import RenderOptions, WireFormat, render
 from contextfold.formats.shown import COMPACTION_PROMPT, shown_result
-from contextfold.results import CompactResult, PruneResult, SessionInfo, Status
+from contextfold.results import Breakdown, CompactResult, PruneResult, SessionInfo, Status
 
 __all__ = [
     "UsageError",
+    "breakdown_lines",
     "compact_lines",
     "error_line",
     "fmt",
@@ -328,6 +329,38 @@ def prune_lines(result: PruneResult) -> list[str]:
         "(the outputs stay stored)",
         _brief_line(result.status),
     ]
+
+
+def breakdown_lines(breakdown: Breakdown) -> str:
+    """Tokens in view by category as a table whose rows add up to the total, then the budget."""
+    total = breakdown.tokens_in_view
+    rows: list[tuple[str, str, str]] = []
+    for category in breakdown.categories:
+        if not category.known:
+            rows.append((category.label, "-", "not recorded"))
+            continue
+        rows.append((category.label, f"{category.tokens:,}", f"{category.tokens / total:.1%}" if total else "-"))
+    rows.append(("Total in view", f"{total:,}", "100.0%" if total else "-"))
+    widths = [max(len(r[i]) for r in [("category", "tokens", "share"), *rows]) for i in range(3)]
+
+    def line(row: tuple[str, str, str]) -> str:
+        return f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2].rjust(widths[2])}"
+
+    text = "\n".join([line(("category", "tokens", "share")), "  ".join("-" * w for w in widths), *map(line, rows)])
+    usable = f"{breakdown.usable:,}" if breakdown.context_window else "unlimited"
+    budget = [
+        ("session", breakdown.session_id),
+        ("model", f"{breakdown.model} ({breakdown.method})"),
+        ("messages in view", f"{breakdown.messages_in_view:,}"),
+        ("context window", f"{breakdown.context_window:,}" if breakdown.context_window else "unlimited"),
+        ("reserved", f"{breakdown.reserved:,}"),
+        ("usable", usable),
+        ("soft / hard at", f"{breakdown.soft_threshold:,} / {breakdown.hard_threshold:,}"),
+        ("used", f"{total / breakdown.usable:.1%}" if breakdown.usable else "-"),
+        ("state", breakdown.state),
+    ]
+    width = max(len(k) for k, _ in budget)
+    return text + "\n\n" + "\n".join(f"{k.ljust(width)}  {v}" for k, v in budget)
 
 
 def compact_lines(result: CompactResult) -> list[str]:

@@ -42,6 +42,7 @@ from contextfold.service.appending import Appending
 from contextfold.service.backends import open_backends
 from contextfold.service.compacting import Compacting
 from contextfold.service.history import History
+from contextfold.service.inspecting import Inspecting
 from contextfold.service.outputs import Outputs
 from contextfold.service.pruning import Pruning
 from contextfold.service.reading import Reading
@@ -60,7 +61,7 @@ from contextfold.tokens.counting import (
 )
 
 
-class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History):
+class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Inspecting):
     """Everything one tenant may do, scoped to `owner`.
 
     Each capability is one class over the tenant's `Scope` (`service/sessions.py`,

@@ -92,7 +92,18 @@ async def sessions(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def show(args: argparse.Namespace, settings: Settings) -> int:
+    if getattr(args, "json", False) and not getattr(args, "breakdown", False):
+        raise views.UsageError("--json goes with --breakdown (for the view as JSON, pass --format anthropic|openai)")
+    if getattr(args, "breakdown", False) and args.format:
+        raise views.UsageError("--breakdown and --format are two different answers; pass one of them")
     async with await read_session(settings, args.session) as service:
+        if getattr(args, "breakdown", False):
+            breakdown = await service.breakdown(args.session)
+            if args.json:
+                print_json(breakdown.model_dump())
+            else:
+                print(views.breakdown_lines(breakdown))
+            return 0
         if args.format:
             context = await service.get_context(args.session, format=args.format)
             print_json(context.model_dump())
@@ -104,6 +115,8 @@ async def show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def export(args: argparse.Namespace, settings: Settings) -> int:
+    if getattr(args, "html", None):
+        return await _export_html(args, settings)
     async with await read_session(settings, args.session) as service:
         if args.full:
             session, view = await service.session_view(args.session)
@@ -122,6 +135,23 @@ async def export(args: argparse.Namespace, settings: Settings) -> int:
         f"{len(body['messages']):,} stored messages" if args.full else f"the view ({len(body['messages']):,} messages)"
     )
     print(f"wrote {what} of session {args.session} as {args.format} JSON to {args.output}", file=sys.stderr)
+    return 0
+
+
+async def _export_html(args: argparse.Namespace, settings: Settings) -> int:
+    if args.full or args.output:
+        raise views.UsageError("--html FILE is its own export; leave out --full and -o")
+    target = Path(args.html)
+    if target.is_dir():
+        raise views.UsageError(f"--html {args.html}: is a directory; name the file to write")
+    from contextfold.web.export import export_html  # jinja2 and the templates, for this branch only
+
+    async with await read_session(settings, args.session) as service:
+        page = await export_html(service, args.session)
+    _write_whole(target, page)
+    print(
+        f"wrote session {args.session} as one HTML file ({len(page.encode()):,} bytes) to {args.html}", file=sys.stderr
+    )
     return 0
 
 
