@@ -71,8 +71,23 @@ def build_dist(out: Path) -> Dist:
 
 @pytest.fixture(scope="session")
 def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
-    """The wheel and sdist of this checkout, built once per run."""
-    return build_dist(tmp_path_factory.mktemp("dist"))
+    """The wheel and sdist of this checkout, built once per run: pytest-xdist's workers share the folder
+    above their own temporary folders, so the first one builds there (holding a lock: two builds at once
+    would write the same egg-info in the checkout) and the others take its files."""
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    out = shared / "contextfold-dist"
+    with open(shared / "contextfold-dist.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if out.is_dir() and len(list(out.glob("contextfold-*"))) == 2:
+            (wheel,) = out.glob("contextfold-*.whl")
+            (sdist,) = out.glob("contextfold-*.tar.gz")
+            return Dist(wheel, sdist)
+        shutil.rmtree(out, ignore_errors=True)
+        return build_dist(out)
 
 
 def clean_env(home: Path, *, path_first: Sequence[Path] = (), **extra: str) -> dict[str, str]:

@@ -145,7 +145,7 @@ def test_claude_code_with_the_contextfold_plugin(claude: ClaudeCode, built_dist:
     listing = contextfold(claude, "sessions").stdout
     assert session in listing, listing
     # The plugin ran the wheel it installed into its own data folder, not this checkout.
-    (venv,) = (claude.home / ".claude" / "plugins" / "data").glob("*/venv-*")
+    (venv,) = (claude.home / ".local" / "share" / "contextfold-plugin").glob("venv-*")
     assert (venv / ".ready").is_file(), sorted(p.name for p in venv.iterdir())
     assert not list(venv.parent.glob("*.partial")) and not (venv.parent / ".installing").exists()
     probe = Path(venv / "bin" / "python")
@@ -162,7 +162,7 @@ def test_the_plugin_launcher_installs_once_with_pip_while_a_second_process_waits
     env = clean_env(
         tmp_path / "home",
         path_first=(),
-        CLAUDE_PLUGIN_DATA=str(data),
+        CONTEXTFOLD_PLUGIN_DATA=str(data),
         CONTEXTFOLD_HOME=str(tmp_path / "contextfold-data"),
         CONTEXTFOLD_PLUGIN_REQUIREMENT=str(built_dist.wheel),
         CONTEXTFOLD_PLUGIN_PYTHON=base_python(),
