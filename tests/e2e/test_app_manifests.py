@@ -71,6 +71,17 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text())
 
 
+def test_every_app_file_pins_the_package_version() -> None:
+    """packaging/set_version.py --check: after a version bump, `python packaging/set_version.py` updates them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "packaging" / "set_version.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
 # -- Claude Desktop: the MCPB bundle -----------------------------------------------------------------
 
 
