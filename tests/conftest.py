@@ -37,8 +37,9 @@ sys.path[:0] = [
     *(str(ROOT / "tests" / folder) for folder in ("unit", "contract", "service", "e2e")),
 ]
 
-# Fixtures defined beside the helpers they belong to: the fake Messages server, the real agents.
-pytest_plugins = ["fake_anthropic", "agents_harness"]
+# Fixtures defined beside the helpers they belong to: the fake Messages server, the real agents, the
+# wheel built from this checkout.
+pytest_plugins = ["fake_anthropic", "agents_harness", "_package"]
 
 FOLDERS = {"unit", "contract", "service", "e2e"}
 """The layers the tests are sorted by; each test is marked with its folder's name."""
