@@ -1,8 +1,8 @@
 """The view: which stored messages the model sees, in what order (docs/design.md §6).
 
-After a compaction the model sees the marker (rendered as a user message), the summary, the copy
-of the request the tail answers (when the compaction wrote one), the tail kept verbatim from
-before the marker, then everything else that came after the summary. Everything else stays
+After a compaction the model sees the marker (rendered as a user message), the summary, the
+pinned messages from before the tail (verbatim, in order), the copy of the request the tail
+answers (when the compaction wrote one), the tail kept verbatim from before the marker, then everything else that came after the summary. Everything else stays
 stored and is hidden. Works on anything with a `seq`: full messages or bare rows.
 """
 
@@ -30,7 +30,7 @@ def load_from(anchor: ViewAnchor | None) -> int:
     if anchor is None:
         return 0
     first = anchor.tail_start_seq if anchor.tail_start_seq is not None else anchor.marker_seq
-    return first - 1
+    return min([first, *anchor.pinned_seqs]) - 1
 
 
 def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
@@ -38,11 +38,18 @@ def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
     if anchor is None:
         return list(messages)
     head: list[T] = []
+    pinned: list[T] = []
+    prompt: list[T] = []
     tail: list[T] = []
     after: list[T] = []
+    kept = set(anchor.pinned_seqs)
     for message in messages:
-        if message.seq in (anchor.marker_seq, anchor.summary_seq, anchor.prompt_seq):
+        if message.seq in (anchor.marker_seq, anchor.summary_seq):
             head.append(message)
+        elif message.seq == anchor.prompt_seq:
+            prompt.append(message)
+        elif message.seq in kept:
+            pinned.append(message)
         elif anchor.tail_start_seq is not None and anchor.tail_start_seq <= message.seq < anchor.marker_seq:
             # An earlier compaction's marker and summary can sit inside the kept range: the new
             # summary replaced them, so they stay hidden.
@@ -50,7 +57,7 @@ def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
                 tail.append(message)
         elif message.seq > anchor.summary_seq:
             after.append(message)
-    return head + tail + after
+    return head + pinned + prompt + tail + after
 
 
 async def visible(load: Callable[[int], Awaitable[Sequence[T]]], anchor: ViewAnchor | None) -> list[T]:

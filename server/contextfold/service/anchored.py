@@ -35,6 +35,7 @@ from contextfold.compaction.engine import (
 )
 from contextfold.compaction.prompt import build_prompt
 from contextfold.compaction.summarizers.anthropic import default_max_tokens
+from contextfold.compaction.template import PINNED_NOTE
 from contextfold.compaction.transcript import render_transcript
 from contextfold.config import Settings
 from contextfold.domain import CompactionRecord, FilePart, LastCompaction, Message, Session, ToolPart
@@ -78,6 +79,8 @@ class Prepared:
     usable: int
     last_seq: int
     """The newest message when the plan was made; anything later arrived while summarizing."""
+    pinned_tokens: int = 0
+    """What the session's pins cost in view: pinned messages, and the notes in the summary."""
 
 
 async def _no_progress(_fraction: float, _message: str) -> None:
@@ -97,12 +100,28 @@ class Compactor:
         usable = self._access.usable_for(session, settings)
         messages = await self._store.load_messages(session.id, after_seq=view.load_from(session.view))
         counter = self._access.counter_for(session, settings)
-        plan = _plan(view.in_view(messages, session.view), settings, usable, counter)
+        state = session.metadata
+        visible = view.in_view(messages, session.view)
+        pinned = state.pinned_seqs()
+        pinned_tokens = pinned_cost(visible, pinned, state.pinned_notes(), counter)
+        if pinned_tokens >= usable > 0:
+            raise CompactionFailed(
+                f"the pins alone take {pinned_tokens:,} tokens and usable is {usable:,}: no compaction can fit "
+                "them; unpin some (contextfold pins SESSION lists them)"
+            )
+        plan = _plan(
+            visible,
+            settings,
+            usable,
+            counter,
+            pinned=pinned,
+            notes=state.pinned_notes(),
+        )
         if plan.foreign_previous:
             # Another agent's summary paraphrases: read the stored history it stands for.
             plan = plan.with_earlier(await self._store.load_messages(session.id, hidden=True))
         last_seq = max((m.seq for m in messages), default=0)
-        return Prepared(session, settings, counter, plan, usable, last_seq)
+        return Prepared(session, settings, counter, plan, usable, last_seq, pinned_tokens)
 
     @staticmethod
     def sampling_prompt(prepared: Prepared, instructions: str | None) -> tuple[str, str, int]:
@@ -163,7 +182,7 @@ class Compactor:
         pinned = report.added
         new = compaction_messages(plan, text, counter, auto=auto, overflow=overflow)
         system_tokens = sum(p.tokens for p in session.system)
-        after = system_tokens + sum(m.in_view_tokens for m in new) + plan.tail_tokens
+        after = system_tokens + sum(m.in_view_tokens for m in new) + plan.pinned_tokens + plan.tail_tokens
         record = CompactionRecord(
             summarizer=outcome.summarizer,
             fallbacks=fallbacks,
@@ -181,6 +200,7 @@ class Compactor:
             cost_usd=outcome.cost_usd,
             notes=_not_used(requested, outcome.summarizer, fallbacks),
             outputs_cut=len(plan.cuts),
+            view_before=session.view,
         )
         # Our own count on both sides: a provider's report (which also counts tool definitions)
         # must not make a compaction that frees nothing look like one that does.
@@ -188,9 +208,10 @@ class Compactor:
         if after >= counted:
             copy = f", the request again {new[2].in_view_tokens:,}" if plan.prompt is not None else ""
             cuts = f", {len(plan.cuts)} output(s) cut" if plan.cuts else ""
+            kept = f", pinned {plan.pinned_tokens:,}" if plan.pinned else ""
             raise _failed(
                 f"compaction would not free anything: {counted:,} tokens in view before, {after:,} after "
-                f"(summary {summary_tokens:,}, tail {plan.tail_tokens:,}{copy}{cuts}); nothing was changed",
+                f"(summary {summary_tokens:,}{kept}, tail {plan.tail_tokens:,}{copy}{cuts}); nothing was changed",
                 plan,
             )
         if dry_run:
@@ -233,6 +254,9 @@ class Compactor:
                     "marker_id": stored[0].id,
                     "summary_id": stored[1].id,
                     "outputs_cut": len(cuts),
+                    "view_before": session.view,
+                    "written_ids": [m.id for m in stored],
+                    "cut_marks": [(c.message_id, c.index, c.freed) for c in cuts],
                 }
             )
             record = await tx.add_compaction(record)
@@ -414,7 +438,8 @@ class Compactor:
             usable = self._access.usable_for(session, settings)
             visible = await view.visible(tx.messages, session.view)
             try:
-                marks = list(_plan(visible, settings, usable, self._access.counter_for(session, settings)).cuts)
+                counter = self._access.counter_for(session, settings)
+                marks = list(_plan(visible, settings, usable, counter, pinned=session.metadata.pinned_seqs()).cuts)
             except NothingToCompact as exc:
                 marks = list(exc.cuts)
             if marks:
@@ -433,7 +458,10 @@ class Compactor:
             threshold = max(settings.cut_chars // 4, int(usable * settings.oversized_share))
             messages = await view.visible(tx.messages, session.view)
             marks: list[PartMark] = []
+            pinned = session.metadata.pinned_seqs()
             for message in messages:
+                if message.seq in pinned:
+                    continue  # a pinned message stays verbatim
                 for index, part in enumerate(message.parts):
                     if not isinstance(part, ToolPart) or part.tokens <= threshold:
                         continue
@@ -451,7 +479,15 @@ class Compactor:
         return len(marks)
 
 
-def _plan(visible: Sequence[Message], settings: Settings, usable: int, counter: TokenCounter) -> Plan:
+def _plan(
+    visible: Sequence[Message],
+    settings: Settings,
+    usable: int,
+    counter: TokenCounter,
+    *,
+    pinned: frozenset[int] = frozenset(),
+    notes: Sequence[str] = (),
+) -> Plan:
     return plan_compaction(
         visible,
         tail_budget=tail_budget(usable, settings.preserve_recent_tokens),
@@ -459,7 +495,15 @@ def _plan(visible: Sequence[Message], settings: Settings, usable: int, counter: 
         usable=usable,
         counter=counter,
         caps=CutCaps(settings.cut_tokens, settings.cut_chars),
+        pinned=pinned,
+        notes=notes,
     )
+
+
+def pinned_cost(visible: Sequence[Message], pinned: frozenset[int], notes: Sequence[str], counter: TokenCounter) -> int:
+    """What the pins cost in view: the pinned messages shown, and each note's bullet."""
+    shown = sum(m.in_view_tokens for m in visible if m.seq in pinned)
+    return shown + sum(counter.count(PINNED_NOTE + note) for note in notes)
 
 
 def _failed(message: str, plan: Plan) -> Exception:
@@ -501,5 +545,6 @@ __all__ = [
     "Compactor",
     "NothingToCompact",
     "Prepared",
+    "pinned_cost",
     "SessionAccess",
 ]

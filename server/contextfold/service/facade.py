@@ -48,6 +48,7 @@ from contextfold.service.reading import Reading
 from contextfold.service.runtime import FormatArg, Runtime, Scope
 from contextfold.service.sessions import Sessions, with_system
 from contextfold.service.spilling import Spilling
+from contextfold.service.steering import Steering
 from contextfold.store import Store, TenantStore
 from contextfold.tokens import catalog
 from contextfold.tokens.counting import (
@@ -60,11 +61,12 @@ from contextfold.tokens.counting import (
 )
 
 
-class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History):
+class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Steering):
     """Everything one tenant may do, scoped to `owner`.
 
     Each capability is one class over the tenant's `Scope` (`service/sessions.py`,
-    `appending.py`, `reading.py`, `pruning.py`, `spilling.py`, `compacting.py`, `history.py`);
+    `appending.py`, `reading.py`, `pruning.py`, `spilling.py`, `compacting.py`, `history.py`,
+    `steering.py`);
     a tenant is all of them at once, so each method and its parameters are declared once, in
     its capability, and nothing here forwards.
     """

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from contextfold.domain import Message, Part, PruneTotals, ToolPart
+from contextfold.domain import LastPrune, Message, Part, PruneTotals, ToolPart
 from contextfold.errors import InvalidInput
 from contextfold.policy import view
 from contextfold.results import Brief, PruneResult
@@ -68,10 +68,11 @@ class Pruning:
                 visible = _with_marks(visible, marks)
                 done = session.metadata.prunes
                 prunes = PruneTotals(count=done.count + 1, tokens_freed=done.tokens_freed + plan.tokens_freed)
+                last = LastPrune(at=now, marks=[(m.message_id, m.index, m.freed) for m in marks])
                 session = session.model_copy(
                     update={
                         "tokens_in_view": session.tokens_in_view - plan.tokens_freed,
-                        "metadata": session.metadata.model_copy(update={"prunes": prunes}),
+                        "metadata": session.metadata.model_copy(update={"prunes": prunes, "last_prune": last}),
                     }
                 )
                 await tx.save_session(session)

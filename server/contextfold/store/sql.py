@@ -653,6 +653,19 @@ class SQLSessionTransaction(SQLOutputStatements):
         await self._totals_changed()
         return record
 
+    async def compactions(self, *, limit: int = 10) -> list[CompactionRecord]:
+        rows = await self._db.fetchall(
+            "SELECT data FROM compactions WHERE owner = ? AND session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            (self._owner, self.session.id, limit),
+        )
+        return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
+
+    async def update_compaction(self, record: CompactionRecord) -> None:
+        await self._db.execute(
+            "UPDATE compactions SET data = ? WHERE owner = ? AND session_id = ? AND id = ?",
+            (record.model_dump_json(), self._owner, self.session.id, record.id),
+        )
+
     async def save_session(self, session: Session) -> None:
         raise NotImplementedError
 

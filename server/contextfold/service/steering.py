@@ -1,0 +1,254 @@
+"""Steering a session's compaction: pin what must stay, undo the last compaction or prune
+(docs/steering.md).
+
+A pin is stored with the session (`SessionState.pins`): messages (`m12`, a span `m10..m80`)
+that no compaction, prune, cut, digest or removal takes out of the view, or a note carried word
+for word into every summary's Constraints. Undo takes back the latest compaction (the view
+returns to the anchor it had, the messages the compaction wrote are hidden, the outputs it cut
+are shown whole again) or the latest prune (its marks are lifted): the view then renders as it
+did before, byte for byte, with whatever was appended since after it. Nothing stored is
+deleted: an undone compaction stays in the history, marked.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Literal
+
+from contextfold.compaction.template import PINNED_NOTE
+from contextfold.domain import CompactionRecord, Message, Pin, Session, ToolPart, ViewAnchor
+from contextfold.errors import CompactionFailed, InvalidInput, LimitExceeded, NotFoundError
+from contextfold.policy import view
+from contextfold.results import Brief, PinInfo, PinList, UndoResult
+from contextfold.store import PartMark, SessionTransaction
+
+if TYPE_CHECKING:
+    from contextfold.service.runtime import Scope
+
+_REF = re.compile(r"^\s*m?(\d+)\s*(?:(?:\.\.|-|–)\s*m?(\d+))?\s*$")
+UNDO_LOOKBACK = 20
+"""Compaction records read to find the latest one not undone."""
+
+
+def parse_ref(ref: str) -> tuple[int, int]:
+    """`m12` → (12, 12); `m10..m80` (or `m10-m80`) → (10, 80)."""
+    match = _REF.match(ref)
+    if match is None:
+        raise InvalidInput("ref", f"{ref!r} is not a message reference; use m12 or a span m10..m80")
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) else first
+    if first < 1 or last < first:
+        raise InvalidInput("ref", f"{ref!r}: a span runs from a lower message number to a higher one, from m1")
+    return first, last
+
+
+class Steering:
+    """Pin, unpin and undo in one tenant's sessions."""
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+
+    # -- pins --------------------------------------------------------------------------------------
+
+    async def pin(
+        self, session_id: str, *, ref: str | None = None, note: str | None = None, by: str | None = None
+    ) -> PinList:
+        """Pin messages (`ref`: `m12` or `m10..m80`) or a free-text `note` to the session."""
+        if (ref is None) == (note is None):
+            raise InvalidInput("ref", "pass exactly one of ref (m12, m10..m80) or note")
+        async with self._scope.store.write(session_id) as tx:
+            session = tx.session
+            settings = self._scope.settings_for(session)
+            state = session.metadata
+            if len(state.pins) >= settings.max_pins:
+                raise LimitExceeded(
+                    "pins", f"the session holds {len(state.pins)} pins, its max_pins limit; unpin one first"
+                )
+            pin_id = f"p{state.pins_made + 1}"
+            if ref is not None:
+                first, last = parse_ref(ref)
+                if last - first + 1 > settings.max_pin_span:
+                    raise LimitExceeded(
+                        "ref",
+                        f"{ref} covers {last - first + 1:,} messages, over max_pin_span ({settings.max_pin_span:,})",
+                    )
+                await _check_in_view(tx, session, first, last)
+                pin = Pin(id=pin_id, first_seq=first, last_seq=last, created_at=time.time(), by=by)
+            else:
+                text = " ".join((note or "").split())
+                if not text:
+                    raise InvalidInput("note", "a pinned note needs some text")
+                if len(text) > settings.max_pin_note_chars:
+                    raise LimitExceeded(
+                        "note", f"{len(text):,} characters, over max_pin_note_chars ({settings.max_pin_note_chars:,})"
+                    )
+                pin = Pin(id=pin_id, note=text, created_at=time.time(), by=by)
+            metadata = state.model_copy(update={"pins": [*state.pins, pin], "pins_made": state.pins_made + 1})
+            await tx.save_session(session.model_copy(update={"metadata": metadata}))
+        return await self.pins(session_id)
+
+    async def unpin(self, session_id: str, pin_id: str) -> PinList:
+        """Remove a pin (`p3`, as `pins` lists them); the messages it held stay where they are until
+        the next compaction may summarize them."""
+        async with self._scope.store.write(session_id) as tx:
+            session = tx.session
+            state = session.metadata
+            kept = [p for p in state.pins if p.id != pin_id]
+            if len(kept) == len(state.pins):
+                have = ", ".join(p.id for p in state.pins) or "none"
+                raise NotFoundError("pin", pin_id, f"this session's pins: {have}")
+            metadata = state.model_copy(update={"pins": kept})
+            await tx.save_session(session.model_copy(update={"metadata": metadata}))
+        return await self.pins(session_id)
+
+    async def pins(self, session_id: str) -> PinList:
+        """The session's pins, each with what it costs in view now."""
+        scope = self._scope
+        session = await scope.store.get_session(session_id)
+        settings = scope.settings_for(session)
+        counter = scope.counter(session.model, settings)
+        pins = session.metadata.pins
+        shown: dict[int, int] = {}
+        if any(p.first_seq is not None for p in pins):
+            rows = await scope.store.rows(session.id, after_seq=view.load_from(session.view))
+            shown = {r.seq: r.tokens for r in view.in_view(rows, session.view) if not r.is_compaction}
+        infos = []
+        for pin in pins:
+            if pin.first_seq is None or pin.last_seq is None:
+                tokens = counter.count(PINNED_NOTE + (pin.note or ""))
+            else:
+                tokens = sum(t for seq, t in shown.items() if pin.first_seq <= seq <= pin.last_seq)
+            infos.append(
+                PinInfo(
+                    id=pin.id,
+                    ref=pin.reference if pin.first_seq is not None else None,
+                    note=pin.note,
+                    tokens=tokens,
+                    by=pin.by,
+                    at=pin.created_at,
+                )
+            )
+        total = await scope.standing.pinned_tokens(session, counter) if pins else 0
+        return PinList(
+            session_id=session.id,
+            pins=infos,
+            pinned_tokens=total,
+            usable=scope.budget(session, settings).usable,
+        )
+
+    # -- undo --------------------------------------------------------------------------------------
+
+    async def undo(self, session_id: str, what: Literal["last", "compaction", "prune"] = "last") -> UndoResult:
+        """Take back the latest compaction or prune (`last`: whichever came later)."""
+        async with self._scope.store.write(session_id) as tx:
+            session = tx.session
+            record = await _latest_compaction(tx)
+            prune = session.metadata.last_prune
+            if prune is not None and prune.undone_at is not None:
+                prune = None
+            if what == "last":
+                if record is None and prune is None:
+                    raise CompactionFailed("nothing to undo: no compaction or prune since the last undo")
+                what = (
+                    "prune" if prune is not None and (record is None or prune.at > record.created_at) else "compaction"
+                )
+            before = session.tokens_in_view
+            if what == "compaction":
+                if record is None:
+                    raise CompactionFailed("nothing to undo: no compaction since the last undo")
+                session = await _undo_compaction(tx, session, record)
+            else:
+                if prune is None:
+                    raise CompactionFailed("nothing to undo: no prune since the last undo")
+                if record is not None and record.created_at > prune.at:
+                    raise CompactionFailed("a compaction came after the last prune: undo the compaction first")
+                session = await _undo_prune(tx, session)
+            await tx.save_session(session)
+        status = await self._scope.status(await self._scope.store.get_session(session_id))
+        return UndoResult(
+            session_id=session_id,
+            undone=what,
+            tokens_before=before,
+            tokens_after=session.tokens_in_view,
+            status=Brief.of(status),
+        )
+
+
+async def _check_in_view(tx: SessionTransaction, session: Session, first: int, last: int) -> None:
+    """Refuse a pin on messages that are not stored, or that the view no longer shows (a pin
+    keeps a message in view; it cannot bring back one already summarized or removed)."""
+    stored = [m for m in await tx.messages(first - 1, hidden=True) if m.seq <= last]
+    if not stored or stored[0].seq != first or stored[-1].seq != last:
+        top = session.message_count
+        raise InvalidInput(
+            "ref", f"m{first if not stored or stored[0].seq != first else last} is not a stored message (m1..m{top})"
+        )
+    shown = {m.seq for m in await view.visible(tx.messages, session.view)}
+    gone = [m.seq for m in stored if m.seq not in shown and not m.is_compaction]
+    if gone:
+        raise InvalidInput(
+            "ref",
+            f"m{gone[0]} is no longer in view (a compaction or removal took it out); undo that first, "
+            "or pin a note with what it said",
+        )
+    if all(m.is_compaction for m in stored):
+        raise InvalidInput("ref", f"m{first} is a compaction marker or summary; pin a note instead")
+
+
+async def _latest_compaction(tx: SessionTransaction) -> CompactionRecord | None:
+    for record in await tx.compactions(limit=UNDO_LOOKBACK):
+        if record.undone_at is None and record.strategy != "edit":
+            return record
+    return None
+
+
+async def _undo_compaction(tx: SessionTransaction, session: Session, record: CompactionRecord) -> Session:
+    if record.strategy != "anchored" or not record.written_ids:
+        raise CompactionFailed(
+            f"the latest compaction ({record.strategy}, {record.id}) cannot be undone: only anchored compactions "
+            "made by this version are"
+        )
+    anchor = session.view
+    current = await tx.messages(anchor.marker_seq - 1) if anchor is not None else []
+    if not current or current[0].id != record.marker_id:
+        raise CompactionFailed(f"the view no longer starts at compaction {record.id}; nothing was changed")
+    await tx.hide_messages(record.written_ids)
+    if record.cut_marks:
+        await tx.mark_parts(await _restored(tx, record.cut_marks, {"view_cap": None}, record.view_before))
+    visible = await view.visible(tx.messages, record.view_before)
+    in_view = sum(p.tokens for p in session.system) + sum(m.in_view_tokens for m in visible)
+    await tx.update_compaction(record.model_copy(update={"undone_at": time.time()}))
+    metadata = session.metadata.model_copy(update={"last_compaction": None})
+    return session.model_copy(update={"view": record.view_before, "tokens_in_view": in_view, "metadata": metadata})
+
+
+async def _undo_prune(tx: SessionTransaction, session: Session) -> Session:
+    prune = session.metadata.last_prune
+    assert prune is not None
+    marks = await _restored(tx, prune.marks, {"compacted_at": None, "input_cleared": False}, session.view)
+    if marks:
+        await tx.mark_parts(marks)
+    freed = -sum(m.freed for m in marks)
+    metadata = session.metadata.model_copy(update={"last_prune": prune.model_copy(update={"undone_at": time.time()})})
+    return session.model_copy(update={"tokens_in_view": session.tokens_in_view + freed, "metadata": metadata})
+
+
+async def _restored(
+    tx: SessionTransaction, marks: list[tuple[str, int, int]], update: dict[str, object], anchor: ViewAnchor | None
+) -> list[PartMark]:
+    """`marks` taken back: each part as it was before (`update` undoes the mark), its tokens returned
+    to the view (a negative `freed`)."""
+    wanted = {(mid, index): freed for mid, index, freed in marks}
+    ids = {mid for mid, _, _ in marks}
+    loaded: dict[str, Message] = {}
+    for message in await tx.messages(view.load_from(anchor)):
+        if message.id in ids:
+            loaded[message.id] = message
+    out = []
+    for (mid, index), freed in wanted.items():
+        found = loaded.get(mid)
+        part = found.parts[index] if found is not None and index < len(found.parts) else None
+        if isinstance(part, ToolPart):
+            out.append(PartMark(mid, index, part.model_copy(update=update), -freed))
+    return out

@@ -1,0 +1,182 @@
+"""Steering through the service: pins survive every strategy, previews apply unchanged, undo
+restores the exact view (docs/steering.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contextfold.config import load_settings
+from contextfold.errors import CompactionFailed, ContextfoldError, InvalidInput
+from contextfold.service.facade import ContextService
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def no_anthropic_key(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+@pytest.fixture
+async def service(tmp_path: Path):
+    settings = load_settings(
+        {"home": tmp_path, "summarizer": "extractive", "compaction_cooldown_seconds": 0}, environ={}
+    )
+    async with await ContextService.open(settings) as svc:
+        yield svc
+
+
+def turn(i: int, size: int = 400) -> list[dict]:
+    output = "\n".join(f"line {j} of the listing for step {i}: src/module_{i}/file_{j}.py ok" for j in range(size))
+    return [
+        {"role": "user", "content": f"Step {i}: look at module_{i} and report what it holds."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"c{i}",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"cmd": f"ls {i}"})},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": f"c{i}", "content": output},
+        {"role": "assistant", "content": f"Module {i} holds {size} files; nothing failing."},
+    ]
+
+
+async def session_with(service: ContextService, turns: int = 12, session_id: str = "s") -> str:
+    await service.open_session(session_id, model="gpt-4o")
+    for i in range(turns):
+        await service.append(session_id, turn(i), format="openai")
+    return session_id
+
+
+async def context(service: ContextService, session_id: str) -> tuple[list, str | None]:
+    got = await service.get_context(session_id, format="openai")
+    return got.messages, got.version
+
+
+async def test_a_pinned_message_stays_verbatim_and_in_order_through_compaction(service):
+    sid = await session_with(service)
+    before, _ = await context(service, sid)
+    pinned_tool = next(m for m in before if m.get("tool_call_id") == "c1")
+    await service.pin(sid, ref="m4")  # turn i: its request m(3i+1), the call with its result, the answer
+    await service.pin(sid, ref="m5..m6")
+    await service.pin(sid, note="Never touch   the vendored\ndirectory.")
+    result = await service.compact(sid)
+    assert result.compacted
+    after, _ = await context(service, sid)
+    texts = [json.dumps(m, sort_keys=True) for m in after]
+    # The pinned user message, the call and its result are there, whole and in order, after the summary.
+    request = next(
+        i for i, m in enumerate(after) if m.get("content") == "Step 1: look at module_1 and report what it holds."
+    )
+    assert after[request + 1]["tool_calls"][0]["id"] == "c1"
+    assert after[request + 2] == pinned_tool
+    assert json.dumps(pinned_tool, sort_keys=True) in texts
+    summary = await service.summary_text(sid)
+    assert "Pinned: Never touch the vendored directory." in summary
+    status = await service.status(sid)
+    assert status.pinned_tokens and status.pinned_tokens > 0
+    # A second compaction keeps them too.
+    for i in range(12, 20):
+        await service.append(sid, turn(i), format="openai")
+    await service.compact(sid)
+    again, _ = await context(service, sid)
+    assert after[request + 2] in again
+    assert "Pinned: Never touch the vendored directory." in await service.summary_text(sid)
+
+
+async def test_prune_passes_over_pinned_outputs(service):
+    sid = await session_with(service, turns=16)
+    await service.pin(sid, ref="m2")  # turn 0's call and its output
+    result = await service.prune(sid, keep_tool_uses=1)
+    assert result.applied
+    messages, _ = await context(service, sid)
+    kept = next(m for m in messages if m.get("tool_call_id") == "c0")
+    assert "line 0 of the listing for step 0" in kept["content"]
+    cleared = next(m for m in messages if m.get("tool_call_id") == "c2")
+    assert "cleared" in cleared["content"]
+
+
+async def test_removal_and_regions_leave_pinned_messages(service):
+    sid = await session_with(service, turns=30)
+    await service.pin(sid, ref="m7..m9")
+    for strategy in ("oldest", "regions"):
+        try:
+            await service.compact(sid, strategy=strategy)
+        except CompactionFailed:
+            pass
+        messages, _ = await context(service, sid)
+        kept = next(m for m in messages if m.get("tool_call_id") == "c2")
+        assert "line 0 of the listing for step 2" in kept["content"], strategy
+
+
+async def test_pins_alone_over_usable_refuse_compaction_with_the_numbers(tmp_path):
+    settings = load_settings({"home": tmp_path, "summarizer": "extractive"}, environ={})
+    async with await ContextService.open(settings) as service:
+        await service.open_session("small", model="gpt-4o", settings={"context_window": 30_000})
+        for i in range(8):
+            await service.append("small", turn(i, size=300), format="openai")
+        await service.pin("small", ref="m1..m24")
+        status = await service.status("small")
+        assert status.pinned_tokens is not None and status.pinned_tokens >= status.usable
+        assert "pins alone" in status.recommended_action
+        with pytest.raises(CompactionFailed, match=r"the pins alone take [\d,]+ tokens and usable is [\d,]+"):
+            await service.compact("small")
+
+
+async def test_bad_pins_are_refused_in_one_line(service):
+    sid = await session_with(service, turns=2)
+    with pytest.raises(InvalidInput, match="m99 is not a stored message"):
+        await service.pin(sid, ref="m99")
+    with pytest.raises(InvalidInput, match="not a message reference"):
+        await service.pin(sid, ref="twelve")
+    with pytest.raises(ContextfoldError, match="no pin with id 'p9'"):
+        await service.unpin(sid, "p9")
+    listed = await service.pins(sid)
+    assert listed.pins == []
+    made = await service.pin(sid, ref="m2")
+    assert [p.ref for p in made.pins] == ["m2"]
+    assert (await service.unpin(sid, "p1")).pins == []
+
+
+async def test_undo_compaction_restores_the_exact_view_and_keeps_later_appends(service):
+    sid = await session_with(service)
+    before, version = await context(service, sid)
+    await service.compact(sid)
+    compacted, _ = await context(service, sid)
+    assert compacted != before
+    undone = await service.undo(sid)
+    assert undone.undone == "compaction"
+    after, again = await context(service, sid)
+    assert after == before and again == version
+    assert (await service.status(sid)).tokens_in_view == (await service.status(sid)).tokens_counted
+    records = await service.store.compactions(sid)
+    assert records[0].undone_at is not None  # kept in the history, marked
+    # Compact, append, undo: the append stays, after the restored view.
+    await service.compact(sid)
+    await service.append(sid, turn(99, size=3), format="openai")
+    await service.undo(sid, "compaction")
+    with_append, _ = await context(service, sid)
+    assert with_append[: len(before)] == before
+    assert with_append[len(before)]["content"].startswith("Step 99")
+
+
+async def test_undo_prune_restores_the_exact_view(service):
+    sid = await session_with(service, turns=16)
+    before, version = await context(service, sid)
+    tokens = (await service.status(sid)).tokens_in_view
+    assert (await service.prune(sid, keep_tool_uses=2)).applied
+    undone = await service.undo(sid)
+    assert undone.undone == "prune"
+    after, again = await context(service, sid)
+    assert after == before and again == version
+    assert (await service.status(sid)).tokens_in_view == tokens
+    with pytest.raises(CompactionFailed, match="nothing to undo"):
+        await service.undo(sid, "prune")
