@@ -315,6 +315,22 @@ class LastPrune(_Model):
     undone_at: float | None = None
 
 
+class Preview(_Model):
+    """The latest dry run's outcome, kept so `apply` can write exactly it (`service/steering.py`)."""
+
+    token: str
+    kind: Literal["compact", "prune"]
+    fingerprint: str
+    """The view it was planned on (`steering.fingerprint`): apply refuses once this changed."""
+    summary: str | None = None
+    summarizer: str | None = None
+    pinned: list[str] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Prune: the options it ran with (keep_tool_uses, clear_at_least, exclude_tools, clear_inputs)."""
+    parts: list[tuple[str, int]] = Field(default_factory=list)
+    """Prune: (message id, part index) of each output it would clear."""
+
+
 class SessionState(BaseModel):
     """What contextfold keeps about a session beyond its counts: typed, stored as one JSON value.
 
@@ -331,6 +347,8 @@ class SessionState(BaseModel):
     """Pins ever made: the next pin's id is `p<pins_made + 1>`."""
     last_prune: LastPrune | None = None
     """What the latest prune marked (`undo` takes it back)."""
+    preview: Preview | None = None
+    """The latest dry run of `compact` or `prune`, for `apply`."""
     imports: list[dict[str, Any]] = Field(default_factory=list)
     """One mark per transcript file imported into the session (`import_marks.ImportMark`)."""
     imported_from: str | None = None

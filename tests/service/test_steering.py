@@ -180,3 +180,47 @@ async def test_undo_prune_restores_the_exact_view(service):
     assert (await service.status(sid)).tokens_in_view == tokens
     with pytest.raises(CompactionFailed, match="nothing to undo"):
         await service.undo(sid, "prune")
+
+
+async def test_compact_preview_then_apply_writes_exactly_the_previewed_summary(service):
+    sid = await session_with(service)
+    await service.pin(sid, ref="m4")
+    preview = await service.compact(sid, dry_run=True)
+    assert preview.dry_run and preview.token and preview.summary
+    assert preview.view[:3] == ["marker", "summary", "m4"]
+    untouched, _ = await context(service, sid)
+    assert len(untouched) > 30  # a dry run changes nothing in the view
+    applied = await service.compact(sid, apply=preview.token)
+    assert applied.compacted and applied.tokens_after == preview.tokens_after
+    assert await service.summary_text(sid) == preview.summary
+    session, shown = await service.session_view(sid)
+    refs = [
+        "marker" if m.compaction else "summary" if m.summary else "copy" if m.metadata.get("copy_of") else f"m{m.seq}"
+        for m in shown
+    ]
+    assert refs == ["copy" if r.startswith("copy of") else r for r in preview.view]
+    # The token is spent: the session moved on.
+    with pytest.raises(CompactionFailed, match="changed since preview"):
+        await service.compact(sid, apply=preview.token)
+
+
+async def test_a_compact_preview_is_refused_once_the_session_changed(service):
+    sid = await session_with(service)
+    preview = await service.compact(sid, dry_run=True)
+    await service.append(sid, turn(50, size=2), format="openai")
+    with pytest.raises(CompactionFailed, match="nothing was written"):
+        await service.compact(sid, apply=preview.token)
+    with pytest.raises(InvalidInput, match="not this session's latest compact preview"):
+        await service.compact(sid, apply="compact-000000000000-00000000")
+    assert (await service.session_view(sid))[0].view is None
+
+
+async def test_prune_preview_lists_what_goes_and_apply_clears_exactly_that(service):
+    sid = await session_with(service, turns=16)
+    preview = await service.prune(sid, dry_run=True, keep_tool_uses=3)
+    assert preview.token and preview.cleared[0] == "m38 bash" and len(preview.cleared) == 13
+    applied = await service.prune(sid, apply=preview.token)
+    assert applied.applied and applied.parts == len(preview.cleared)
+    messages, _ = await context(service, sid)
+    cleared = [m["tool_call_id"] for m in messages if m.get("role") == "tool" and "cleared" in m["content"]]
+    assert sorted(cleared) == sorted(f"c{i}" for i in range(13))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from contextfold.compaction.base import Summarizer, SummarizerError, SummaryRequest
+from contextfold.compaction.base import Summarizer, SummarizerError, SummaryOutcome, SummaryRequest
 from contextfold.compaction.chain import run_chain
 from contextfold.compaction.engine import (
     NothingToCompact,
@@ -68,6 +68,15 @@ class SessionAccess:
     async def status(self, session_id: str) -> Status:
         """The session's status as it is now, read afresh."""
         return await self.status_for(await self.store.get_session(session_id))
+
+
+@dataclass(frozen=True)
+class Given:
+    """A summary a preview accepted, written as it is by `apply`."""
+
+    summary: str
+    summarizer: str
+    pinned: list[str]
 
 
 @dataclass(frozen=True)
@@ -150,12 +159,15 @@ class Compactor:
         tokens_before: int | None = None,
         check_cooldown: bool = False,
         requested: str | None = None,
+        given: Given | None = None,
+        prepared: Prepared | None = None,
     ) -> tuple[CompactionRecord, str]:
         """Summarize the head and write the compaction; `requested` is the summarizer the caller
-        named (a note says why when another one's summary was kept)."""
+        named (a note says why when another one's summary was kept). `given`: write this summary,
+        as a preview accepted it, instead of running the summarizers (`prepared`: its plan)."""
         progress = progress or _no_progress
         await progress(0.05, "selecting the tail")
-        prepared = await self.prepare(session_id)
+        prepared = prepared or await self.prepare(session_id)
         session, plan, counter = prepared.session, prepared.plan, prepared.counter
         before = session.tokens_in_view if tokens_before is None else tokens_before
         if check_cooldown:
@@ -173,13 +185,18 @@ class Compactor:
         async def trying(i: int, name: str) -> None:
             await progress(0.15 + 0.6 * i / max(len(summarizers), 1), f"summarizing with {name}")
 
-        try:
-            outcome, (text, report, summary_tokens), fallbacks = await run_chain(
-                summarizers, request, lambda outcome: accept(outcome.text, plan, counter), progress=trying
-            )
-        except SummarizerError as exc:
-            raise _failed(exc.reason, plan) from exc
-        pinned = report.added
+        if given is not None:
+            outcome = SummaryOutcome(given.summary, given.summarizer)
+            fallbacks: list[str] = []
+            text, summary_tokens, pinned = given.summary, counter.count(given.summary), given.pinned
+        else:
+            try:
+                outcome, (text, report, summary_tokens), fallbacks = await run_chain(
+                    summarizers, request, lambda outcome: accept(outcome.text, plan, counter), progress=trying
+                )
+            except SummarizerError as exc:
+                raise _failed(exc.reason, plan) from exc
+            pinned = report.added
         new = compaction_messages(plan, text, counter, auto=auto, overflow=overflow)
         system_tokens = sum(p.tokens for p in session.system)
         after = system_tokens + sum(m.in_view_tokens for m in new) + plan.pinned_tokens + plan.tail_tokens
@@ -312,6 +329,7 @@ class Compactor:
         auto: bool,
         progress: Progress | None,
         requested: str | None = None,
+        prepared: Prepared | None = None,
     ) -> CompactResult:
         """One anchored compaction as a request asks for it; on overflow, recover (docs/design.md §12).
 
@@ -347,6 +365,7 @@ class Compactor:
                     tokens_before=status.tokens_in_view,
                     check_cooldown=auto and attempts == 1,
                     requested=requested,
+                    prepared=prepared if attempts == 1 else None,
                 )
             except (NothingToCompact, CompactionFailed) as exc:
                 if isinstance(exc, NothingToCompact) and exc.cuts and not tail_cut:
@@ -500,6 +519,19 @@ def _plan(
     )
 
 
+def outline(plan: Plan, *, auto: bool = False) -> list[str]:
+    """The view a compaction of `plan` leaves, one entry a message, in order (messages appended
+    meanwhile would follow): the marker, the summary, the pinned messages, the request copy, the tail."""
+    cut = {c.message_id for c in plan.cuts}
+    out = ["marker", "summary", *(f"m{m.seq}" for m in plan.pinned)]
+    if plan.prompt is not None:
+        out.append(f"copy of m{plan.prompt.seq}")
+    out += [f"m{m.seq}" + (" (output cut)" if m.id in cut else "") for m in plan.tail]
+    if auto and (not plan.tail or plan.tail[-1].role != "user"):
+        out.append("continue note")
+    return out
+
+
 def pinned_cost(visible: Sequence[Message], pinned: frozenset[int], notes: Sequence[str], counter: TokenCounter) -> int:
     """What the pins cost in view: the pinned messages shown, and each note's bullet."""
     shown = sum(m.in_view_tokens for m in visible if m.seq in pinned)
@@ -543,8 +575,10 @@ def _cut_only(
 
 __all__ = [
     "Compactor",
+    "Given",
     "NothingToCompact",
     "Prepared",
+    "outline",
     "pinned_cost",
     "SessionAccess",
 ]

@@ -12,12 +12,14 @@ deleted: an undone compaction stays in the history, marked.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
 from typing import TYPE_CHECKING, Literal
 
 from contextfold.compaction.template import PINNED_NOTE
-from contextfold.domain import CompactionRecord, Message, Pin, Session, ToolPart, ViewAnchor
+from contextfold.domain import CompactionRecord, Message, Pin, Preview, Session, ToolPart, ViewAnchor
 from contextfold.errors import CompactionFailed, InvalidInput, LimitExceeded, NotFoundError
 from contextfold.policy import view
 from contextfold.results import Brief, PinInfo, PinList, UndoResult
@@ -41,6 +43,44 @@ def parse_ref(ref: str) -> tuple[int, int]:
     if first < 1 or last < first:
         raise InvalidInput("ref", f"{ref!r}: a span runs from a lower message number to a higher one, from m1")
     return first, last
+
+
+def fingerprint(session: Session) -> str:
+    """What a preview was planned on: any change to a message (the revision), to the view's
+    anchor, the pins, the session's settings or model, or the counts makes it differ."""
+    state = [
+        session.revision,
+        session.view.model_dump(mode="json") if session.view is not None else None,
+        [p.model_dump(mode="json") for p in session.metadata.pins],
+        session.settings,
+        session.model,
+        session.message_count,
+        session.tokens_in_view,
+    ]
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def preview_token(kind: str, fingerprint: str, content: str) -> str:
+    return f"{kind}-{fingerprint[:12]}-{hashlib.sha256(content.encode()).hexdigest()[:8]}"
+
+
+def take_preview(session: Session, token: str, kind: Literal["compact", "prune"]) -> Preview:
+    """The preview `token` names, if the session still stands where it was planned; else a refusal
+    saying why (nothing is written)."""
+    preview = session.metadata.preview
+    if preview is None or preview.token != token or preview.kind != kind:
+        verb = "compact" if kind == "compact" else "prune"
+        raise InvalidInput(
+            "apply",
+            f"{token!r} is not this session's latest {verb} preview; run {verb} with dry_run first "
+            "(only the latest preview is kept)",
+        )
+    if fingerprint(session) != preview.fingerprint:
+        raise CompactionFailed(
+            f"the session changed since preview {token} (messages appended or changed, a compaction, prune, pin "
+            "or setting); nothing was written — preview again"
+        )
+    return preview
 
 
 class Steering:

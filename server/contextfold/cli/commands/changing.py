@@ -72,6 +72,7 @@ async def prune(args: argparse.Namespace, settings: Settings) -> int:
             dry_run=args.dry_run,
             keep_tool_uses=args.keep_tool_uses,
             clear_at_least=args.clear_at_least,
+            apply=args.apply,
         )
     if args.json:
         print_json(result.model_dump())
@@ -88,6 +89,7 @@ async def compact(args: argparse.Namespace, settings: Settings) -> int:
             summarizer=args.summarizer,
             instructions=args.instructions,
             dry_run=args.dry_run,
+            apply=args.apply,
         )
     if args.json:
         print_json(result.model_dump())
