@@ -210,6 +210,9 @@ class ViewAnchor(_Model):
     prompt_seq: int | None = None
     """A copy of the request the kept tail answers, written with the summary and shown between
     the summary and the tail (the tail starts inside the request's turn); None = no copy."""
+    after_seq: int | None = None
+    """Set once the summary was edited (`summary_seq` then names the edited copy): what came after
+    the original summary, which is the part of the view that follows the tail."""
     pinned_seqs: list[int] = Field(default_factory=list)
     """Pinned messages from before the tail, shown verbatim and in order between the summary and
     the request copy: a compaction never summarizes a pinned message away."""

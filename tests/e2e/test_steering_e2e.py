@@ -41,9 +41,14 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "contextfold", *args], capture_output=True, text=True, env=_env(home), timeout=120
+        [sys.executable, "-m", "contextfold", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=_env(home),
+        timeout=120,
     )
 
 
@@ -74,6 +79,11 @@ async def test_preview_apply_pin_and_undo_over_stdio(tmp_path: Path):
         again = await c.call_tool("compact", {"session_id": "st", "apply": preview["token"]})
         assert again.is_error and "changed since preview" in again.content[0].text
 
+        bad = await c.call_tool("compact", {"session_id": "st", "edit": "## Goal\n- Ship it [m999]"})
+        assert bad.is_error and "citation [m999] names no stored message" in bad.content[0].text
+        good = await c.call_tool("compact", {"session_id": "st", "edit": "## Key Decisions\n- Keep module_2 [m7]"})
+        assert not good.is_error and "- Keep module_2 [m7]" in good.structured_content["summary"]
+
         undone = await c.call_tool("compact", {"session_id": "st", "undo": True})
         assert not undone.is_error, undone.content
         restored = (await c.call_tool("get_context", {"session_id": "st"})).structured_content
@@ -102,6 +112,11 @@ def test_pin_preview_apply_and_undo_from_the_command_line(tmp_path: Path):
     assert json.loads(out.stdout)["compacted"]
     shown = json.loads(cli(home, "export", "c").stdout)
     assert [m["content"] for m in shown["messages"] if "## Goal" in str(m["content"])] == [preview["summary"]]
+
+    out = cli(home, "edit", "c", stdin="## Goal\n- Ship it [m999]\n")
+    assert out.returncode == 2 and "citation [m999] names no stored message" in out.stderr
+    out = cli(home, "edit", "c", stdin="## Next Steps\n- Check module_11 again [m34]\n")
+    assert out.returncode == 0 and "- Check module_11 again [m34]" in out.stdout, out.stderr
 
     out = cli(home, "undo", "c")
     assert out.returncode == 0 and "undid the last compaction" in out.stdout, out.stderr

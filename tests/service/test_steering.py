@@ -224,3 +224,42 @@ async def test_prune_preview_lists_what_goes_and_apply_clears_exactly_that(servi
     messages, _ = await context(service, sid)
     cleared = [m["tool_call_id"] for m in messages if m.get("role") == "tool" and "cleared" in m["content"]]
     assert sorted(cleared) == sorted(f"c{i}" for i in range(13))
+
+
+async def test_edit_replaces_or_amends_the_summary_and_the_next_compaction_updates_it(service):
+    sid = await session_with(service)
+    await service.compact(sid)
+    original = await service.summary_text(sid)
+    before, _ = await context(service, sid)
+    amended = await service.edit_summary(
+        sid, "## Key Decisions\n- Keep module_3 as it is: the user said so [m10]", by="user"
+    )
+    assert amended.reason == "amended Key Decisions"
+    text = await service.summary_text(sid)
+    assert "- Keep module_3 as it is: the user said so [m10]" in text and text.startswith("## Goal")
+    after, _ = await context(service, sid)
+    assert len(after) == len(before) and after[1]["content"] == text and after[2:] == before[2:]
+    replaced = original.replace("## Goal\n", "## Goal\n- Corrected: the goal is to audit every module [m1]\n", 1)
+    await service.edit_summary(sid, replaced, by="agent")
+    assert "Corrected: the goal is to audit every module [m1]" in await service.summary_text(sid)
+    records = await service.store.compactions(sid)
+    assert [r.strategy for r in records[:2]] == ["edit", "edit"] and records[0].edited_by == "agent"
+    # The next compaction starts from the edited text.
+    await service.append(sid, turn(40), format="openai")
+    prepared = await service.compactor.prepare(sid)
+    assert "Corrected: the goal is to audit every module [m1]" in (prepared.plan.previous or "")
+    # Undo takes the compaction back, edits included.
+    await service.undo(sid, "compaction")
+    restored, _ = await context(service, sid)
+    assert not any("## Goal" in str(m.get("content")) for m in restored)
+
+
+async def test_an_edit_with_a_bad_citation_or_heading_is_refused_naming_it(service):
+    sid = await session_with(service)
+    await service.compact(sid)
+    original = await service.summary_text(sid)
+    with pytest.raises(InvalidInput, match=r"citation \[m999\] names no stored message"):
+        await service.edit_summary(sid, "## Goal\n- Do it [m999]")
+    with pytest.raises(InvalidInput, match="heading 'Plan' is not one of the summary's sections"):
+        await service.edit_summary(sid, "## Plan\n- Do it")
+    assert await service.summary_text(sid) == original

@@ -251,7 +251,7 @@ def _add_token_commands(sub: Any) -> None:
 
 
 def _add_session_commands(sub: Any) -> None:
-    """`sessions`, `show`, `export`, `delete`, `prune`, `compact`, `pin`, `unpin`, `pins`, `undo` and `watch`."""
+    """`sessions`, `show`, `export`, `delete`, `prune`, `compact`, `edit`, `pin`, `unpin`, `pins`, `undo` and `watch`."""
     listing = sub.add_parser("sessions", help="list sessions: id, title, model, messages, tokens in view, state")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(handler="commands.reading:sessions")
@@ -308,6 +308,12 @@ def _add_session_commands(sub: Any) -> None:
     )
     compact.add_argument("--json", action="store_true", help="print JSON")
     compact.set_defaults(handler="commands.changing:compact")
+
+    edit = sub.add_parser("edit", help="correct a session's summary: its full text, or only the sections to add to")
+    edit.add_argument("session")
+    edit.add_argument("file", nargs="?", default="-", help="Markdown with the summary's headings; - or nothing: stdin")
+    edit.add_argument("--json", action="store_true", help="print JSON")
+    edit.set_defaults(handler="commands.steering:edit")
 
     pin = sub.add_parser("pin", help="pin messages (m12, m10..m80) or a note so no compaction takes them away")
     pin.add_argument("session")

@@ -452,6 +452,9 @@ def build_server(
         dry_run: bool = False,
         apply: Annotated[str | None, Field(description="A dry run's token: write exactly its summary.")] = None,
         undo: Annotated[bool, Field(description="Take the last compaction back.")] = False,
+        edit: Annotated[
+            str | None, Field(description="Correct the summary: its full text, or just the sections to add to.")
+        ] = None,
     ) -> CompactResult:
         """Call when status recommends compact: summarizes older history, keeping the recent tail and pins.
         dry_run returns the exact summary and view, and a token for apply."""
@@ -461,6 +464,8 @@ def build_server(
 
         with _user_errors():
             tenant = _tenant(ctx)
+            if edit is not None:
+                return await tenant.edit_summary(session_id, edit, by="mcp")
             if undo:
                 undone = await tenant.undo(session_id, "compaction")
                 return CompactResult(
@@ -547,6 +552,7 @@ async def _sampling_for_compact(
     dry_run: bool = False,
     apply: str | None = None,
     undo: bool = False,
+    edit: str | None = None,
 ) -> Sample | None:
     """Ask the client's model for the summary before `compact` runs (both protocol eras).
 
@@ -555,7 +561,14 @@ async def _sampling_for_compact(
     A dry run, applying a preview, an undo and the strategies that write no summary never cost the
     client a model call.
     """
-    if dry_run or apply is not None or undo or strategy not in ("anchored", "regions") or not _can_sample(ctx):
+    if (
+        dry_run
+        or apply is not None
+        or undo
+        or edit is not None
+        or strategy not in ("anchored", "regions")
+        or not _can_sample(ctx)
+    ):
         return None
     try:
         prompt = await _tenant(ctx).sampling_prompt(

@@ -55,7 +55,7 @@ def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
             # summary replaced them, so they stay hidden.
             if not message.is_compaction:
                 tail.append(message)
-        elif message.seq > anchor.summary_seq:
+        elif message.seq > (anchor.summary_seq if anchor.after_seq is None else anchor.after_seq):
             after.append(message)
     return head + pinned + prompt + tail + after
 

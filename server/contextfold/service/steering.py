@@ -18,12 +18,20 @@ import re
 import time
 from typing import TYPE_CHECKING, Literal
 
-from contextfold.compaction.template import PINNED_NOTE
-from contextfold.domain import CompactionRecord, Message, Pin, Preview, Session, ToolPart, ViewAnchor
+from contextfold.compaction.template import (
+    PINNED_NOTE,
+    PROGRESS,
+    SECTIONS,
+    cited_seqs,
+    missing_sections,
+    parse_summary,
+)
+from contextfold.domain import CompactionRecord, Message, Pin, Preview, Session, TextPart, ToolPart, ViewAnchor
 from contextfold.errors import CompactionFailed, InvalidInput, LimitExceeded, NotFoundError
 from contextfold.policy import view
-from contextfold.results import Brief, PinInfo, PinList, UndoResult
+from contextfold.results import Brief, CompactResult, PinInfo, PinList, UndoResult
 from contextfold.store import PartMark, SessionTransaction
+from contextfold.tokens.counting import count_message
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope
@@ -81,6 +89,27 @@ def take_preview(session: Session, token: str, kind: Literal["compact", "prune"]
             "or setting); nothing was written — preview again"
         )
     return preview
+
+
+_HEADING_LINE = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_KNOWN = {name.casefold() for name in (*SECTIONS, PROGRESS)}
+
+
+def check_summary(text: str, last_seq: int) -> tuple[bool, list[str]]:
+    """(whether `text` is a whole summary, the sections it names), or a refusal naming what is
+    wrong: a heading the template does not have, or a citation of a message that is not stored."""
+    headings = [h.strip().strip("*") for h in _HEADING_LINE.findall(text)]
+    unknown = [h for h in headings if h.casefold() not in _KNOWN]
+    if unknown:
+        raise InvalidInput(
+            "edit", f"heading {unknown[0]!r} is not one of the summary's sections ({', '.join(SECTIONS)})"
+        )
+    if not headings:
+        raise InvalidInput("edit", "the text names no section: use the summary's headings (## Goal, …)")
+    bad = [seq for seq in cited_seqs(text) if not 1 <= seq <= last_seq]
+    if bad:
+        raise InvalidInput("edit", f"citation [m{bad[0]}] names no stored message (the session has m1..m{last_seq})")
+    return not missing_sections(text), headings
 
 
 class Steering:
@@ -175,6 +204,87 @@ class Steering:
             pins=infos,
             pinned_tokens=total,
             usable=scope.budget(session, settings).usable,
+        )
+
+    # -- edit ------------------------------------------------------------------------------------
+
+    async def edit_summary(self, session_id: str, text: str, *, by: str | None = None) -> CompactResult:
+        """Replace the current summary with `text` (every section of the template), or amend it
+        (`text` names only some sections: their bullets are added). Headings and citations are
+        checked; the edit is recorded with who and when; the next compaction updates the edited text."""
+        async with self._scope.store.write(session_id) as tx:
+            session = tx.session
+            anchor = session.view
+            if anchor is None:
+                raise CompactionFailed(f"session {session_id} has no summary to edit: compact it first")
+            whole, named = check_summary(text, session.message_count)
+            before = session.tokens_in_view
+            current = (await tx.messages(anchor.summary_seq - 1))[0]
+            if whole:
+                edited = parse_summary(text)
+            else:
+                edited = parse_summary(current.text)
+                for name, bullets in parse_summary(text).sections.items():
+                    for bullet in bullets:
+                        edited.add(name, bullet)
+            rendered = edited.render()
+            settings = self._scope.settings_for(session)
+            counter = self._scope.counter(session.model, settings)
+            message = count_message(
+                Message(
+                    role="assistant",
+                    summary=True,
+                    parts=[TextPart(text=rendered, synthetic=True)],
+                    finish_reason="stop",
+                    metadata={"edit_of": current.id, "edited_by": by or "unknown"},
+                ),
+                counter,
+            )
+            stored = (await tx.insert_messages([message]))[0]
+            after = session.tokens_in_view - current.in_view_tokens + stored.in_view_tokens
+            record = await _latest_compaction(tx)
+            if record is not None and record.marker_id is not None and record.written_ids:
+                await tx.update_compaction(record.model_copy(update={"written_ids": [*record.written_ids, stored.id]}))
+            await tx.add_compaction(
+                CompactionRecord(
+                    strategy="edit",
+                    summarizer="edit",
+                    edited_by=by or "unknown",
+                    tokens_before=session.tokens_in_view,
+                    tokens_after=after,
+                    head_messages=0,
+                    head_tokens=0,
+                    summary_tokens=stored.tokens,
+                    summary_id=stored.id,
+                    notes=["replaced the summary" if whole else "amended " + ", ".join(named)],
+                )
+            )
+            new_anchor = anchor.model_copy(
+                update={
+                    "summary_seq": stored.seq,
+                    "after_seq": anchor.after_seq if anchor.after_seq is not None else anchor.summary_seq,
+                }
+            )
+            session = tx.session.model_copy(
+                update={
+                    "view": new_anchor,
+                    "tokens_in_view": after,
+                    "message_count": tx.session.message_count + 1,
+                    "tokens_stored": tx.session.tokens_stored + stored.tokens,
+                }
+            )
+            await tx.save_session(session)
+        status = await self._scope.status(await self._scope.store.get_session(session_id))
+        return CompactResult(
+            compacted=True,
+            strategy="edit",
+            summarizer="edit",
+            tokens_before=before,
+            tokens_after=after,
+            summary_tokens=stored.tokens,
+            summary=rendered,
+            reason="replaced the summary" if whole else "amended " + ", ".join(named),
+            status=Brief.of(status),
         )
 
     # -- undo --------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""The commands that steer a session's compaction: pin, unpin, pins, undo (docs/steering.md)."""
+"""The commands that steer a session's compaction: edit, pin, unpin, pins, undo (docs/steering.md)."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import sys
+from pathlib import Path
 
 from contextfold.cli import views
 from contextfold.cli.commands._home import open_session, read_session
@@ -54,4 +56,18 @@ async def undo(args: argparse.Namespace, settings: Settings) -> int:
         print_json(result.model_dump())
     else:
         print("\n".join(views.undo_lines(result)))
+    return 0
+
+
+async def edit(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise views.UsageError(f"cannot read {args.file}: {exc}") from exc
+    async with await open_session(settings, args.session) as service:
+        result = await service.edit_summary(args.session, text, by=_who())
+    if args.json:
+        print_json(result.model_dump())
+    else:
+        print("\n".join(views.compact_lines(result)))
     return 0
