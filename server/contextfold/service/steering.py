@@ -142,7 +142,13 @@ class Steering:
                         "ref",
                         f"{ref} covers {last - first + 1:,} messages, over max_pin_span ({settings.max_pin_span:,})",
                     )
-                await _check_in_view(tx, session, first, last)
+                shown = await _check_in_view(tx, session, first, last)
+                lifted = _lift_marks(shown)
+                if lifted:  # a pinned message is shown verbatim: an output cleared or cut before comes back
+                    await tx.mark_parts(lifted)
+                    session = session.model_copy(
+                        update={"tokens_in_view": session.tokens_in_view - sum(m.freed for m in lifted)}
+                    )
                 pin = Pin(id=pin_id, first_seq=first, last_seq=last, created_at=time.time(), by=by)
             else:
                 text = " ".join((note or "").split())
@@ -325,9 +331,30 @@ class Steering:
         )
 
 
-async def _check_in_view(tx: SessionTransaction, session: Session, first: int, last: int) -> None:
-    """Refuse a pin on messages that are not stored, or that the view no longer shows (a pin
-    keeps a message in view; it cannot bring back one already summarized or removed)."""
+def _lift_marks(messages: list[Message]) -> list[PartMark]:
+    """Every prune, cut or digest mark on `messages` taken off, each message's hidden tokens
+    returned to the view (a negative `freed` on its first lifted part)."""
+    marks: list[PartMark] = []
+    for message in messages:
+        lifted = [
+            (index, part)
+            for index, part in enumerate(message.parts)
+            if isinstance(part, ToolPart)
+            and (part.compacted_at is not None or part.view_cap is not None or part.view_text is not None)
+        ]
+        back = message.tokens - message.in_view_tokens
+        for n, (index, part) in enumerate(lifted):
+            plain = part.model_copy(
+                update={"compacted_at": None, "input_cleared": False, "view_cap": None, "view_text": None}
+            )
+            marks.append(PartMark(message.id, index, plain, -back if n == 0 else 0))
+    return marks
+
+
+async def _check_in_view(tx: SessionTransaction, session: Session, first: int, last: int) -> list[Message]:
+    """The span's messages as the view shows them; a refusal for messages that are not stored, or
+    that the view no longer shows (a pin keeps a message in view; it cannot bring back one
+    already summarized or removed)."""
     stored = [m for m in await tx.messages(first - 1, hidden=True) if m.seq <= last]
     if not stored or stored[0].seq != first or stored[-1].seq != last:
         top = session.message_count
@@ -344,6 +371,7 @@ async def _check_in_view(tx: SessionTransaction, session: Session, first: int, l
         )
     if all(m.is_compaction for m in stored):
         raise InvalidInput("ref", f"m{first} is a compaction marker or summary; pin a note instead")
+    return [m for m in stored if m.seq in shown and not m.is_compaction]
 
 
 async def _latest_compaction(tx: SessionTransaction) -> CompactionRecord | None:
@@ -399,6 +427,6 @@ async def _restored(
     for (mid, index), freed in wanted.items():
         found = loaded.get(mid)
         part = found.parts[index] if found is not None and index < len(found.parts) else None
-        if isinstance(part, ToolPart):
+        if isinstance(part, ToolPart) and any(getattr(part, name) != value for name, value in update.items()):
             out.append(PartMark(mid, index, part.model_copy(update=update), -freed))
     return out
