@@ -200,6 +200,18 @@ class MessageRow:
         return self.summary or (self.role == "user" and not self.turn_start)
 
 
+class Splice(_Model):
+    """A range compaction: messages `first_seq`..`last_seq` shown as a marker and a summary
+    (`marker_seq`, `summary_seq`), in the place the range had; `kept` are pinned messages inside
+    the range, still shown after the summary."""
+
+    first_seq: int
+    last_seq: int
+    marker_seq: int
+    summary_seq: int
+    kept: list[int] = Field(default_factory=list)
+
+
 class ViewAnchor(_Model):
     """Where the latest compaction put the start of the view (sequence numbers in the session)."""
 
@@ -213,6 +225,9 @@ class ViewAnchor(_Model):
     after_seq: int | None = None
     """Set once the summary was edited (`summary_seq` then names the edited copy): what came after
     the original summary, which is the part of the view that follows the tail."""
+    splices: list[Splice] = Field(default_factory=list)
+    """Range compactions in the view, oldest first. A session whose only compactions are ranges has
+    an anchor with `marker_seq` and `summary_seq` 0 (no such message: everything is shown)."""
     pinned_seqs: list[int] = Field(default_factory=list)
     """Pinned messages from before the tail, shown verbatim and in order between the summary and
     the request copy: a compaction never summarizes a pinned message away."""

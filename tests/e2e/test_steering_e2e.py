@@ -132,3 +132,21 @@ def test_pin_preview_apply_and_undo_from_the_command_line(tmp_path: Path):
     assert json.loads(cli(home, "export", "c").stdout) == before
     out = cli(home, "pins", "c", "--json")
     assert [p["ref"] for p in json.loads(out.stdout)["pins"]] == ["m4"]
+
+
+def test_a_range_compaction_from_the_command_line_keeps_what_is_around_it(tmp_path: Path):
+    home = tmp_path / "home"
+    source = tmp_path / "s.json"
+    source.write_text(json.dumps([m for i in range(12) for m in turn(i)]), "utf-8")
+    assert cli(home, "import", str(source), "--session", "r", "--format", "openai", "--model", "gpt-4o").returncode == 0
+    before = json.loads(cli(home, "export", "r").stdout)["messages"]
+    out = cli(home, "compact", "r", "--range", "m4..m27", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["strategy"] == "range"
+    after = json.loads(cli(home, "export", "r").stdout)["messages"]
+    assert after[:4] == before[:4]  # turn 0: its request, the call, its result, the answer
+    assert after[-12:] == before[-12:]  # turns 9 to 11
+    assert "are summarized below" in after[4]["content"]
+    out = cli(home, "undo", "r")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(cli(home, "export", "r").stdout)["messages"] == before

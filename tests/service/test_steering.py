@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import corpus_files, needs_corpus
 
 from contextfold.config import load_settings
 from contextfold.errors import CompactionFailed, ContextfoldError, InvalidInput
@@ -263,3 +264,70 @@ async def test_an_edit_with_a_bad_citation_or_heading_is_refused_naming_it(servi
     with pytest.raises(InvalidInput, match="heading 'Plan' is not one of the summary's sections"):
         await service.edit_summary(sid, "## Plan\n- Do it")
     assert await service.summary_text(sid) == original
+
+
+async def test_a_range_is_summarized_in_place_and_everything_around_it_stays(service):
+    sid = await session_with(service, turns=20)
+    _, before = await service.session_view(sid)
+    await service.pin(sid, ref="m20")
+    with pytest.raises(CompactionFailed, match=r"holds pinned messages \(m20\)"):
+        await service.compact_range(sid, "m10..m30")
+    preview = await service.compact_range(sid, "m10..m30", keep_pins=True, dry_run=True)
+    assert preview.view[8:12] == ["m9", "range marker", "range summary", "m20"]
+    result = await service.compact_range(sid, "m10..m30", keep_pins=True)
+    assert result.compacted and result.tokens_after < result.tokens_before
+    _, after = await service.session_view(sid)
+    dump = [m.model_dump() for m in after]
+    assert dump[:9] == [m.model_dump() for m in before[:9]]  # m1..m9 as they were
+    assert dump[12:] == [m.model_dump() for m in before[30:]]  # m31.. as they were
+    assert after[9].metadata["range"] == [10, 30] and after[10].metadata["range_summary"] == [10, 30]
+    assert after[11].seq == 20
+    status = await service.status(sid)
+    assert status.tokens_in_view == status.tokens_counted
+    # A later full compaction keeps the range's place when its tail reaches it, and undo takes each back.
+    await service.compact(sid)
+    await service.undo(sid, "compaction")
+    _, again = await service.session_view(sid)
+    assert [m.model_dump() for m in again] == dump
+    await service.undo(sid, "compaction")
+    _, restored = await service.session_view(sid)
+    assert [m.seq for m in restored] == [m.seq for m in before]
+
+
+async def test_bad_ranges_are_refused_naming_why(service):
+    sid = await session_with(service, turns=4)
+    with pytest.raises(InvalidInput, match="no message of m50..m60 is in view"):
+        await service.compact_range(sid, "m50..m60")
+    await service.compact(sid)
+    with pytest.raises(InvalidInput, match="not one stretch of the view"):
+        await service.compact_range(sid, "m1..m20")
+
+
+@needs_corpus
+async def test_a_range_of_a_real_transcript_leaves_everything_outside_it_byte_identical(service):
+    from contextfold import formats
+
+    path = max(corpus_files("normalized/*.jsonl"), key=lambda p: p.stat().st_size)
+    imported = await service.import_transcript(path, format="normalized", model="gpt-4o")
+    sid = imported.session_id
+    _, shown = await service.session_view(sid)
+    start, end = shown[len(shown) // 4].seq, shown[len(shown) // 2].seq
+    before = (await service.get_context(sid, format="anthropic")).messages
+    inside = [m for m in shown if start <= m.seq <= end]
+    outside_before = [m for m in shown if m.seq < start]
+    outside_after = [m for m in shown if m.seq > end]
+    result = await service.compact_range(sid, f"m{start}..m{end}")
+    assert result.compacted, result
+    after = (await service.get_context(sid, format="anthropic")).messages
+    tail = len(formats.render([], outside_after, "anthropic")["messages"])
+    head = len(formats.render([], outside_before, "anthropic")["messages"])
+    # At each edge of the range one rendered message may differ: rendered alone a side gains a bridging
+    # message, and in the view the edge message merges with the range's marker or summary when they
+    # share a role. Every other rendered message is identical.
+    assert after[-(tail - 2) :] == before[-(tail - 2) :]
+    assert after[: head - 1] == before[: head - 1]
+    assert len(after) < len(before) and inside
+    # And as stored: every message outside the range, byte for byte, in order.
+    _, now = await service.session_view(sid)
+    kept = [m.model_dump() for m in now if not m.metadata.get("range") and not m.metadata.get("range_summary")]
+    assert kept == [m.model_dump() for m in outside_before + outside_after]

@@ -306,6 +306,8 @@ def _add_session_commands(sub: Any) -> None:
     compact.add_argument(
         "--apply", metavar="TOKEN", help="write exactly the summary a --dry-run showed, if nothing changed"
     )
+    compact.add_argument("--range", metavar="M10..M80", help="summarize only these messages, in their place")
+    compact.add_argument("--keep-pins", action="store_true", help="--range: keep pinned messages inside it")
     compact.add_argument("--json", action="store_true", help="print JSON")
     compact.set_defaults(handler="commands.changing:compact")
 

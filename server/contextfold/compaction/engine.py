@@ -280,13 +280,20 @@ def is_continue(message: Message) -> bool:
     )
 
 
-def anchor_for(stored: Sequence[Message], plan: Plan) -> ViewAnchor:
-    """The view after the compaction, given the stored marker and summary (ids and seqs assigned)."""
+def anchor_for(stored: Sequence[Message], plan: Plan, previous: ViewAnchor | None = None) -> ViewAnchor:
+    """The view after the compaction, given the stored marker and summary (ids and seqs assigned)
+    and the view before it (`previous`: its range compactions carry over)."""
     marker, summary = stored[0], stored[1]
+    tail_start = plan.tail_start.seq if plan.tail_start else None
+    splices = list(previous.splices) if previous is not None else []
+    for splice in splices:  # the tail starts at a range's summary: it stands where its range began
+        if tail_start in (splice.marker_seq, splice.summary_seq):
+            tail_start = splice.first_seq
     return ViewAnchor(
         marker_seq=marker.seq,
         summary_seq=summary.seq,
-        tail_start_seq=plan.tail_start.seq if plan.tail_start else None,
+        tail_start_seq=tail_start,
+        splices=splices,
         prompt_seq=stored[2].seq if plan.prompt is not None else None,
         pinned_seqs=[m.seq for m in plan.pinned],
     )

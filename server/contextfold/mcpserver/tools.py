@@ -455,6 +455,8 @@ def build_server(
         edit: Annotated[
             str | None, Field(description="Correct the summary: its full text, or just the sections to add to.")
         ] = None,
+        range: Annotated[str | None, Field(description="Summarize only m10..m80, in place.", max_length=100)] = None,
+        keep_pins: Annotated[bool, Field(description="range: keep pinned messages inside it.")] = False,
     ) -> CompactResult:
         """Call when status recommends compact: summarizes older history, keeping the recent tail and pins.
         dry_run returns the exact summary and view, and a token for apply."""
@@ -466,6 +468,15 @@ def build_server(
             tenant = _tenant(ctx)
             if edit is not None:
                 return await tenant.edit_summary(session_id, edit, by="mcp")
+            if range is not None:
+                return await tenant.compact_range(
+                    session_id,
+                    range,
+                    keep_pins=keep_pins,
+                    summarizer=summarizer,
+                    instructions=instructions,
+                    dry_run=dry_run,
+                )
             if undo:
                 undone = await tenant.undo(session_id, "compaction")
                 return CompactResult(
@@ -553,19 +564,21 @@ async def _sampling_for_compact(
     apply: str | None = None,
     undo: bool = False,
     edit: str | None = None,
+    range: str | None = None,
 ) -> Sample | None:
     """Ask the client's model for the summary before `compact` runs (both protocol eras).
 
     Whether to ask is the session's call: its effective settings choose the summarizer, exactly
     as they choose the chain `compact` then runs; `regions` asks for its largest regions' digests.
-    A dry run, applying a preview, an undo and the strategies that write no summary never cost the
-    client a model call.
+    A dry run, applying a preview, an undo, an edit, a range and the strategies that write no summary
+    never cost the client a model call.
     """
     if (
         dry_run
         or apply is not None
         or undo
         or edit is not None
+        or range is not None
         or strategy not in ("anchored", "regions")
         or not _can_sample(ctx)
     ):

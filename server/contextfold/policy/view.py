@@ -57,7 +57,31 @@ def in_view(messages: Sequence[T], anchor: ViewAnchor | None) -> list[T]:
                 tail.append(message)
         elif message.seq > (anchor.summary_seq if anchor.after_seq is None else anchor.after_seq):
             after.append(message)
-    return head + pinned + prompt + tail + after
+    ordered = head + pinned + prompt + tail + after
+    return _spliced(ordered, messages, anchor) if anchor.splices else ordered
+
+
+def _spliced(ordered: list[T], messages: Sequence[T], anchor: ViewAnchor) -> list[T]:
+    """`ordered` with each range compaction's messages in place of its range: the marker and the
+    summary where the range's first shown message was (nowhere when none of it is shown: an
+    anchored compaction summarized it since), then the pinned messages it kept."""
+    own = {seq for s in anchor.splices for seq in (s.marker_seq, s.summary_seq)}
+    by_seq = {m.seq: m for m in messages if m.seq in own}
+    out: list[T] = []
+    emitted: set[int] = set()
+    for message in ordered:
+        if message.seq in own:
+            continue  # shown only in its range's place
+        splice = next((s for s in anchor.splices if s.first_seq <= message.seq <= s.last_seq), None)
+        if splice is None:
+            out.append(message)
+            continue
+        if id(splice) not in emitted:
+            emitted.add(id(splice))
+            out += [by_seq[seq] for seq in (splice.marker_seq, splice.summary_seq) if seq in by_seq]
+        if message.seq in splice.kept:
+            out.append(message)
+    return out
 
 
 async def visible(load: Callable[[int], Awaitable[Sequence[T]]], anchor: ViewAnchor | None) -> list[T]:

@@ -255,7 +255,7 @@ class Compactor:
             stored = await tx.insert_messages(new)
             if cuts:
                 await tx.mark_parts(cuts)
-            anchor = anchor_for(stored, plan)
+            anchor = anchor_for(stored, plan, session.view)
             if arrived and anchor.tail_start_seq is None:
                 anchor = anchor.model_copy(update={"tail_start_seq": arrived[0].seq})
             after = (

@@ -44,6 +44,7 @@ from contextfold.service.compacting import Compacting
 from contextfold.service.history import History
 from contextfold.service.outputs import Outputs
 from contextfold.service.pruning import Pruning
+from contextfold.service.ranges import Ranges
 from contextfold.service.reading import Reading
 from contextfold.service.runtime import FormatArg, Runtime, Scope
 from contextfold.service.sessions import Sessions, with_system
@@ -61,12 +62,12 @@ from contextfold.tokens.counting import (
 )
 
 
-class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Steering):
+class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Steering, Ranges):
     """Everything one tenant may do, scoped to `owner`.
 
     Each capability is one class over the tenant's `Scope` (`service/sessions.py`,
     `appending.py`, `reading.py`, `pruning.py`, `spilling.py`, `compacting.py`, `history.py`,
-    `steering.py`);
+    `steering.py`, `ranges.py`);
     a tenant is all of them at once, so each method and its parameters are declared once, in
     its capability, and nothing here forwards.
     """

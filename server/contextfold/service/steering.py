@@ -371,7 +371,53 @@ async def _check_in_view(tx: SessionTransaction, session: Session, first: int, l
         )
     if all(m.is_compaction for m in stored):
         raise InvalidInput("ref", f"m{first} is a compaction marker or summary; pin a note instead")
+    copy = next((m for m in stored if m.metadata.get("copy_of")), None)
+    if copy is not None and len(stored) > 1:
+        raise InvalidInput(
+            "ref", f"m{copy.seq} is the request shown again after a summary; pin it on its own (m{copy.seq})"
+        )
+    written = next((m for m in stored if _written_by_us(m)), None)
+    if written is not None:
+        raise InvalidInput(
+            "ref", f"m{written.seq} was written by contextfold (a note or a range summary); pin a note instead"
+        )
     return [m for m in stored if m.seq in shown and not m.is_compaction]
+
+
+def _written_by_us(message: Message) -> bool:
+    """A message a compaction wrote that stands for nothing the user or model said: a continue
+    note, a range's marker or summary. (A request copy stands for the request: it may be pinned.)"""
+    if message.metadata.get("range") or message.metadata.get("range_summary"):
+        return True
+    return (
+        message.role == "user"
+        and bool(message.parts)
+        and all(isinstance(p, TextPart) and p.synthetic for p in message.parts)
+        and not message.metadata.get("copy_of")
+    )
+
+
+async def _moved_pins(tx: SessionTransaction, session: Session, record: CompactionRecord) -> Session:
+    """Pins on a request copy the undone compaction wrote move to the request itself, which the
+    restored view shows; nothing else it wrote can be pinned."""
+    written = set(record.written_ids)
+    pins = session.metadata.pins
+    if not pins:
+        return session
+    copies = {
+        m.seq: m.metadata["copy_of"] for m in await tx.messages(0) if m.id in written and m.metadata.get("copy_of")
+    }
+    if not copies:
+        return session
+    originals = {m.id: m.seq for m in await tx.messages(0, hidden=True) if m.id in set(copies.values())}
+    moved = []
+    for pin in pins:
+        if pin.first_seq is not None and pin.first_seq == pin.last_seq and pin.first_seq in copies:
+            seq = originals.get(copies[pin.first_seq])
+            if seq is not None:
+                pin = pin.model_copy(update={"first_seq": seq, "last_seq": seq})
+        moved.append(pin)
+    return session.model_copy(update={"metadata": session.metadata.model_copy(update={"pins": moved})})
 
 
 async def _latest_compaction(tx: SessionTransaction) -> CompactionRecord | None:
@@ -382,15 +428,20 @@ async def _latest_compaction(tx: SessionTransaction) -> CompactionRecord | None:
 
 
 async def _undo_compaction(tx: SessionTransaction, session: Session, record: CompactionRecord) -> Session:
-    if record.strategy != "anchored" or not record.written_ids:
+    if record.strategy not in ("anchored", "range") or not record.written_ids:
         raise CompactionFailed(
-            f"the latest compaction ({record.strategy}, {record.id}) cannot be undone: only anchored compactions "
-            "made by this version are"
+            f"the latest compaction ({record.strategy}, {record.id}) cannot be undone: only anchored and range "
+            "compactions made by this version are"
         )
     anchor = session.view
-    current = await tx.messages(anchor.marker_seq - 1) if anchor is not None else []
+    if record.strategy == "range":
+        marker_seq = anchor.splices[-1].marker_seq if anchor is not None and anchor.splices else None
+    else:
+        marker_seq = anchor.marker_seq if anchor is not None else None
+    current = await tx.messages(marker_seq - 1) if marker_seq else []
     if not current or current[0].id != record.marker_id:
         raise CompactionFailed(f"the view no longer starts at compaction {record.id}; nothing was changed")
+    session = await _moved_pins(tx, session, record)
     await tx.hide_messages(record.written_ids)
     if record.cut_marks:
         await tx.mark_parts(await _restored(tx, record.cut_marks, {"view_cap": None}, record.view_before))
