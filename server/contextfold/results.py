@@ -286,6 +286,16 @@ class PinList(BaseModel):
     usable: int
 
 
+class HandoffResult(BaseModel):
+    session_id: str
+    to: str
+    """markdown, claude-code or codex."""
+    text: str
+    """The message to start the fresh session or the other agent with."""
+    tokens: int
+    budget: int
+
+
 class UndoResult(BaseModel):
     session_id: str
     undone: Literal["compaction", "prune"]

@@ -91,6 +91,8 @@ async def test_preview_apply_pin_and_undo_over_stdio(tmp_path: Path):
 
         status = (await c.call_tool("status", {"session_id": "st"})).structured_content
         assert status["pinned_tokens"] > 0
+        handed = (await c.call_tool("handoff", {"session_id": "st", "to": "codex"})).structured_content
+        assert "Pinned: Ship only signed builds." in handed["text"] and handed["tokens"] <= handed["budget"]
 
 
 def test_pin_preview_apply_and_undo_from_the_command_line(tmp_path: Path):
@@ -150,3 +152,5 @@ def test_a_range_compaction_from_the_command_line_keeps_what_is_around_it(tmp_pa
     out = cli(home, "undo", "r")
     assert out.returncode == 0, out.stderr
     assert json.loads(cli(home, "export", "r").stdout)["messages"] == before
+    out = cli(home, "handoff", "r", "--to", "claude-code", "--tokens", "1500")
+    assert out.returncode == 0 and 'search_history(session_id="r"' in out.stdout and "## Goal" in out.stdout

@@ -331,3 +331,22 @@ async def test_a_range_of_a_real_transcript_leaves_everything_outside_it_byte_id
     _, now = await service.session_view(sid)
     kept = [m.model_dump() for m in now if not m.metadata.get("range") and not m.metadata.get("range_summary")]
     assert kept == [m.model_dump() for m in outside_before + outside_after]
+
+
+async def test_a_handoff_carries_goal_words_pins_and_the_way_back_within_its_budget(service):
+    sid = await session_with(service, turns=14)
+    await service.append(sid, [{"role": "user", "content": "Never touch module_3; it is vendored."}], format="openai")
+    await service.pin(sid, note="Release on Friday only.")
+    await service.pin(sid, ref="m4")
+    for to in ("markdown", "claude-code", "codex"):
+        handed = await service.handoff(sid, to=to, tokens=2_000)
+        assert handed.tokens <= 2_000
+        text = handed.text
+        assert "## Goal" in text and "Step 0: look at module_0" in text  # the task as first stated
+        assert "Never touch module_3; it is vendored." in text  # the user's words
+        assert "Pinned: Release on Friday only." in text and "[m4] user: Step 1: look at module_1" in text
+        assert f'search_history(session_id="{sid}"' in text
+    with pytest.raises(InvalidInput, match="cannot hold a handoff"):
+        await service.handoff(sid, tokens=100)
+    with pytest.raises(InvalidInput, match="unknown target 'vim'"):
+        await service.handoff(sid, to="vim")

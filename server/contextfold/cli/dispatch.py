@@ -251,7 +251,7 @@ def _add_token_commands(sub: Any) -> None:
 
 
 def _add_session_commands(sub: Any) -> None:
-    """`sessions`, `show`, `export`, `delete`, `prune`, `compact`, `edit`, `pin`, `unpin`, `pins`, `undo` and `watch`."""
+    """`sessions`, `show`, `export`, `delete`, `prune`, `compact`, `edit`, `handoff`, `pin`, `unpin`, `pins`, `undo` and `watch`."""
     listing = sub.add_parser("sessions", help="list sessions: id, title, model, messages, tokens in view, state")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(handler="commands.reading:sessions")
@@ -316,6 +316,15 @@ def _add_session_commands(sub: Any) -> None:
     edit.add_argument("file", nargs="?", default="-", help="Markdown with the summary's headings; - or nothing: stdin")
     edit.add_argument("--json", action="store_true", help="print JSON")
     edit.set_defaults(handler="commands.steering:edit")
+
+    handoff = sub.add_parser(
+        "handoff", help="one message that starts a fresh session or another agent where this one stands"
+    )
+    handoff.add_argument("session")
+    handoff.add_argument("--to", choices=["markdown", "claude-code", "codex"], default="markdown")
+    handoff.add_argument("--tokens", type=int, help="at most this many tokens (default: the handoff_tokens setting)")
+    handoff.add_argument("--json", action="store_true", help="print JSON")
+    handoff.set_defaults(handler="commands.steering:handoff")
 
     pin = sub.add_parser("pin", help="pin messages (m12, m10..m80) or a note so no compaction takes them away")
     pin.add_argument("session")

@@ -53,6 +53,7 @@ from contextfold.results import (
     Brief,
     CompactResult,
     Deleted,
+    HandoffResult,
     HistoryPage,
     OutputRead,
     PinList,
@@ -97,6 +98,7 @@ TOOLS = (
     "compact",
     "summarize",
     "pin",
+    "handoff",
 )
 """Every tool the server offers (`tests/e2e/test_hooks_install.py` holds it equal to `tools/list`)."""
 
@@ -534,6 +536,18 @@ def build_server(
             if ref is None and note is None:
                 return await tenant.pins(session_id)
             return await tenant.pin(session_id, ref=ref, note=note, by="mcp")
+
+    @mcp.tool(title="Hand off", annotations=_annotations(read_only=True, idempotent=True))
+    async def handoff(
+        ctx: Context,
+        session_id: SessionId,
+        to: Literal["markdown", "claude-code", "codex"] = "markdown",
+        tokens: Annotated[int | None, Field(ge=300, description="At most this many tokens.")] = None,
+    ) -> HandoffResult:
+        """Call when the task moves to a fresh session or another agent: one message with the goal, the
+        user's words, the plan, the working set, open errors and how to reach the history."""
+        with _user_errors():
+            return await _tenant(ctx).handoff(session_id, to=to, tokens=tokens)
 
     @mcp.prompt(name="anchored_summary", title="Anchored summary")
     def anchored_summary(previous_summary: str | None = None) -> str:

@@ -41,6 +41,7 @@ from contextfold.service.anchored import Compactor
 from contextfold.service.appending import Appending
 from contextfold.service.backends import open_backends
 from contextfold.service.compacting import Compacting
+from contextfold.service.handoff import Handoffs
 from contextfold.service.history import History
 from contextfold.service.outputs import Outputs
 from contextfold.service.pruning import Pruning
@@ -62,12 +63,12 @@ from contextfold.tokens.counting import (
 )
 
 
-class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Steering, Ranges):
+class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Steering, Ranges, Handoffs):
     """Everything one tenant may do, scoped to `owner`.
 
     Each capability is one class over the tenant's `Scope` (`service/sessions.py`,
     `appending.py`, `reading.py`, `pruning.py`, `spilling.py`, `compacting.py`, `history.py`,
-    `steering.py`, `ranges.py`);
+    `steering.py`, `ranges.py`, `handoff.py`);
     a tenant is all of them at once, so each method and its parameters are declared once, in
     its capability, and nothing here forwards.
     """

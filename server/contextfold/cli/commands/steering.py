@@ -1,4 +1,4 @@
-"""The commands that steer a session's compaction: edit, pin, unpin, pins, undo (docs/steering.md)."""
+"""The commands that steer a session's compaction: edit, handoff, pin, unpin, pins, undo (docs/steering.md)."""
 
 from __future__ import annotations
 
@@ -70,4 +70,14 @@ async def edit(args: argparse.Namespace, settings: Settings) -> int:
         print_json(result.model_dump())
     else:
         print("\n".join(views.compact_lines(result)))
+    return 0
+
+
+async def handoff(args: argparse.Namespace, settings: Settings) -> int:
+    async with await read_session(settings, args.session) as service:
+        result = await service.handoff(args.session, to=args.to, tokens=args.tokens)
+    if args.json:
+        print_json(result.model_dump())
+    else:
+        print(result.text)
     return 0
