@@ -346,6 +346,8 @@ async def test_a_handoff_carries_goal_words_pins_and_the_way_back_within_its_bud
         assert "Never touch module_3; it is vendored." in text  # the user's words
         assert "Pinned: Release on Friday only." in text and "[m4] user: Step 1: look at module_1" in text
         assert f'search_history(session_id="{sid}"' in text
+    small = await service.handoff(sid, tokens=400)  # bullets go from the end; the pins and the way back stay
+    assert small.tokens <= 400 and "Release on Friday only." in small.text and "search_history" in small.text
     with pytest.raises(InvalidInput, match="cannot hold a handoff"):
         await service.handoff(sid, tokens=100)
     with pytest.raises(InvalidInput, match="unknown target 'vim'"):

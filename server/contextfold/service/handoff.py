@@ -82,7 +82,7 @@ class Handoffs:
         fixed = [_OPENING[to].format(sid=session_id), closing(session_id, to)]
         pinned_text = _pinned(kept)
         room = budget - counter.count("\n\n".join([*fixed, pinned_text, *notes])) - 16
-        text = ""
+        text, body = "", ""
         while room >= MIN_TOKENS // 2:
             summary = build_summary(redacted, previous=previous, counter=counter, budget_tokens=room)
             summary, _ = pin_facts(summary, redacted, previous=previous, budget_tokens=room)
@@ -96,6 +96,15 @@ class Handoffs:
             if counter.count(text) <= budget:
                 break
             room -= max(50, counter.count(text) - budget)
+        if body and counter.count(text) > budget:
+            # The facts pinned into a summary can outgrow a small budget: drop bullets from the end.
+            lines = body.splitlines()
+            while lines and counter.count(text) > budget:
+                drop = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("- ")), None)
+                if drop is None:
+                    break
+                del lines[drop]
+                text = "\n\n".join(p for p in [fixed[0], "\n".join(lines), pinned_text, fixed[1]] if p)
         if not text or counter.count(text) > budget:
             raise InvalidInput(
                 "tokens", f"{budget:,} tokens cannot hold this session's handoff with its pins; give more"
