@@ -3,14 +3,16 @@ stands (docs/steering.md).
 
 The message is written by code from the session's view, as the extractive summary is — the goal,
 the user's own words, the plan and its state, the working set (files, tests, names), the open
-errors — with the session's pins word for word, and a closing line saying how to reach the whole
-history (`search_history` on this session). Secrets are redacted. It is bounded by `tokens`
+errors — with the session's pins word for word, the newest steps in whatever room is left (as a
+compaction keeps its tail), and a closing line saying how to reach the whole history
+(`search_history` on this session). Secrets are redacted. It is bounded by `tokens`
 (default: the `handoff_tokens` setting) and rendered for the target: plain Markdown, or a first
 prompt for Claude Code or Codex.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Literal
 
 from contextfold.compaction.extractive import build_summary
@@ -20,6 +22,7 @@ from contextfold.compaction.template import CONSTRAINTS, PINNED_NOTE, Summary, p
 from contextfold.domain import Message
 from contextfold.errors import InvalidInput
 from contextfold.results import HandoffResult
+from contextfold.tokens.counting import TokenCounter
 
 if TYPE_CHECKING:
     from contextfold.service.runtime import Scope
@@ -105,11 +108,60 @@ class Handoffs:
                     break
                 del lines[drop]
                 text = "\n\n".join(p for p in [fixed[0], "\n".join(lines), pinned_text, fixed[1]] if p)
+        if text and counter.count(text) < budget - RECENT_MIN_TOKENS:
+            # The room left holds the newest steps as they happened, as a compaction keeps its tail.
+            recent = _recent(redacted, counter, budget - counter.count(text) - 8)
+            if recent:
+                body_parts = text.rsplit("\n\n", 1)
+                text = "\n\n".join([body_parts[0], recent, body_parts[1]])
         if not text or counter.count(text) > budget:
             raise InvalidInput(
                 "tokens", f"{budget:,} tokens cannot hold this session's handoff with its pins; give more"
             )
         return HandoffResult(session_id=session_id, to=to, text=text, tokens=counter.count(text), budget=budget)
+
+
+RECENT_MIN_TOKENS = 150
+"""Room below which no recent steps are added."""
+STEP_CHARS = 600
+"""Characters of one step's text, call or output kept in the recent steps."""
+
+
+def _recent(messages: list[Message], counter: TokenCounter, room: int) -> str:
+    """The newest steps, oldest first, within `room` tokens: what each message said, each call with
+    its input, and the start and end of each output."""
+    header = "## Recent steps (newest last)"
+    lines: list[str] = []
+    used = counter.count(header) + 2
+    for message in reversed(messages):
+        step = _step(message)
+        if not step:
+            continue
+        cost = counter.count(step) + 1
+        if used + cost > room:
+            break
+        lines.append(step)
+        used += cost
+    return "\n".join([header, *reversed(lines)]) if lines else ""
+
+
+def _step(message: Message) -> str:
+    pieces = []
+    if message.text.strip():
+        pieces.append(f"- [m{message.seq}] {message.role}: {_cut(message.text)}")
+    for part in message.tool_parts:
+        pieces.append(f"- [m{message.seq}] {part.name} {_cut(json.dumps(part.input, ensure_ascii=False))}")
+        if part.result_text.strip():
+            pieces.append(f"  → {_cut(part.result_text)}")
+    return "\n".join(pieces)
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) <= STEP_CHARS:
+        return text
+    half = STEP_CHARS // 2
+    return f"{text[:half]} … {text[-half:]}"
 
 
 def _pinned(messages: list[Message]) -> str:
