@@ -30,7 +30,20 @@ def _files(opts: Options) -> list[Path]:
     return files[:1] if opts.quick else files
 
 
-async def _cut(svc: ContextService, transcript: Transcript, k: int, scratch: Path) -> dict[str, Any] | None:
+def _label(index: int, transcript: Transcript) -> str:
+    """A transcript by its number and agent only: the corpus's file names stay out of the results."""
+    agent = next(
+        (
+            a
+            for a in ("claude-code", "codex", "mini-swe-agent", "swe-agent", "openhands")
+            if transcript.name.startswith(a)
+        ),
+        "other",
+    )
+    return f"#{index + 1} ({agent})"
+
+
+async def _cut(svc: ContextService, transcript: Transcript, k: int, scratch: Path, label: str) -> dict[str, Any] | None:
     file = scratch / f"prefix-{k}.json"
     file.write_text(json.dumps(prefix_body(transcript, k), ensure_ascii=False), "utf-8")
     imported = await svc.import_transcript(file, format=transcript.format, model=MODEL)
@@ -51,7 +64,7 @@ async def _cut(svc: ContextService, transcript: Transcript, k: int, scratch: Pat
     ours = measure_cut(transcript.messages, k, seen_text(full.messages, full.system), system=system)
     theirs = measure_cut(transcript.messages, k, handed.text, system=system)
     return {
-        "transcript": transcript.name[:48],
+        "transcript": label,
         "k": f"{k}/{len(transcript.messages)}",
         "facts": len(ours.recall.wanted),
         "compaction recall": _pct(ours.recall.kept, len(ours.recall.wanted)),
@@ -79,10 +92,10 @@ async def main(opts: Options) -> None:
             if not loaded:
                 generated = write_normalized(synthetic_session(400), Path(scratch) / "generated.jsonl")
                 loaded = [read_transcript(generated, "generated/400")]
-            for transcript in loaded:
+            for index, transcript in enumerate(loaded):
                 cuts = sorted({k for k, _ in transcript.real} | {c.k for c in cut_points(transcript.messages)})
                 for k in cuts[:1] if opts.quick else cuts:
-                    row = await _cut(svc, transcript, k, Path(scratch))
+                    row = await _cut(svc, transcript, k, Path(scratch), _label(index, transcript))
                     if row is not None:
                         rows.append(row)
     kept = [r.pop("_kept") for r in rows]
