@@ -57,7 +57,9 @@ CLAUDE_COMPACT_WINDOW = 200_000
 """`CLAUDE_CODE_AUTO_COMPACT_WINDOW`: a turn reporting ~190,000 input tokens makes Claude Code compact."""
 
 # Variables a scratch agent inherits from the test's environment; everything else is set on purpose.
-_INHERITED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
+_INHERITED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT", "PYTHONPATH")
+"""PYTHONPATH too: a checkout run against another tree's editable install points it at its own
+`server/`, and the hooks the agent starts must import that code, not the install's."""
 
 
 def in_ci() -> bool:

@@ -462,3 +462,22 @@ async def test_removed_outputs_leave_a_tombstone_for_their_owner(store):
     async with store.spill_transaction() as tx:
         await tx.drop_tombstones(before=2000.0)
     assert await store.tenant("alice").output_tombstone("out_1") is None
+
+
+async def test_a_compaction_record_is_read_and_changed_inside_a_transaction(store):
+    # `undo` marks a compaction undone: it stays in the history, the totals stay as they were.
+    await _session(store, "alice", "s")
+    await _session(store, "bob", "s")
+    alice = store.tenant("alice")
+    async with alice.write("s") as tx:
+        first = await tx.add_compaction(_compaction(100, 40))
+        second = await tx.add_compaction(_compaction(90, 30))
+    async with store.tenant("bob").write("s") as tx:
+        assert await tx.compactions() == []
+    async with alice.write("s") as tx:
+        got = await tx.compactions(limit=5)
+        assert [r.id for r in got] == [second.id, first.id]
+        await tx.update_compaction(got[0].model_copy(update={"undone_at": 123.0}))
+    records = await alice.compactions("s")
+    assert [(r.id, r.undone_at) for r in records] == [(second.id, 123.0), (first.id, None)]
+    assert await alice.compaction_totals("s") == (2, 120)

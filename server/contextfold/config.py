@@ -282,6 +282,16 @@ class Settings(BaseModel):
         None, ge=0, description="middle/oldest/hybrid: last messages never removed (default: per provider)."
     )
 
+    # -- steering: pins, previews, undo (`service/steering.py`, docs/steering.md) -------------------
+    max_pins: int = Field(50, ge=1, le=10_000, description="Pins a session may hold (messages, spans and notes).")
+    max_pin_note_chars: int = Field(
+        2_000, ge=10, le=100_000, description="Characters of one pinned note (carried into every summary)."
+    )
+    handoff_tokens: int = Field(
+        6_000, ge=300, le=100_000, description="Tokens a handoff message (contextfold handoff) may take at most."
+    )
+    max_pin_span: int = Field(500, ge=1, le=1_000_000, description="Messages one span pin (m10..m80) may cover.")
+
     # -- summarizers -------------------------------------------------------------------------------
     summarizer: Literal["auto", "anthropic", "sampling", "extractive"] = Field(
         "auto",

@@ -200,6 +200,18 @@ class MessageRow:
         return self.summary or (self.role == "user" and not self.turn_start)
 
 
+class Splice(_Model):
+    """A range compaction: messages `first_seq`..`last_seq` shown as a marker and a summary
+    (`marker_seq`, `summary_seq`), in the place the range had; `kept` are pinned messages inside
+    the range, still shown after the summary."""
+
+    first_seq: int
+    last_seq: int
+    marker_seq: int
+    summary_seq: int
+    kept: list[int] = Field(default_factory=list)
+
+
 class ViewAnchor(_Model):
     """Where the latest compaction put the start of the view (sequence numbers in the session)."""
 
@@ -210,6 +222,15 @@ class ViewAnchor(_Model):
     prompt_seq: int | None = None
     """A copy of the request the kept tail answers, written with the summary and shown between
     the summary and the tail (the tail starts inside the request's turn); None = no copy."""
+    after_seq: int | None = None
+    """Set once the summary was edited (`summary_seq` then names the edited copy): what came after
+    the original summary, which is the part of the view that follows the tail."""
+    splices: list[Splice] = Field(default_factory=list)
+    """Range compactions in the view, oldest first. A session whose only compactions are ranges has
+    an anchor with `marker_seq` and `summary_seq` 0 (no such message: everything is shown)."""
+    pinned_seqs: list[int] = Field(default_factory=list)
+    """Pinned messages from before the tail, shown verbatim and in order between the summary and
+    the request copy: a compaction never summarizes a pinned message away."""
 
 
 class CompactionRecord(_Model):
@@ -241,6 +262,16 @@ class CompactionRecord(_Model):
     notes: list[str] = Field(default_factory=list)
     outputs_cut: int = 0
     """Tool outputs of the kept tail cut down in view so the tail fits its budget (kept whole)."""
+    view_before: ViewAnchor | None = None
+    """The view before this compaction (None: the whole history was in view): what undo restores."""
+    written_ids: list[str] = Field(default_factory=list)
+    """Every message this compaction wrote (marker, summary, request copy, continue note)."""
+    cut_marks: list[tuple[str, int, int]] = Field(default_factory=list)
+    """(message id, part index, tokens freed) of each tail output it cut down in view."""
+    undone_at: float | None = None
+    """When `undo` took this compaction back (it stays in the history, marked)."""
+    edited_by: str | None = None
+    """Set on an edit of the summary (strategy "edit"): who made it."""
 
     @property
     def tokens_freed(self) -> int:
@@ -269,6 +300,55 @@ class LastCompaction(_Model):
     tokens_after: int
 
 
+class Pin(_Model):
+    """Something a person or an agent pinned to a session: stored messages (`first_seq` to
+    `last_seq`, one message when equal) that stay verbatim in the view, or a note carried word
+    for word into every summary's Constraints."""
+
+    id: str
+    first_seq: int | None = None
+    last_seq: int | None = None
+    note: str | None = None
+    created_at: float = 0.0
+    by: str | None = None
+    """Who pinned it (a free label: "user", "agent", a CLI user)."""
+
+    def covers(self, seq: int) -> bool:
+        return self.first_seq is not None and self.last_seq is not None and self.first_seq <= seq <= self.last_seq
+
+    @property
+    def reference(self) -> str:
+        """`m12`, `m10..m20` or the note."""
+        if self.first_seq is None or self.last_seq is None:
+            return self.note or ""
+        return f"m{self.first_seq}" if self.first_seq == self.last_seq else f"m{self.first_seq}..m{self.last_seq}"
+
+
+class LastPrune(_Model):
+    """What the latest prune marked, so `undo` can take it back exactly."""
+
+    at: float
+    marks: list[tuple[str, int, int]] = Field(default_factory=list)
+    """(message id, part index, tokens freed) of each output it cleared."""
+    undone_at: float | None = None
+
+
+class Preview(_Model):
+    """The latest dry run's outcome, kept so `apply` can write exactly it (`service/steering.py`)."""
+
+    token: str
+    kind: Literal["compact", "prune"]
+    fingerprint: str
+    """The view it was planned on (`steering.fingerprint`): apply refuses once this changed."""
+    summary: str | None = None
+    summarizer: str | None = None
+    pinned: list[str] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Prune: the options it ran with (keep_tool_uses, clear_at_least, exclude_tools, clear_inputs)."""
+    parts: list[tuple[str, int]] = Field(default_factory=list)
+    """Prune: (message id, part index) of each output it would clear."""
+
+
 class SessionState(BaseModel):
     """What contextfold keeps about a session beyond its counts: typed, stored as one JSON value.
 
@@ -279,6 +359,14 @@ class SessionState(BaseModel):
 
     prunes: PruneTotals = Field(default_factory=PruneTotals)
     last_compaction: LastCompaction | None = None
+    pins: list[Pin] = Field(default_factory=list)
+    """What is pinned to the session, oldest first (`service/steering.py`)."""
+    pins_made: int = 0
+    """Pins ever made: the next pin's id is `p<pins_made + 1>`."""
+    last_prune: LastPrune | None = None
+    """What the latest prune marked (`undo` takes it back)."""
+    preview: Preview | None = None
+    """The latest dry run of `compact` or `prune`, for `apply`."""
     imports: list[dict[str, Any]] = Field(default_factory=list)
     """One mark per transcript file imported into the session (`import_marks.ImportMark`)."""
     imported_from: str | None = None
@@ -288,6 +376,18 @@ class SessionState(BaseModel):
     """What made the session when no client asked for it by name: "proxy" for the record of a
     `contextfold proxy` connection (`names.PROXY_ORIGIN`), which `gc` expires once idle
     `proxy_session_retention_hours`."""
+
+    def pinned_seqs(self) -> frozenset[int]:
+        """Every message seq a pin covers."""
+        seqs: set[int] = set()
+        for pin in self.pins:
+            if pin.first_seq is not None and pin.last_seq is not None:
+                seqs.update(range(pin.first_seq, pin.last_seq + 1))
+        return frozenset(seqs)
+
+    def pinned_notes(self) -> list[str]:
+        """The pinned notes, oldest first."""
+        return [pin.note for pin in self.pins if pin.note is not None and pin.first_seq is None]
 
 
 class Session(_Model):

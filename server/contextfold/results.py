@@ -60,6 +60,8 @@ class Status(BaseModel):
     cache_hit_rate: float | None = None
     """Cache reads over total input in the reported usage (None until usage is reported)."""
     cache_warning: str | None = None
+    pinned_tokens: int | None = None
+    """What the session's pins cost in view (None: nothing pinned); counted in `tokens_in_view`."""
     reported_by: str | None = None
     """Who made the usage report behind `tokens_reported`: the agent whose transcript was imported
     ("Claude Code", "Codex"), else "the provider" (None with no report)."""
@@ -189,6 +191,10 @@ class PruneResult(BaseModel):
     parts: int
     tokens_freed: int
     status: Brief
+    cleared: list[str] = []
+    """Dry runs: the outputs that would go (`m12 bash`); every other output stays."""
+    token: str | None = None
+    """Dry runs: pass as `apply` to clear exactly these, if the view has not changed."""
 
 
 class TailResult(BaseModel):
@@ -255,6 +261,46 @@ class CompactResult(BaseModel):
     instead of writing a summary."""
     summary: str | None = None
     """The summary text (dry runs only; otherwise read it with get_context or the summary resource)."""
+    status: Brief
+    view: list[str] | None = None
+    """Dry runs: the view applying would leave, one entry a message (`summary`, `m12`, `copy of m40`)."""
+    token: str | None = None
+    """Dry runs: pass as `apply` to write exactly this summary, if the view has not changed."""
+
+
+class PinInfo(BaseModel):
+    id: str
+    ref: str | None
+    """`m12` or `m10..m20`; None for a note."""
+    note: str | None
+    tokens: int
+    """What the pin costs in view now (0 for a message no longer in view)."""
+    by: str | None = None
+    at: float
+
+
+class PinList(BaseModel):
+    session_id: str
+    pins: list[PinInfo]
+    pinned_tokens: int
+    usable: int
+
+
+class HandoffResult(BaseModel):
+    session_id: str
+    to: str
+    """markdown, claude-code or codex."""
+    text: str
+    """The message to start the fresh session or the other agent with."""
+    tokens: int
+    budget: int
+
+
+class UndoResult(BaseModel):
+    session_id: str
+    undone: Literal["compaction", "prune"]
+    tokens_before: int
+    tokens_after: int
     status: Brief
 
 

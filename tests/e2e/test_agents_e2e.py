@@ -170,3 +170,29 @@ def test_codex_with_contextfold_hooks(codex: Codex) -> None:
     # The installed MCP server reads the same data home: search_history finds the user's words.
     (found,) = [i["output"] for i in last.body["input"] if i.get("type") == "function_call_output"][-1:]
     assert "Never delete files in this project" in found, found
+
+
+def test_a_pin_made_in_claude_code_reaches_the_first_request_after_its_compaction(claude: ClaudeCode) -> None:
+    """The user pins a fact with a `pin:` prompt; Claude Code compacts for real; the first request
+    after it carries the pin word for word in contextfold's SessionStart context (not as a quote of
+    the user's words: as the pin)."""
+    contextfold(claude, "hooks", "install", "claude-code")
+    claude.fake.script(
+        call("Bash", {"command": "echo one"}),
+        call("Bash", {"command": "echo two"}),
+        call("Bash", {"command": "echo small"}, input_tokens=int(CLAUDE_COMPACT_WINDOW * 0.95)),
+        say("Done."),
+    )
+    run = claude.prompt("pin: Always answer in French.", allowed_tools=("Bash",)).ok()
+    assert run.result["result"] == "Done.", run.describe()
+    first = claude.fake.turns()[0]
+    assert first.contains("contextfold: pinned p1"), "the UserPromptSubmit hook did not confirm the pin"
+    (after,) = claude.fake.after_compaction()
+    context = "\n".join(
+        m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+        for m in after.body["messages"]
+        if m["role"] == "system" and "SessionStart hook additional context" in json.dumps(m["content"])
+    )
+    assert "contextfold: pinned in this session" in context and "- [p1] Always answer in French." in context, context
+    listing = contextfold(claude, "pins", f"claude-code-{run.result['session_id']}").stdout
+    assert "p1  note: Always answer in French." in listing, listing

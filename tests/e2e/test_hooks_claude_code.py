@@ -587,3 +587,33 @@ def test_a_saved_output_over_the_read_limit_is_left_alone(tmp_path: Path) -> Non
     run = run_hook(home, "claude-code", "PostToolUse", mcp_event(saved_error(big)) | {"transcript_path": transcript})
     assert (run.code, run.stdout, run.stderr) == (0, "", "")
     assert "over 67,108,864 bytes" in (home / "hooks" / "hooks.log").read_text()
+
+
+def test_a_pin_prompt_survives_claude_codes_own_compaction_in_the_handover(tmp_path: Path) -> None:
+    """`pin: <fact>` typed as a prompt is pinned to the session; every SessionStart handover after
+    one of Claude Code's compactions gives it back word for word, with the pinned messages."""
+    home = tmp_path / "home"
+    t = working_session(tmp_path)
+    said = run_hook(
+        home, "claude-code", "UserPromptSubmit", t.event("UserPromptSubmit", prompt="pin: Never push to main.")
+    )
+    assert said.code == 0 and "pinned p1" in (said.context or ""), said.stderr
+    run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
+
+    import asyncio
+
+    from contextfold.service.facade import ContextService
+
+    async def pin_first_request() -> None:
+        async with await ContextService.open(load_settings({"home": home}, environ={})) as service:
+            await service.pin(f"claude-code-{t.session}", ref="m1")
+
+    asyncio.run(pin_first_request())
+    for _ in range(2):  # a second compaction gives them again
+        text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context or ""
+        assert "- [p1] Never push to main." in text
+        assert "[p2 [m1]] user: Add retries to `fetch_page` in src/client.py. Never retry on a 4xx." in text
+    gone = run_hook(home, "claude-code", "UserPromptSubmit", t.event("UserPromptSubmit", prompt="unpin: p1"))
+    assert "unpinned p1" in (gone.context or "")
+    text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context or ""
+    assert "Never push to main." not in text

@@ -284,7 +284,7 @@ def _add_token_commands(sub: Any) -> None:
 
 
 def _add_session_commands(sub: Any) -> None:
-    """`sessions`, `show`, `export`, `delete`, `prune`, `compact` and `watch`."""
+    """`sessions`, `show`, `export`, `delete`, `prune`, `compact`, `edit`, `handoff`, `pin`, `unpin`, `pins`, `undo` and `watch`."""
     listing = sub.add_parser("sessions", help="list sessions: id, title, model, messages, tokens in view, state")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(handler="commands.reading:sessions")
@@ -330,6 +330,7 @@ def _add_session_commands(sub: Any) -> None:
         metavar="TOKENS",
         help="prune only if it frees at least this many tokens (the minimum the tool also takes)",
     )
+    prune.add_argument("--apply", metavar="TOKEN", help="clear exactly what a --dry-run listed, if nothing changed")
     prune.add_argument("--json", action="store_true", help="print JSON")
     prune.set_defaults(handler="commands.changing:prune")
 
@@ -345,8 +346,53 @@ def _add_session_commands(sub: Any) -> None:
         help="default: the summarizer setting (auto: anthropic when ANTHROPIC_API_KEY is set, else extractive)",
     )
     compact.add_argument("--instructions", help="what the summary should focus on")
+    compact.add_argument(
+        "--apply", metavar="TOKEN", help="write exactly the summary a --dry-run showed, if nothing changed"
+    )
+    compact.add_argument("--range", metavar="M10..M80", help="summarize only these messages, in their place")
+    compact.add_argument("--keep-pins", action="store_true", help="--range: keep pinned messages inside it")
     compact.add_argument("--json", action="store_true", help="print JSON")
     compact.set_defaults(handler="commands.changing:compact")
+
+    edit = sub.add_parser("edit", help="correct a session's summary: its full text, or only the sections to add to")
+    edit.add_argument("session")
+    edit.add_argument("file", nargs="?", default="-", help="Markdown with the summary's headings; - or nothing: stdin")
+    edit.add_argument("--json", action="store_true", help="print JSON")
+    edit.set_defaults(handler="commands.steering:edit")
+
+    handoff = sub.add_parser(
+        "handoff", help="one message that starts a fresh session or another agent where this one stands"
+    )
+    handoff.add_argument("session")
+    handoff.add_argument("--to", choices=["markdown", "claude-code", "codex"], default="markdown")
+    handoff.add_argument("--tokens", type=int, help="at most this many tokens (default: the handoff_tokens setting)")
+    handoff.add_argument("--json", action="store_true", help="print JSON")
+    handoff.set_defaults(handler="commands.steering:handoff")
+
+    pin = sub.add_parser("pin", help="pin messages (m12, m10..m80) or a note so no compaction takes them away")
+    pin.add_argument("session")
+    pin.add_argument("ref", nargs="?", help="a message (m12) or a span (m10..m80)")
+    pin.add_argument("--note", help="a fact carried word for word into every summary instead")
+    pin.add_argument("--json", action="store_true", help="print JSON")
+    pin.set_defaults(handler="commands.steering:pin")
+    unpin = sub.add_parser("unpin", help="remove a pin (its id, as `pins` lists it)")
+    unpin.add_argument("session")
+    unpin.add_argument("pin_id", metavar="PIN")
+    unpin.add_argument("--json", action="store_true", help="print JSON")
+    unpin.set_defaults(handler="commands.steering:unpin")
+    pins = sub.add_parser("pins", help="a session's pins and what they cost in view")
+    pins.add_argument("session")
+    pins.add_argument("--json", action="store_true", help="print JSON")
+    pins.set_defaults(handler="commands.steering:pins")
+    undo = sub.add_parser("undo", help="take back the last compaction or prune: the view is as it was before")
+    undo.add_argument("session")
+    which = undo.add_mutually_exclusive_group()
+    which.add_argument(
+        "--compaction", action="store_const", dest="what", const="compaction", help="the last compaction"
+    )
+    which.add_argument("--prune", action="store_const", dest="what", const="prune", help="the last prune")
+    undo.add_argument("--json", action="store_true", help="print JSON")
+    undo.set_defaults(handler="commands.steering:undo", what="last")
 
     watch = sub.add_parser("watch", help="follow a live session's tokens, usable budget and state until Ctrl-C")
     watch.add_argument("session")

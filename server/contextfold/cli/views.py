@@ -18,7 +18,7 @@ from contextfold.domain import CompactionPart, FilePart, Message, ReasoningPart,
 from contextfold.errors import UsageError
 from contextfold.formats import RenderOptions, WireFormat, render
 from contextfold.formats.shown import COMPACTION_PROMPT, shown_result
-from contextfold.results import Breakdown, CompactResult, PruneResult, SessionInfo, Status
+from contextfold.results import Breakdown, CompactResult, PinList, PruneResult, SessionInfo, Status, UndoResult
 
 __all__ = [
     "UsageError",
@@ -28,11 +28,13 @@ __all__ = [
     "fmt",
     "full_export",
     "in_view_words",
+    "pin_lines",
     "prune_lines",
     "sessions_json",
     "sessions_table",
     "status_lines",
     "table",
+    "undo_lines",
     "view_lines",
     "when",
     "watch_line",
@@ -324,11 +326,15 @@ def prune_lines(result: PruneResult) -> list[str]:
     if not result.applied and not (result.dry_run and result.parts):
         return [f"not pruned: {result.reason}", _brief_line(result.status)]
     verb = "would clear" if result.dry_run else "cleared"
-    return [
+    lines = [
         f"{verb} {result.parts:,} tool outputs from the view, freeing {result.tokens_freed:,} tokens "
         "(the outputs stay stored)",
-        _brief_line(result.status),
     ]
+    if result.cleared:
+        lines.append("would clear: " + ", ".join(result.cleared) + "; every other output stays")
+    if result.token:
+        lines.append(f"apply exactly this: contextfold prune SESSION --apply {result.token}")
+    return [*lines, _brief_line(result.status)]
 
 
 def breakdown_lines(breakdown: Breakdown) -> str:
@@ -382,8 +388,32 @@ def compact_lines(result: CompactResult) -> list[str]:
         lines.append(f"note: {result.reason}")
     if result.summary:
         lines += ["", result.summary.rstrip(), ""]
+    if result.view:
+        lines.append("view after: " + ", ".join(result.view))
+    if result.token:
+        lines.append(f"apply exactly this summary: contextfold compact SESSION --apply {result.token}")
     lines.append(_brief_line(result.status))
     return lines
+
+
+def pin_lines(result: PinList) -> list[str]:
+    if not result.pins:
+        return [f"nothing pinned in {result.session_id}"]
+    lines = [
+        f"{len(result.pins)} pin(s) in {result.session_id}: {result.pinned_tokens:,} of {result.usable:,} usable tokens"
+    ]
+    for pin in result.pins:
+        what = pin.ref if pin.ref is not None else f"note: {pin.note}"
+        lines.append(f"  {pin.id}  {what}  ({pin.tokens:,} tokens)")
+    return lines
+
+
+def undo_lines(result: UndoResult) -> list[str]:
+    return [
+        f"undid the last {result.undone}: {result.tokens_before:,} → {result.tokens_after:,} tokens in view "
+        "(nothing stored was deleted)",
+        _brief_line(result.status),
+    ]
 
 
 def _brief_line(status: Any) -> str:

@@ -18,6 +18,7 @@ from contextfold.compaction.base import SummarizerError
 from contextfold.compaction.facts import Facts, extract_facts
 from contextfold.compaction.pins import PinReport, pin_facts
 from contextfold.compaction.secrets import Redactor, redact_history
+from contextfold.compaction.template import CONSTRAINTS, PINNED_NOTE, Summary, parse_summary
 from contextfold.compaction.thread import keep_thread
 from contextfold.domain import CompactionPart, Message, Session, TextPart, ViewAnchor
 from contextfold.policy.cut import CutCaps
@@ -82,6 +83,14 @@ class Plan:
     redactor: Redactor = Redactor()
     """What redacted `head`, `earlier` and `previous`, with the secrets it learned from them: it
     redacts the accepted summary too (a model may write a secret it guessed or was told of)."""
+    pinned: tuple[Message, ...] = ()
+    """Pinned messages from before the tail: kept verbatim after the summary, never summarized."""
+    notes: tuple[str, ...] = ()
+    """Pinned notes, each carried word for word into the summary's Constraints (`PINNED_NOTE`)."""
+
+    @property
+    def pinned_tokens(self) -> int:
+        return sum(m.in_view_tokens for m in self.pinned)
 
     @property
     def tail_start(self) -> Message | None:
@@ -132,8 +141,13 @@ def plan_compaction(
     usable: int,
     counter: TokenCounter,
     caps: CutCaps = CutCaps(),
+    pinned: frozenset[int] = frozenset(),
+    notes: Sequence[str] = (),
 ) -> Plan:
-    """Split the view into the head to summarize and the tail to keep. Raises NothingToCompact."""
+    """Split the view into the head to summarize and the tail to keep. Raises NothingToCompact.
+
+    Messages whose seq is in `pinned` are never summarized: those before the tail are kept
+    verbatim after the summary, and their tool outputs are never cut. `notes` go into Constraints."""
     previous_marker = [m for m in visible if m.compaction is not None]
     previous_summary = next((m for m in visible if m.summary), None)
     candidates = [m for m in visible if not m.is_compaction]
@@ -144,7 +158,17 @@ def plan_compaction(
         else next(i for i, m in enumerate(candidates) if m.id == selection.tail_start_id)
     )
     thread = keep_thread(candidates, start, budget=tail_budget, counter=counter, caps=caps)
+    if pinned:
+        kept_ids = {m.id for m in candidates if m.seq in pinned}
+        cuts = tuple(c for c in thread.cuts if c.message_id not in kept_ids)
+        prompt_at = thread.prompt
+        if prompt_at is not None and candidates[prompt_at].seq in pinned:
+            prompt_at = None  # the request is pinned: shown as it is, no copy
+        thread = replace(thread, cuts=cuts, prompt=prompt_at)
     head, tail = candidates[: thread.start], candidates[thread.start :]
+    kept = [m for m in head if m.seq in pinned]
+    if kept:
+        head = [m for m in head if m.seq not in pinned]
     tail_tokens = sum(m.in_view_tokens for m in tail) - thread.freed
     if not head:
         cut = (
@@ -154,7 +178,8 @@ def plan_compaction(
         )
         raise NothingToCompact(
             f"nothing to compact: the newest request and the last answer stay in view, and with them all "
-            f"{len(candidates)} messages ({tail_tokens + thread.freed:,} tokens, tail budget {tail_budget:,}){cut}",
+            f"{len(candidates)} messages ({tail_tokens + thread.freed:,} tokens, tail budget {tail_budget:,}){cut}"
+            + (f", {len(kept)} pinned message(s) before it" if kept else ""),
             thread.cuts,
         )
     prompt = candidates[thread.prompt] if thread.prompt is not None else None
@@ -177,6 +202,8 @@ def plan_compaction(
         cuts=thread.cuts,
         previous_summary=previous_summary,
         redactor=redactor,
+        pinned=tuple(kept),
+        notes=tuple(notes),
     )
 
 
@@ -189,6 +216,8 @@ def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport
     """
     pinned, report = pin_facts(text, plan.facts, previous=plan.previous, budget_tokens=plan.summary_budget)
     pinned = plan.redactor.text(pinned)
+    if plan.notes:
+        pinned = with_notes(pinned, plan.notes)
     tokens = counter.count(pinned)
     if tokens >= plan.replaced_tokens:
         raise SummarizerError(
@@ -196,6 +225,19 @@ def accept(text: str, plan: Plan, counter: TokenCounter) -> tuple[str, PinReport
             f"the summary ({tokens:,} tokens) is not smaller than what it replaces ({plan.replaced_tokens:,})",
         )
     return pinned, report, tokens
+
+
+def with_notes(summary: str, notes: Sequence[str]) -> str:
+    """`summary` with each pinned note in Constraints, word for word (first, in pin order), and
+    any earlier copy of a note that is no longer pinned left as the summarizer kept it."""
+    parsed = parse_summary(summary)
+    wanted = [PINNED_NOTE + " ".join(n.split()) for n in notes]
+    rest = [b for b in parsed[CONSTRAINTS] if b not in wanted]
+    sections = {**parsed.sections, CONSTRAINTS: []}
+    rebuilt = Summary(sections)
+    for bullet in [*wanted, *rest]:
+        rebuilt.add(CONSTRAINTS, bullet)
+    return rebuilt.render()
 
 
 def compaction_messages(
@@ -238,14 +280,22 @@ def is_continue(message: Message) -> bool:
     )
 
 
-def anchor_for(stored: Sequence[Message], plan: Plan) -> ViewAnchor:
-    """The view after the compaction, given the stored marker and summary (ids and seqs assigned)."""
+def anchor_for(stored: Sequence[Message], plan: Plan, previous: ViewAnchor | None = None) -> ViewAnchor:
+    """The view after the compaction, given the stored marker and summary (ids and seqs assigned)
+    and the view before it (`previous`: its range compactions carry over)."""
     marker, summary = stored[0], stored[1]
+    tail_start = plan.tail_start.seq if plan.tail_start else None
+    splices = list(previous.splices) if previous is not None else []
+    for splice in splices:  # the tail starts at a range's summary: it stands where its range began
+        if tail_start in (splice.marker_seq, splice.summary_seq):
+            tail_start = splice.first_seq
     return ViewAnchor(
         marker_seq=marker.seq,
         summary_seq=summary.seq,
-        tail_start_seq=plan.tail_start.seq if plan.tail_start else None,
+        tail_start_seq=tail_start,
+        splices=splices,
         prompt_seq=stored[2].seq if plan.prompt is not None else None,
+        pinned_seqs=[m.seq for m in plan.pinned],
     )
 
 

@@ -35,6 +35,8 @@ PROGRESS_PARTS: tuple[str, ...] = (DONE, IN_PROGRESS, BLOCKED)
 
 EMPTY = "(none)"
 LATEST_REQUEST = "Latest request: "
+PINNED_NOTE = "Pinned: "
+"""How a pinned note opens its bullet in Constraints (carried word for word into every summary)."""
 """Label of the Goal bullet that carries the user's latest instruction."""
 USER_SAID = "User"
 """Label of a Constraints bullet that quotes a message of the user's word for word:

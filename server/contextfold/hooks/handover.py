@@ -34,6 +34,7 @@ Pure: messages in, text out; the caller counts with the session's counter.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from contextfold.compaction import userwords, workingset
 from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
 from contextfold.compaction.secrets import redact_history
 from contextfold.compaction.template import cite
-from contextfold.domain import Message
+from contextfold.domain import Message, Pin
 from contextfold.tokens.counting import TokenCounter
 
 HEADER = "contextfold: what the compaction summary may have left out, taken by code from this session's full history."
@@ -138,6 +139,37 @@ def handover(
         return Handover("", 0)  # the summary holds it all, or it was all given already
     text = redactor.text(text)
     return Handover(text, counter.count(text), keys)
+
+
+PINNED_HEADER = "contextfold: pinned in this session, word for word (the user asked that these never be forgotten):"
+
+
+def pinned_block(pins: Sequence[Pin], history: Sequence[Message]) -> str:
+    """The session's pins as a hook hands them back after the agent's own compaction: each note,
+    and each pinned message's text (a tool call with its input and result), secrets redacted. Not
+    trimmed to the handover's budget: pins are what must survive."""
+    if not pins:
+        return ""
+    messages, redactor = redact_history(list(history))
+    by_seq = {m.seq: m for m in messages}
+    lines = [PINNED_HEADER]
+    for pin in pins:
+        if pin.first_seq is None or pin.last_seq is None:
+            lines.append(f"- [{pin.id}] {redactor.text(pin.note or '')}")
+            continue
+        for seq in range(pin.first_seq, pin.last_seq + 1):
+            message = by_seq.get(seq)
+            if message is None or message.is_compaction:
+                continue
+            lines.append(f"- [{pin.id} {cite([seq])}] {message.role}: {_said(message)}")
+    return "\n".join(lines)
+
+
+def _said(message: Message) -> str:
+    pieces = [message.text] if message.text.strip() else []
+    for part in message.tool_parts:
+        pieces.append(f"{part.name} {json.dumps(part.input, ensure_ascii=False)} → {part.result_text}")
+    return "\n  ".join(pieces)
 
 
 # -- items ---------------------------------------------------------------------------------------------

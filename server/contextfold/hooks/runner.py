@@ -162,7 +162,8 @@ class _Hook:
                 state.set_pending(self.home, sid, pending)
             return None
         if self.event == "UserPromptSubmit":
-            held = state.take_pending(self.home, sid)
+            said = _run(self._steer(sid)) if _steering(self.data.get("prompt")) else ""
+            held = "\n\n".join(t for t in (said, state.take_pending(self.home, sid)) if t)
             return claude_code.additional_context("UserPromptSubmit", held) if held else None
         return None
 
@@ -247,13 +248,33 @@ class _Hook:
         await self._ensure(service, sid)
         await service.import_transcript(Path(path), session_id=sid, format=self.agent)
 
+    async def _steer(self, sid: str) -> str:
+        """A prompt `pin: <fact>` pins the fact to the session (carried through every compaction
+        of the agent's, in the SessionStart handover); `unpin: p2` removes a pin."""
+        from contextfold.errors import USER_ERRORS
+
+        prompt = str(self.data.get("prompt", "")).strip()
+        verb, _, rest = prompt.partition(":")
+        settings, service = await self._service()
+        async with service:
+            await self._ensure(service, sid)
+            try:
+                if verb.strip().casefold() == "unpin":
+                    listed = await service.unpin(sid, rest.strip())
+                    return f"contextfold: unpinned {rest.strip()}; {len(listed.pins)} pin(s) left."
+                listed = await service.pin(sid, note=rest, by="user")
+            except USER_ERRORS as exc:
+                return f"contextfold could not do that: {exc}"
+        pin = listed.pins[-1]
+        return f"contextfold: pinned {pin.id} (kept word for word through every compaction): {pin.note}"
+
     async def _handover(self, sid: str, *, summary: str | None, again: bool = False) -> str:
         """The handover text. `summary`: the agent's summary; "codex" to read it from the session
         (the rollout holds it by then); None when it is not known yet (a second look follows).
         `again`: that second look at the same compaction, giving only what the first did not.
         Its budget is `sizing`'s: a share of the window's free room after the agent's compaction."""
         from contextfold.hooks import sizing
-        from contextfold.hooks.handover import Handover, SpilledOutput, handover
+        from contextfold.hooks.handover import Handover, SpilledOutput, handover, pinned_block
         from contextfold.importers.marks import marks_in, problems
         from contextfold.tokens import catalog
         from contextfold.tokens.counting import counter_for
@@ -327,7 +348,18 @@ class _Hook:
         state.save(
             self.home, sid, {**kept, "agent": self.agent, "sent": sorted(set(sent) | result.keys), "tokens": spent}
         )
-        return result.text
+        if again:
+            return result.text
+        pinned = pinned_block(session.metadata.pins, history)  # every compaction's first look carries them
+        return "\n\n".join(t for t in (pinned, result.text) if t)
+
+
+def _steering(prompt: object) -> bool:
+    """A prompt that pins (`pin: <fact>`) or unpins (`unpin: p2`)."""
+    if not isinstance(prompt, str):
+        return False
+    verb, colon, rest = prompt.strip().partition(":")
+    return bool(colon) and verb.strip().casefold() in ("pin", "unpin") and bool(rest.strip())
 
 
 def _codex_summary(history: list[Message]) -> tuple[str | None, list[Message]]:

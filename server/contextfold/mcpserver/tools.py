@@ -53,8 +53,10 @@ from contextfold.results import (
     Brief,
     CompactResult,
     Deleted,
+    HandoffResult,
     HistoryPage,
     OutputRead,
+    PinList,
     PruneResult,
     SessionList,
     SpillResult,
@@ -95,6 +97,8 @@ TOOLS = (
     "read_output",
     "compact",
     "summarize",
+    "pin",
+    "handoff",
 )
 """Every tool the server offers (`tests/e2e/test_hooks_install.py` holds it equal to `tools/list`)."""
 
@@ -242,7 +246,8 @@ def build_server(
         model: Annotated[str | None, Field(description="Model id, e.g. gpt-4o.")] = None,
         format: FormatArg = "auto",
     ) -> TokenCount:
-        """Tokens for a model: exact for OpenAI encodings, a labelled estimate otherwise."""
+        """Call to check text or messages you have not appended fit a model: exact for OpenAI
+        encodings, a labelled estimate otherwise."""
         with _user_errors():
             # Counting megabytes takes seconds of CPU: a worker thread keeps other clients served.
             return await asyncio.to_thread(
@@ -258,7 +263,7 @@ def build_server(
         system: Annotated[str | None, Field(description="System prompt.")] = None,
         settings: Annotated[dict[str, Any] | None, Field(description="Per-session setting overrides.")] = None,
     ) -> Brief:
-        """Create a session, or reopen one by id; returns its status."""
+        """Call once when a conversation starts, or to resume one by id, before append; returns its status."""
         with _user_errors():
             return await _tenant(ctx).open_session(
                 session_id, model=model, title=title, settings=settings, system=system
@@ -270,7 +275,7 @@ def build_server(
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Field(description="The previous page's next_cursor.")] = None,
     ) -> SessionList:
-        """Sessions, most recently updated first."""
+        """Call to find a session to resume: most recently updated first."""
         with _user_errors():
             return await _tenant(ctx).list_sessions(limit=limit, cursor=cursor)
 
@@ -279,7 +284,7 @@ def build_server(
         annotations=_annotations(destructive=True, idempotent=True),
     )
     async def session_delete(ctx: Context, session_id: SessionId) -> Deleted:
-        """Delete a session and all its messages. Cannot be undone."""
+        """Call only when the user asks to erase a conversation: deletes it and all its messages for good."""
         with _user_errors():
             return await _tenant(ctx).delete_session(session_id)
 
@@ -295,7 +300,8 @@ def build_server(
         ] = None,
         system: Annotated[str | None, Field(description="Replace the system prompt.")] = None,
     ) -> AppendResult:
-        """Append messages atomically; returns their ids, token counts and the session status."""
+        """Call after every model reply and tool result: stores the messages atomically; returns their
+        counts and the status to act on."""
         with _user_errors():
             return await _tenant(ctx).append(session_id, messages, format=format, usage=usage, system=system)
 
@@ -310,7 +316,7 @@ def build_server(
         cache_anchors: Annotated[bool, Field(description="anthropic: add cache_control breakpoints.")] = False,
         since: Annotated[str | None, Field(description="A version you hold: only messages after it.")] = None,
     ) -> RenderedContext:
-        """A session's model-ready messages in the chosen API format."""
+        """Call before each model request: the messages to send, in the API format (`since`: only what changed)."""
         with _user_errors():
             return await _tenant(ctx).get_context(
                 session_id,
@@ -324,7 +330,8 @@ def build_server(
 
     @mcp.tool(title="Session status", annotations=_annotations(read_only=True, idempotent=True))
     async def status(ctx: Context, session_id: SessionId) -> Status:
-        """Tokens in view vs the usable budget, the state and the recommended action."""
+        """Call when deciding whether to prune or compact: tokens in view vs usable, pins, the state and the
+        recommended action."""
         with _user_errors():
             return await _tenant(ctx).status(session_id)
 
@@ -337,16 +344,31 @@ def build_server(
         clear_at_least: Annotated[int | None, Field(ge=0, description="Apply only if this many tokens free.")] = None,
         exclude_tools: Annotated[list[str] | None, Field(description="Tools whose outputs stay.")] = None,
         clear_inputs: bool = False,
+        apply: Annotated[str | None, Field(description="A dry run's token: clear exactly what it listed.")] = None,
+        undo: Annotated[bool, Field(description="Take the last prune back.")] = False,
     ) -> PruneResult:
-        """Clear old tool outputs from the view (kept in the store); reports tokens freed."""
+        """Call when status recommends prune: clears old tool outputs from view (kept stored). dry_run
+        lists what would go and gives a token for apply."""
         with _user_errors():
-            return await _tenant(ctx).prune(
+            tenant = _tenant(ctx)
+            if undo:
+                undone = await tenant.undo(session_id, "prune")
+                return PruneResult(
+                    applied=True,
+                    dry_run=False,
+                    reason=f"undid the last prune: {undone.tokens_after - undone.tokens_before:,} tokens back in view",
+                    parts=0,
+                    tokens_freed=undone.tokens_before - undone.tokens_after,
+                    status=undone.status,
+                )
+            return await tenant.prune(
                 session_id,
                 dry_run=dry_run,
                 keep_tool_uses=keep_tool_uses,
                 clear_at_least=clear_at_least,
                 exclude_tools=exclude_tools or (),
                 clear_inputs=clear_inputs,
+                apply=apply,
             )
 
     @mcp.tool(title="Select tail", annotations=_annotations(read_only=True, idempotent=True))
@@ -356,7 +378,8 @@ def build_server(
         budget: Annotated[int | None, Field(ge=0, description="Tokens; default from usable.")] = None,
         tail_turns: Annotated[int | None, Field(ge=1)] = None,
     ) -> TailResult:
-        """Which recent turns fit the tail budget; the rest is what compaction would summarize."""
+        """Call before summarizing a session yourself: which recent messages fit the tail budget (the rest is
+        what compact would summarize)."""
         with _user_errors():
             return await _tenant(ctx).select_tail(session_id, budget=budget, tail_turns=tail_turns)
 
@@ -368,7 +391,8 @@ def build_server(
         tool: str | None = None,
         call_id: str | None = None,
     ) -> SpillResult:
-        """Store a large text whole; returns the preview to use in context and an output id."""
+        """Call before appending a tool output too large to keep: stores it whole; returns a preview to use
+        instead and an id for read_output."""
         with _user_errors():
             return await _tenant(ctx).spill(session_id, text, tool=tool, call_id=call_id)
 
@@ -393,7 +417,8 @@ def build_server(
         context: Annotated[int, Field(ge=0, le=20, description="Lines around each match.")] = 0,
         ignore_case: bool = False,
     ) -> OutputRead:
-        """Read a spilled output: numbered lines from offset, or regex matches with line numbers."""
+        """Call when a result ends with an output id (out_…) and you need what was cut: numbered lines from
+        offset, or regex matches."""
         with _user_errors():
             return await _tenant(ctx).read_output(
                 id,
@@ -427,14 +452,43 @@ def build_server(
             Field(description="anchored: summarize; regions: digest tool runs; middle/oldest/hybrid: drop messages."),
         ] = "anchored",
         dry_run: bool = False,
+        apply: Annotated[str | None, Field(description="A dry run's token: write exactly its summary.")] = None,
+        undo: Annotated[bool, Field(description="Take the last compaction back.")] = False,
+        edit: Annotated[
+            str | None, Field(description="Correct the summary: its full text, or just the sections to add to.")
+        ] = None,
+        range: Annotated[str | None, Field(description="Summarize only m10..m80, in place.", max_length=100)] = None,
+        keep_pins: Annotated[bool, Field(description="range: keep pinned messages inside it.")] = False,
     ) -> CompactResult:
-        """Summarize older history into an anchored summary, keeping the recent tail; recovers from overflow."""
+        """Call when status recommends compact: summarizes older history, keeping the recent tail and pins.
+        dry_run returns the exact summary and view, and a token for apply."""
 
         async def progress(fraction: float, message: str) -> None:
             await ctx.report_progress(fraction, total=1.0, message=message)
 
         with _user_errors():
-            return await _tenant(ctx).compact(
+            tenant = _tenant(ctx)
+            if edit is not None:
+                return await tenant.edit_summary(session_id, edit, by="mcp")
+            if range is not None:
+                return await tenant.compact_range(
+                    session_id,
+                    range,
+                    keep_pins=keep_pins,
+                    summarizer=summarizer,
+                    instructions=instructions,
+                    dry_run=dry_run,
+                )
+            if undo:
+                undone = await tenant.undo(session_id, "compaction")
+                return CompactResult(
+                    compacted=False,
+                    tokens_before=undone.tokens_before,
+                    tokens_after=undone.tokens_after,
+                    reason="undid the last compaction: the view is as it was before it",
+                    status=undone.status,
+                )
+            return await tenant.compact(
                 session_id,
                 strategy=strategy,
                 summarizer=summarizer,
@@ -443,6 +497,7 @@ def build_server(
                 sampled=_sampled(summary),
                 sampling_offered=_can_sample(ctx),
                 progress=progress,
+                apply=apply,
             )
 
     @mcp.tool(title="Summarize messages", annotations=_annotations(read_only=True))
@@ -454,7 +509,7 @@ def build_server(
         summarizer: Literal["auto", "anthropic", "sampling", "extractive"] | None = None,
         format: FormatArg = "auto",
     ) -> SummarizeResult:
-        """An anchored summary of the given messages; nothing is stored."""
+        """Call to summarize messages you hold yourself (nothing is stored); for a stored session use compact."""
         with _user_errors():
             return await _service(ctx).summarize(
                 messages,
@@ -463,6 +518,36 @@ def build_server(
                 summarizer=summarizer,
                 sampled=_sampled(summary),
             )
+
+    @mcp.tool(title="Pin", annotations=_annotations())
+    async def pin(
+        ctx: Context,
+        session_id: SessionId,
+        ref: Annotated[str | None, Field(description="m12 or m10..m80: kept verbatim in view.", max_length=100)] = None,
+        note: Annotated[str | None, Field(description="A fact every summary must carry.")] = None,
+        unpin: Annotated[str | None, Field(description="A pin id to remove.", max_length=100)] = None,
+    ) -> PinList:
+        """Call when the user says something must not be forgotten, or before compacting past a message you
+        must keep: no compaction or prune takes a pin away. No arguments: list pins."""
+        with _user_errors():
+            tenant = _tenant(ctx)
+            if unpin is not None:
+                return await tenant.unpin(session_id, unpin)
+            if ref is None and note is None:
+                return await tenant.pins(session_id)
+            return await tenant.pin(session_id, ref=ref, note=note, by="mcp")
+
+    @mcp.tool(title="Hand off", annotations=_annotations(read_only=True, idempotent=True))
+    async def handoff(
+        ctx: Context,
+        session_id: SessionId,
+        to: Literal["markdown", "claude-code", "codex"] = "markdown",
+        tokens: Annotated[int | None, Field(ge=300, description="At most this many tokens.")] = None,
+    ) -> HandoffResult:
+        """Call when the task moves to a fresh session or another agent: one message with the goal, the
+        user's words, the plan, the working set, open errors and how to reach the history."""
+        with _user_errors():
+            return await _tenant(ctx).handoff(session_id, to=to, tokens=tokens)
 
     @mcp.prompt(name="anchored_summary", title="Anchored summary")
     def anchored_summary(previous_summary: str | None = None) -> str:
@@ -490,14 +575,27 @@ async def _sampling_for_compact(
     ctx: Context,
     strategy: str = "anchored",
     dry_run: bool = False,
+    apply: str | None = None,
+    undo: bool = False,
+    edit: str | None = None,
+    range: str | None = None,
 ) -> Sample | None:
     """Ask the client's model for the summary before `compact` runs (both protocol eras).
 
     Whether to ask is the session's call: its effective settings choose the summarizer, exactly
     as they choose the chain `compact` then runs; `regions` asks for its largest regions' digests.
-    A dry run and the strategies that write no summary never cost the client a model call.
+    A dry run, applying a preview, an undo, an edit, a range and the strategies that write no summary
+    never cost the client a model call.
     """
-    if dry_run or strategy not in ("anchored", "regions") or not _can_sample(ctx):
+    if (
+        dry_run
+        or apply is not None
+        or undo
+        or edit is not None
+        or range is not None
+        or strategy not in ("anchored", "regions")
+        or not _can_sample(ctx)
+    ):
         return None
     try:
         prompt = await _tenant(ctx).sampling_prompt(

@@ -78,6 +78,8 @@ class PruneOptions:
     """Anthropic's `exclude_tools`: like `protected_tools`, matched case-insensitively."""
     clear_inputs: bool = False
     """Clear the calls' inputs as well as their outputs."""
+    pinned: frozenset[int] = frozenset()
+    """Seqs of pinned messages: their outputs are never cleared (passed over, not a wall)."""
 
 
 SEED_USABLE = 2 * PruneOptions.protect
@@ -153,7 +155,7 @@ class _Walk:
         """Consider one tool part; False when the walk must stop here."""
         self.uses += 1  # every tool use counts toward `keep_tool_uses`, recent or not
         keep = self.options.keep_tool_uses
-        if recent:
+        if recent or message.seq in self.options.pinned:
             return True
         if part.compacted_at is not None:
             if keep is not None:  # context editing clears every older result: already done here

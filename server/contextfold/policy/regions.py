@@ -92,7 +92,11 @@ class RegionPlan:
 
 
 def find_regions(
-    messages: Sequence[Message], *, keep_recent_tokens: int = KEEP_RECENT_TOKENS, counter: TokenCounter
+    messages: Sequence[Message],
+    *,
+    keep_recent_tokens: int = KEEP_RECENT_TOKENS,
+    counter: TokenCounter,
+    pinned: frozenset[int] = frozenset(),
 ) -> list[Region]:
     """The view's regions, oldest first. `messages` are the messages in view, oldest first."""
     cutoff = _pinned_from(messages, keep_recent_tokens, counter)
@@ -109,7 +113,7 @@ def find_regions(
 
     position = 0
     for message in messages:
-        if message.is_compaction:
+        if message.is_compaction or message.seq in pinned:  # a pinned message stays verbatim
             close()
             position += len(message.parts)
             continue
@@ -173,6 +177,7 @@ def plan_regions(
     now: float,
     summarize: Summarize | None = None,
     max_digest_tokens: int = MAX_DIGEST_TOKENS,
+    pinned: frozenset[int] = frozenset(),
 ) -> RegionPlan:
     """Which parts to re-mark, largest region first, until the view costs `target_tokens` or less.
 
@@ -186,7 +191,7 @@ def plan_regions(
     summarize = summarize or (
         lambda parts, budget: digest(parts, budget_tokens=min(budget, max_digest_tokens), counter=counter)
     )
-    remaining = find_regions(messages, keep_recent_tokens=keep_recent_tokens, counter=counter)
+    remaining = find_regions(messages, keep_recent_tokens=keep_recent_tokens, counter=counter, pinned=pinned)
     found = len(remaining)
     marks: list[RegionMark] = []
     freed = 0

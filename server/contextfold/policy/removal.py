@@ -162,17 +162,27 @@ class RemovalPlan:
 
 
 def plan_middle(
-    messages: Sequence[Message], *, target_tokens: int, preserve_start: int, preserve_end: int
+    messages: Sequence[Message],
+    *,
+    target_tokens: int,
+    preserve_start: int,
+    preserve_end: int,
+    pinned: frozenset[int] = frozenset(),
 ) -> RemovalPlan:
     """Remove from the centre of the unpreserved region outwards, lowest priority first, to the target."""
-    return _plan("middle", messages, target_tokens, preserve_start, preserve_end)
+    return _plan("middle", messages, target_tokens, preserve_start, preserve_end, pinned)
 
 
 def plan_oldest(
-    messages: Sequence[Message], *, target_tokens: int, preserve_start: int, preserve_end: int
+    messages: Sequence[Message],
+    *,
+    target_tokens: int,
+    preserve_start: int,
+    preserve_end: int,
+    pinned: frozenset[int] = frozenset(),
 ) -> RemovalPlan:
     """Remove the oldest unpreserved messages first, lowest priority first, to the target."""
-    return _plan("oldest", messages, target_tokens, preserve_start, preserve_end)
+    return _plan("oldest", messages, target_tokens, preserve_start, preserve_end, pinned)
 
 
 # -- efficiency and hybrid --------------------------------------------------------------------------
@@ -224,17 +234,22 @@ class HybridChoice:
 
 
 def plan_hybrid(
-    messages: Sequence[Message], *, target_tokens: int, preserve_start: int, preserve_end: int
+    messages: Sequence[Message],
+    *,
+    target_tokens: int,
+    preserve_start: int,
+    preserve_end: int,
+    pinned: frozenset[int] = frozenset(),
 ) -> HybridChoice:
     """Plan `middle` and `oldest`, keep the higher efficiency; a tie goes to the plan keeping more messages.
 
     When the two also keep as many messages, `middle` wins (the seed compares with `>=`).
     """
     middle = plan_middle(
-        messages, target_tokens=target_tokens, preserve_start=preserve_start, preserve_end=preserve_end
+        messages, target_tokens=target_tokens, preserve_start=preserve_start, preserve_end=preserve_end, pinned=pinned
     )
     oldest = plan_oldest(
-        messages, target_tokens=target_tokens, preserve_start=preserve_start, preserve_end=preserve_end
+        messages, target_tokens=target_tokens, preserve_start=preserve_start, preserve_end=preserve_end, pinned=pinned
     )
     scores = {"middle": plan_efficiency(middle), "oldest": plan_efficiency(oldest)}
     if scores["middle"] != scores["oldest"]:
@@ -304,7 +319,7 @@ def _ratio(part: int, whole: int) -> Fraction:
 
 # -- the walk ---------------------------------------------------------------------------------------
 
-_Why = Literal["compaction", "preserve_start", "preserve_end", "newest turn", "held turn"]
+_Why = Literal["compaction", "pinned", "preserve_start", "preserve_end", "newest turn", "held turn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +349,7 @@ def _plan(
     target: int,
     preserve_start: int,
     preserve_end: int,
+    pinned: frozenset[int] = frozenset(),
 ) -> RemovalPlan:
     if target < 0:
         raise ValueError(f"target_tokens must be >= 0, got {target}")
@@ -356,7 +372,7 @@ def _plan(
             reached_target=True,
             reason=f"already within the target: {total:,} ≤ {target:,} tokens; nothing removed",
         )
-    layout = _layout(strategy, messages, tokens, preserve_start, preserve_end)
+    layout = _layout(strategy, messages, tokens, preserve_start, preserve_end, pinned)
     removed, given_back = _walk(layout.units, total, target)
     gone = sorted(i for uid in removed for i in layout.units[uid].members)
     after = total - sum(tokens[i] for i in gone)
@@ -388,6 +404,7 @@ def _layout(
     tokens: list[int],
     preserve_start: int,
     preserve_end: int,
+    pinned: frozenset[int] = frozenset(),
 ) -> _Layout:
     count = len(messages)
     prios = [priority(m, index=i, count=count) for i, m in enumerate(messages)]
@@ -395,6 +412,8 @@ def _layout(
     for i in range(count):
         if prios[i] is Priority.CRITICAL:
             protected[i] = "compaction"
+        elif messages[i].seq in pinned:
+            protected[i] = "pinned"
         elif i < preserve_start:
             protected[i] = "preserve_start"
         elif i >= count - preserve_end:
@@ -475,6 +494,7 @@ def _walk(units: list[_Unit], total: int, target: int) -> tuple[list[int], int]:
 
 _WHY_LABELS: dict[_Why, str] = {
     "compaction": "compaction markers and summaries",
+    "pinned": "pinned messages",
     "preserve_start": "preserve_start",
     "preserve_end": "preserve_end",
     "newest turn": "the newest prompt and the latest message",

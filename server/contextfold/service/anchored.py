@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from contextfold.compaction.base import Summarizer, SummarizerError, SummaryRequest
+from contextfold.compaction.base import Summarizer, SummarizerError, SummaryOutcome, SummaryRequest
 from contextfold.compaction.chain import run_chain
 from contextfold.compaction.engine import (
     NothingToCompact,
@@ -35,6 +35,7 @@ from contextfold.compaction.engine import (
 )
 from contextfold.compaction.prompt import build_prompt
 from contextfold.compaction.summarizers.anthropic import default_max_tokens
+from contextfold.compaction.template import PINNED_NOTE
 from contextfold.compaction.transcript import render_transcript
 from contextfold.config import Settings
 from contextfold.domain import CompactionRecord, FilePart, LastCompaction, Message, Session, ToolPart
@@ -70,6 +71,15 @@ class SessionAccess:
 
 
 @dataclass(frozen=True)
+class Given:
+    """A summary a preview accepted, written as it is by `apply`."""
+
+    summary: str
+    summarizer: str
+    pinned: list[str]
+
+
+@dataclass(frozen=True)
 class Prepared:
     session: Session
     settings: Settings
@@ -78,6 +88,8 @@ class Prepared:
     usable: int
     last_seq: int
     """The newest message when the plan was made; anything later arrived while summarizing."""
+    pinned_tokens: int = 0
+    """What the session's pins cost in view: pinned messages, and the notes in the summary."""
 
 
 async def _no_progress(_fraction: float, _message: str) -> None:
@@ -97,12 +109,28 @@ class Compactor:
         usable = self._access.usable_for(session, settings)
         messages = await self._store.load_messages(session.id, after_seq=view.load_from(session.view))
         counter = self._access.counter_for(session, settings)
-        plan = _plan(view.in_view(messages, session.view), settings, usable, counter)
+        state = session.metadata
+        visible = view.in_view(messages, session.view)
+        pinned = state.pinned_seqs()
+        pinned_tokens = pinned_cost(visible, pinned, state.pinned_notes(), counter)
+        if pinned_tokens >= usable > 0:
+            raise CompactionFailed(
+                f"the pins alone take {pinned_tokens:,} tokens and usable is {usable:,}: no compaction can fit "
+                "them; unpin some (contextfold pins SESSION lists them)"
+            )
+        plan = _plan(
+            visible,
+            settings,
+            usable,
+            counter,
+            pinned=pinned,
+            notes=state.pinned_notes(),
+        )
         if plan.foreign_previous:
             # Another agent's summary paraphrases: read the stored history it stands for.
             plan = plan.with_earlier(await self._store.load_messages(session.id, hidden=True))
         last_seq = max((m.seq for m in messages), default=0)
-        return Prepared(session, settings, counter, plan, usable, last_seq)
+        return Prepared(session, settings, counter, plan, usable, last_seq, pinned_tokens)
 
     @staticmethod
     def sampling_prompt(prepared: Prepared, instructions: str | None) -> tuple[str, str, int]:
@@ -131,12 +159,15 @@ class Compactor:
         tokens_before: int | None = None,
         check_cooldown: bool = False,
         requested: str | None = None,
+        given: Given | None = None,
+        prepared: Prepared | None = None,
     ) -> tuple[CompactionRecord, str]:
         """Summarize the head and write the compaction; `requested` is the summarizer the caller
-        named (a note says why when another one's summary was kept)."""
+        named (a note says why when another one's summary was kept). `given`: write this summary,
+        as a preview accepted it, instead of running the summarizers (`prepared`: its plan)."""
         progress = progress or _no_progress
         await progress(0.05, "selecting the tail")
-        prepared = await self.prepare(session_id)
+        prepared = prepared or await self.prepare(session_id)
         session, plan, counter = prepared.session, prepared.plan, prepared.counter
         before = session.tokens_in_view if tokens_before is None else tokens_before
         if check_cooldown:
@@ -154,16 +185,21 @@ class Compactor:
         async def trying(i: int, name: str) -> None:
             await progress(0.15 + 0.6 * i / max(len(summarizers), 1), f"summarizing with {name}")
 
-        try:
-            outcome, (text, report, summary_tokens), fallbacks = await run_chain(
-                summarizers, request, lambda outcome: accept(outcome.text, plan, counter), progress=trying
-            )
-        except SummarizerError as exc:
-            raise _failed(exc.reason, plan) from exc
-        pinned = report.added
+        if given is not None:
+            outcome = SummaryOutcome(given.summary, given.summarizer)
+            fallbacks: list[str] = []
+            text, summary_tokens, pinned = given.summary, counter.count(given.summary), given.pinned
+        else:
+            try:
+                outcome, (text, report, summary_tokens), fallbacks = await run_chain(
+                    summarizers, request, lambda outcome: accept(outcome.text, plan, counter), progress=trying
+                )
+            except SummarizerError as exc:
+                raise _failed(exc.reason, plan) from exc
+            pinned = report.added
         new = compaction_messages(plan, text, counter, auto=auto, overflow=overflow)
         system_tokens = sum(p.tokens for p in session.system)
-        after = system_tokens + sum(m.in_view_tokens for m in new) + plan.tail_tokens
+        after = system_tokens + sum(m.in_view_tokens for m in new) + plan.pinned_tokens + plan.tail_tokens
         record = CompactionRecord(
             summarizer=outcome.summarizer,
             fallbacks=fallbacks,
@@ -181,6 +217,7 @@ class Compactor:
             cost_usd=outcome.cost_usd,
             notes=_not_used(requested, outcome.summarizer, fallbacks),
             outputs_cut=len(plan.cuts),
+            view_before=session.view,
         )
         # Our own count on both sides: a provider's report (which also counts tool definitions)
         # must not make a compaction that frees nothing look like one that does.
@@ -188,9 +225,10 @@ class Compactor:
         if after >= counted:
             copy = f", the request again {new[2].in_view_tokens:,}" if plan.prompt is not None else ""
             cuts = f", {len(plan.cuts)} output(s) cut" if plan.cuts else ""
+            kept = f", pinned {plan.pinned_tokens:,}" if plan.pinned else ""
             raise _failed(
                 f"compaction would not free anything: {counted:,} tokens in view before, {after:,} after "
-                f"(summary {summary_tokens:,}, tail {plan.tail_tokens:,}{copy}{cuts}); nothing was changed",
+                f"(summary {summary_tokens:,}{kept}, tail {plan.tail_tokens:,}{copy}{cuts}); nothing was changed",
                 plan,
             )
         if dry_run:
@@ -217,7 +255,7 @@ class Compactor:
             stored = await tx.insert_messages(new)
             if cuts:
                 await tx.mark_parts(cuts)
-            anchor = anchor_for(stored, plan)
+            anchor = anchor_for(stored, plan, session.view)
             if arrived and anchor.tail_start_seq is None:
                 anchor = anchor.model_copy(update={"tail_start_seq": arrived[0].seq})
             after = (
@@ -233,6 +271,9 @@ class Compactor:
                     "marker_id": stored[0].id,
                     "summary_id": stored[1].id,
                     "outputs_cut": len(cuts),
+                    "view_before": session.view,
+                    "written_ids": [m.id for m in stored],
+                    "cut_marks": [(c.message_id, c.index, c.freed) for c in cuts],
                 }
             )
             record = await tx.add_compaction(record)
@@ -288,6 +329,7 @@ class Compactor:
         auto: bool,
         progress: Progress | None,
         requested: str | None = None,
+        prepared: Prepared | None = None,
     ) -> CompactResult:
         """One anchored compaction as a request asks for it; on overflow, recover (docs/design.md §12).
 
@@ -323,6 +365,7 @@ class Compactor:
                     tokens_before=status.tokens_in_view,
                     check_cooldown=auto and attempts == 1,
                     requested=requested,
+                    prepared=prepared if attempts == 1 else None,
                 )
             except (NothingToCompact, CompactionFailed) as exc:
                 if isinstance(exc, NothingToCompact) and exc.cuts and not tail_cut:
@@ -414,7 +457,8 @@ class Compactor:
             usable = self._access.usable_for(session, settings)
             visible = await view.visible(tx.messages, session.view)
             try:
-                marks = list(_plan(visible, settings, usable, self._access.counter_for(session, settings)).cuts)
+                counter = self._access.counter_for(session, settings)
+                marks = list(_plan(visible, settings, usable, counter, pinned=session.metadata.pinned_seqs()).cuts)
             except NothingToCompact as exc:
                 marks = list(exc.cuts)
             if marks:
@@ -433,7 +477,10 @@ class Compactor:
             threshold = max(settings.cut_chars // 4, int(usable * settings.oversized_share))
             messages = await view.visible(tx.messages, session.view)
             marks: list[PartMark] = []
+            pinned = session.metadata.pinned_seqs()
             for message in messages:
+                if message.seq in pinned:
+                    continue  # a pinned message stays verbatim
                 for index, part in enumerate(message.parts):
                     if not isinstance(part, ToolPart) or part.tokens <= threshold:
                         continue
@@ -451,7 +498,15 @@ class Compactor:
         return len(marks)
 
 
-def _plan(visible: Sequence[Message], settings: Settings, usable: int, counter: TokenCounter) -> Plan:
+def _plan(
+    visible: Sequence[Message],
+    settings: Settings,
+    usable: int,
+    counter: TokenCounter,
+    *,
+    pinned: frozenset[int] = frozenset(),
+    notes: Sequence[str] = (),
+) -> Plan:
     return plan_compaction(
         visible,
         tail_budget=tail_budget(usable, settings.preserve_recent_tokens),
@@ -459,7 +514,28 @@ def _plan(visible: Sequence[Message], settings: Settings, usable: int, counter: 
         usable=usable,
         counter=counter,
         caps=CutCaps(settings.cut_tokens, settings.cut_chars),
+        pinned=pinned,
+        notes=notes,
     )
+
+
+def outline(plan: Plan, *, auto: bool = False) -> list[str]:
+    """The view a compaction of `plan` leaves, one entry a message, in order (messages appended
+    meanwhile would follow): the marker, the summary, the pinned messages, the request copy, the tail."""
+    cut = {c.message_id for c in plan.cuts}
+    out = ["marker", "summary", *(f"m{m.seq}" for m in plan.pinned)]
+    if plan.prompt is not None:
+        out.append(f"copy of m{plan.prompt.seq}")
+    out += [f"m{m.seq}" + (" (output cut)" if m.id in cut else "") for m in plan.tail]
+    if auto and (not plan.tail or plan.tail[-1].role != "user"):
+        out.append("continue note")
+    return out
+
+
+def pinned_cost(visible: Sequence[Message], pinned: frozenset[int], notes: Sequence[str], counter: TokenCounter) -> int:
+    """What the pins cost in view: the pinned messages shown, and each note's bullet."""
+    shown = sum(m.in_view_tokens for m in visible if m.seq in pinned)
+    return shown + sum(counter.count(PINNED_NOTE + note) for note in notes)
 
 
 def _failed(message: str, plan: Plan) -> Exception:
@@ -499,7 +575,10 @@ def _cut_only(
 
 __all__ = [
     "Compactor",
+    "Given",
     "NothingToCompact",
     "Prepared",
+    "outline",
+    "pinned_cost",
     "SessionAccess",
 ]

@@ -9,9 +9,11 @@ from contextfold.compaction.base import Summarizer
 from contextfold.compaction.chain import Sampled, SummarizerChoice, build_chain, wants_sampling
 from contextfold.compaction.engine import NothingToCompact
 from contextfold.config import Settings
-from contextfold.errors import InvalidInput, NotFoundError
-from contextfold.results import CompactResult
-from contextfold.service.anchored import Progress
+from contextfold.domain import Preview
+from contextfold.errors import CompactionFailed, InvalidInput, NotFoundError
+from contextfold.results import Brief, CompactResult
+from contextfold.service.anchored import Given, Prepared, Progress, outline
+from contextfold.service.steering import fingerprint, preview_token, take_preview
 from contextfold.service.strategies import REMOVAL_STRATEGIES
 
 if TYPE_CHECKING:
@@ -70,8 +72,16 @@ class Compacting:
         sampled: Sampled | None = None,
         sampling_offered: bool = False,
         progress: Progress | None = None,
+        apply: str | None = None,
     ) -> CompactResult:
-        """Summarize older history into the anchored summary; on overflow, recover (docs/design.md §12)."""
+        """Summarize older history into the anchored summary; on overflow, recover (docs/design.md §12).
+
+        An anchored `dry_run` returns the summary and the view applying would write, with a token;
+        `apply=<token>` then writes exactly that summary, or refuses if the session changed."""
+        if apply is not None:
+            if dry_run or strategy != "anchored":
+                raise InvalidInput("apply", "apply writes an anchored preview as it is: leave out dry_run and strategy")
+            return await self._apply(session_id, apply, progress)
         if strategy in REMOVAL_STRATEGIES:
             return await self._scope.strategies.remove(session_id, strategy, dry_run=dry_run)
         if strategy == "regions":
@@ -91,7 +101,13 @@ class Compacting:
         session = await self._scope.store.get_session(session_id)
         settings = self._scope.settings_for(session)
         chain = self._summarizers(summarizer or settings.summarizer, settings, sampled, sampling_offered)
-        return await self._scope.compactor.compact_with_recovery(
+        prepared = None
+        if dry_run:
+            try:
+                prepared = await self._scope.compactor.prepare(session_id)
+            except (NothingToCompact, CompactionFailed):
+                prepared = None  # the compaction below meets it again and answers as it always does
+        result = await self._scope.compactor.compact_with_recovery(
             session,
             summarizers=chain,
             instructions=instructions,
@@ -99,4 +115,53 @@ class Compacting:
             auto=auto,
             progress=progress,
             requested=summarizer or settings.summarizer,
+            prepared=prepared,
+        )
+        if dry_run and prepared is not None and result.summary is not None and result.summarizer is not None:
+            result = await self._keep_preview(prepared, result)
+        return result
+
+    async def _keep_preview(self, prepared: Prepared, result: CompactResult) -> CompactResult:
+        """Keep a dry run's summary for `apply`, and say what view it would leave."""
+        assert result.summary is not None and result.summarizer is not None
+        planned = fingerprint(prepared.session)
+        token = preview_token("compact", planned, result.summary)
+        preview = Preview(
+            token=token,
+            kind="compact",
+            fingerprint=planned,
+            summary=result.summary,
+            summarizer=result.summarizer,
+            pinned=result.pinned,
+        )
+        async with self._scope.store.write(prepared.session.id) as tx:
+            metadata = tx.session.metadata.model_copy(update={"preview": preview})
+            await tx.save_session(tx.session.model_copy(update={"metadata": metadata}))
+        return result.model_copy(update={"token": token, "view": outline(prepared.plan)})
+
+    async def _apply(self, session_id: str, token: str, progress: Progress | None) -> CompactResult:
+        """Write the summary preview `token` holds, unchanged, if the session still stands where it was."""
+        compactor = self._scope.compactor
+        session = await self._scope.store.get_session(session_id)
+        preview = take_preview(session, token, "compact")
+        assert preview.summary is not None and preview.summarizer is not None
+        prepared = await compactor.prepare(session_id)
+        take_preview(prepared.session, token, "compact")  # nothing moved while planning
+        given = Given(preview.summary, preview.summarizer, preview.pinned)
+        record, text = await compactor.compact(
+            session_id, summarizers=[], given=given, prepared=prepared, progress=progress
+        )
+        status = await self._scope.status(await self._scope.store.get_session(session_id))
+        return CompactResult(
+            compacted=True,
+            summarizer=record.summarizer,
+            tokens_before=record.tokens_before,
+            tokens_after=record.tokens_after,
+            summary_tokens=record.summary_tokens,
+            head_messages=record.head_messages,
+            tail_start_id=record.tail_start_id,
+            pinned=record.pinned,
+            outputs_cut=record.outputs_cut,
+            reason=f"applied preview {token}",
+            status=Brief.of(status),
         )

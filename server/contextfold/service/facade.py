@@ -41,14 +41,17 @@ from contextfold.service.anchored import Compactor
 from contextfold.service.appending import Appending
 from contextfold.service.backends import open_backends
 from contextfold.service.compacting import Compacting
+from contextfold.service.handoff import Handoffs
 from contextfold.service.history import History
 from contextfold.service.inspecting import Inspecting
 from contextfold.service.outputs import Outputs
 from contextfold.service.pruning import Pruning
+from contextfold.service.ranges import Ranges
 from contextfold.service.reading import Reading
 from contextfold.service.runtime import FormatArg, Runtime, Scope
 from contextfold.service.sessions import Sessions, with_system
 from contextfold.service.spilling import Spilling
+from contextfold.service.steering import Steering
 from contextfold.store import Store, TenantStore
 from contextfold.tokens import catalog
 from contextfold.tokens.counting import (
@@ -61,11 +64,14 @@ from contextfold.tokens.counting import (
 )
 
 
-class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Inspecting):
+class Tenant(
+    Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Steering, Ranges, Handoffs, Inspecting
+):
     """Everything one tenant may do, scoped to `owner`.
 
     Each capability is one class over the tenant's `Scope` (`service/sessions.py`,
-    `appending.py`, `reading.py`, `pruning.py`, `spilling.py`, `compacting.py`, `history.py`);
+    `appending.py`, `reading.py`, `pruning.py`, `spilling.py`, `compacting.py`, `history.py`,
+    `steering.py`, `ranges.py`, `handoff.py`);
     a tenant is all of them at once, so each method and its parameters are declared once, in
     its capability, and nothing here forwards.
     """

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from contextfold.domain import Message, Part, PruneTotals, ToolPart
-from contextfold.errors import InvalidInput
+from contextfold.domain import LastPrune, Message, Part, Preview, PruneTotals, ToolPart
+from contextfold.errors import CompactionFailed, InvalidInput
 from contextfold.policy import view
 from contextfold.results import Brief, PruneResult
+from contextfold.service.steering import fingerprint, preview_token, take_preview
 from contextfold.store import PartMark
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ class Pruning:
         clear_at_least: int | None = None,
         exclude_tools: Sequence[str] = (),
         clear_inputs: bool = False,
+        apply: str | None = None,
     ) -> PruneResult:
         """Clear old tool outputs from the view (marks only; the outputs stay stored).
 
@@ -40,8 +43,18 @@ class Pruning:
         for name, value in (("keep_tool_uses", keep_tool_uses), ("clear_at_least", clear_at_least)):
             if value is not None and value < 0:
                 raise InvalidInput(name, f"expected a non-negative number, got {value}")
+        if apply is not None and dry_run:
+            raise InvalidInput("apply", "apply clears what a preview listed: leave out dry_run")
+        cleared: list[str] = []
+        token = None
         async with self._scope.store.write(session_id) as tx:
             session = tx.session
+            preview = take_preview(session, apply, "prune") if apply is not None else None
+            if preview is not None:  # the preview's own options, whatever this call passed
+                keep_tool_uses = preview.options.get("keep_tool_uses")
+                clear_at_least = preview.options.get("clear_at_least")
+                exclude_tools = preview.options.get("exclude_tools", [])
+                clear_inputs = bool(preview.options.get("clear_inputs", False))
             settings = self._scope.settings_for(session)
             counter = self._scope.counter(session.model, settings)
             visible: list[Message] = await view.visible(tx.messages, session.view)
@@ -54,6 +67,29 @@ class Pruning:
                 clear_inputs=clear_inputs,
             )
             plan = self._scope.standing.plan_prune(visible, options, counter)
+            parts = [(p.message_id, p.index) for p in plan.to_mark]
+            if preview is not None and parts != preview.parts:
+                raise CompactionFailed(f"prune preview {apply} no longer matches the view; nothing was cleared")
+            if dry_run:
+                seqs = {m.id: m.seq for m in visible}
+                cleared = [f"m{seqs[p.message_id]} {p.tool}" for p in plan.to_mark]
+                planned = fingerprint(session)
+                token = preview_token("prune", planned, json.dumps(parts))
+                kept = Preview(
+                    token=token,
+                    kind="prune",
+                    fingerprint=planned,
+                    parts=parts,
+                    options={
+                        "keep_tool_uses": keep_tool_uses,
+                        "clear_at_least": clear_at_least,
+                        "exclude_tools": list(exclude_tools),
+                        "clear_inputs": clear_inputs,
+                    },
+                )
+                await tx.save_session(
+                    session.model_copy(update={"metadata": session.metadata.model_copy(update={"preview": kept})})
+                )
             if plan.applies and not dry_run:
                 now = time.time()
                 by_id = {m.id: m for m in visible}
@@ -68,10 +104,11 @@ class Pruning:
                 visible = _with_marks(visible, marks)
                 done = session.metadata.prunes
                 prunes = PruneTotals(count=done.count + 1, tokens_freed=done.tokens_freed + plan.tokens_freed)
+                last = LastPrune(at=now, marks=[(m.message_id, m.index, m.freed) for m in marks])
                 session = session.model_copy(
                     update={
                         "tokens_in_view": session.tokens_in_view - plan.tokens_freed,
-                        "metadata": session.metadata.model_copy(update={"prunes": prunes}),
+                        "metadata": session.metadata.model_copy(update={"prunes": prunes, "last_prune": last}),
                     }
                 )
                 await tx.save_session(session)
@@ -84,6 +121,8 @@ class Pruning:
             parts=len(plan.parts) if plan.applies else 0,
             tokens_freed=plan.tokens_freed if plan.applies else 0,
             status=Brief.of(await self._scope.status(session, visible)),
+            cleared=cleared,
+            token=token,
         )
 
 

@@ -145,7 +145,7 @@ class Reading:
     async def summary_text(self, session_id: str) -> str:
         """The session's current summary (the anchor of the view)."""
         session = await self._scope.store.get_session(session_id)
-        if session.view is None:
+        if session.view is None or session.view.summary_seq == 0:  # 0: only ranges were compacted
             raise NotFoundError("summary", session_id, "the session has not been compacted yet")
         messages = await self._scope.store.load_messages(session.id, after_seq=session.view.summary_seq - 1, limit=1)
         return messages[0].text

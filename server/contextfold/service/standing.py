@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from contextfold.compaction.template import PINNED_NOTE
 from contextfold.config import Settings
 from contextfold.domain import Message, MessageRow, Session
 from contextfold.formats import RenderOptions
@@ -81,6 +82,13 @@ class Standing:
         """Where `session` stands and what to do next; `visible` is its view when the caller has it loaded."""
         standing = await self._standing(session, visible)
         health = cache_health(await self._scope.store.recent_usages(session.id)) if session.last_usage else None
+        pinned = await self.pinned_tokens(session, standing.counter) if session.metadata.pins else None
+        action = standing.action
+        if pinned is not None and pinned >= standing.verdict.usable > 0:
+            action = (
+                f"the pins alone take {pinned:,} tokens of {standing.verdict.usable:,} usable: no compaction can "
+                "make room; unpin some"
+            )
         return Status(
             session_id=session.id,
             model=session.model,
@@ -93,14 +101,25 @@ class Standing:
             context_window=standing.context_window,
             ratio=standing.verdict.ratio,
             state=standing.verdict.state,
-            recommended_action=standing.action,
+            recommended_action=action,
             message_count=session.message_count,
             tokens_stored=session.tokens_stored,
             compaction=await self._compaction_metrics(session),
             cache_hit_rate=round(health.hit_rate, 4) if health and health.requests else None,
             cache_warning=health.warning if health else None,
             reported_by=reporter(session) if standing.reported is not None else None,
+            pinned_tokens=pinned,
         )
+
+    async def pinned_tokens(self, session: Session, counter: TokenCounter) -> int:
+        """What the session's pins cost in view: the pinned messages still shown (from the light
+        rows), and each note's bullet in the summary."""
+        pinned = session.metadata.pinned_seqs()
+        shown = 0
+        if pinned:
+            stored = await self._scope.store.rows(session.id, after_seq=view.load_from(session.view))
+            shown = sum(r.tokens for r in view.in_view(stored, session.view) if r.seq in pinned)
+        return shown + sum(counter.count(PINNED_NOTE + note) for note in session.metadata.pinned_notes())
 
     async def brief(self, session: Session, visible: Sequence[Message] | None = None) -> Brief:
         """`Brief.of(status)` without reading what a brief leaves out (cache health, compactions):
@@ -198,6 +217,7 @@ class Standing:
             minimum=minimum,
             keep_turns=settings.prune_keep_turns,
             protected_tools=frozenset(t.lower() for t in settings.prune_protected_tools),
+            pinned=session.metadata.pinned_seqs(),
             **anthropic,
         )
 

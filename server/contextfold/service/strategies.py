@@ -104,7 +104,9 @@ class Strategies:
                 by_llm_texts.add(text := redact(written_digest, sources))
                 return text
 
-            plan = self._plan(visible, session.tokens_in_view, settings, status, counter, summarize)
+            plan = self._plan(
+                visible, session.tokens_in_view, settings, status, counter, summarize, session.metadata.pinned_seqs()
+            )
             by_llm = sum(1 for m in plan.marks if m.part.view_text in by_llm_texts)
             used = written.summarizer if by_llm else NO_LLM
             reason = plan.reason
@@ -180,7 +182,8 @@ class Strategies:
             cap = read.settings.regions_digest_max_tokens
             return digest(parts, budget_tokens=min(budget, cap), counter=read.counter)
 
-        self._plan(read.visible, read.session.tokens_in_view, read.settings, status, read.counter, recording)
+        pinned = read.session.metadata.pinned_seqs()
+        self._plan(read.visible, read.session.tokens_in_view, read.settings, status, read.counter, recording, pinned)
         return asks
 
     @staticmethod
@@ -191,6 +194,7 @@ class Strategies:
         status: Status,
         counter: TokenCounter,
         summarize: Callable[[list[ToolPart], int], str | None],
+        pinned: frozenset[int] = frozenset(),
     ) -> RegionPlan:
         # On hard, make the request fit; otherwise get under half of usable, as the seed's soft
         # compaction does (and in any case under the soft threshold).
@@ -207,6 +211,7 @@ class Strategies:
             now=time.time(),
             keep_recent_tokens=settings.regions_keep_recent_tokens,
             summarize=summarize,
+            pinned=pinned,
         )
 
     async def remove(self, session_id: str, strategy: str, *, dry_run: bool) -> CompactResult:
@@ -224,15 +229,16 @@ class Strategies:
                 "preserve_start": _or(settings.removal_preserve_start, defaults.preserve_start),
                 "preserve_end": _or(settings.removal_preserve_end, defaults.preserve_end),
             }
+            pinned = session.metadata.pinned_seqs()
             if strategy == "hybrid":
-                choice = plan_hybrid(visible, **options)
+                choice = plan_hybrid(visible, **options, pinned=pinned)
                 scores = ", ".join(f"{name} {score:.4f}" for name, score in sorted(choice.scores.items()))
                 plan, reason = (
                     choice.plan,
                     f"chose {choice.plan.strategy} ({scores}): {choice.why}; {choice.plan.reason}",
                 )
             else:
-                plan = (plan_middle if strategy == "middle" else plan_oldest)(visible, **options)
+                plan = (plan_middle if strategy == "middle" else plan_oldest)(visible, **options, pinned=pinned)
                 reason = plan.reason
             before = session.tokens_in_view
             after = before - plan.tokens_freed

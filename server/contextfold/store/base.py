@@ -145,6 +145,14 @@ class SessionTransaction(OutputTransaction, Protocol):
 
     async def add_compaction(self, record: CompactionRecord) -> CompactionRecord: ...
 
+    async def compactions(self, *, limit: int = 10) -> list[CompactionRecord]:
+        """The session's latest compaction records, newest first, read inside this transaction."""
+        ...
+
+    async def update_compaction(self, record: CompactionRecord) -> None:
+        """Store a changed record (marked undone); the totals stay as they are."""
+        ...
+
     async def replace_counts(self, messages: Sequence[Message]) -> None:
         """Store new token counts for already-stored messages (after a tokenizer change)."""
         ...

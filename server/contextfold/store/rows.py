@@ -47,6 +47,8 @@ UPDATABLE = tuple(f for f in WRITTEN if f not in ("id", "created_at", "revision"
 
 def session_columns(session: Session) -> dict[str, Any]:
     data = session.model_dump(mode="json")
+    if session.view is not None:  # an older contextfold reads an anchor without pins or an edit as before
+        data["view"] = session.view.model_dump(mode="json", exclude_defaults=True)
     return {f: json_text(data[f]) if f in JSON_FIELDS and data[f] is not None else data[f] for f in WRITTEN}
 
 

@@ -641,7 +641,8 @@ class SQLSessionTransaction(SQLOutputStatements):
             update={"id": record.id or new_id("cmp"), "session_id": self.session.id, "created_at": time.time()}
         )
         await self._db.execute(
-            _INSERT_COMPACTION, (record.id, self._owner, record.session_id, record.created_at, record.model_dump_json())
+            _INSERT_COMPACTION,
+            (record.id, self._owner, record.session_id, record.created_at, compaction_json(record)),
         )
         # Keep this transaction's copy of the session in step with the totals the database keeps.
         self.session = self.session.model_copy(
@@ -653,8 +654,27 @@ class SQLSessionTransaction(SQLOutputStatements):
         await self._totals_changed()
         return record
 
+    async def compactions(self, *, limit: int = 10) -> list[CompactionRecord]:
+        rows = await self._db.fetchall(
+            "SELECT data FROM compactions WHERE owner = ? AND session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            (self._owner, self.session.id, limit),
+        )
+        return [CompactionRecord.model_validate_json(r["data"]) for r in rows]
+
+    async def update_compaction(self, record: CompactionRecord) -> None:
+        await self._db.execute(
+            "UPDATE compactions SET data = ? WHERE owner = ? AND session_id = ? AND id = ?",
+            (compaction_json(record), self._owner, self.session.id, record.id),
+        )
+
     async def save_session(self, session: Session) -> None:
         raise NotImplementedError
+
+
+def compaction_json(record: CompactionRecord) -> str:
+    """A compaction record as stored: defaults left out, so a record that uses nothing newer (undo,
+    edits) reads the same to an older contextfold."""
+    return record.model_dump_json(exclude_defaults=True)
 
 
 def message_insert(extra: Sequence[str] = ()) -> str:

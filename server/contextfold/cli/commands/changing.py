@@ -79,6 +79,7 @@ async def prune(args: argparse.Namespace, settings: Settings) -> int:
             dry_run=args.dry_run,
             keep_tool_uses=args.keep_tool_uses,
             clear_at_least=args.clear_at_least,
+            apply=args.apply,
         )
     if args.json:
         print_json(result.model_dump())
@@ -89,13 +90,24 @@ async def prune(args: argparse.Namespace, settings: Settings) -> int:
 
 async def compact(args: argparse.Namespace, settings: Settings) -> int:
     async with await open_session(settings, args.session) as service:
-        result = await service.compact(
-            args.session,
-            strategy=args.strategy,
-            summarizer=args.summarizer,
-            instructions=args.instructions,
-            dry_run=args.dry_run,
-        )
+        if args.range is not None:
+            result = await service.compact_range(
+                args.session,
+                args.range,
+                keep_pins=args.keep_pins,
+                summarizer=args.summarizer,
+                instructions=args.instructions,
+                dry_run=args.dry_run,
+            )
+        else:
+            result = await service.compact(
+                args.session,
+                strategy=args.strategy,
+                summarizer=args.summarizer,
+                instructions=args.instructions,
+                dry_run=args.dry_run,
+                apply=args.apply,
+            )
     if args.json:
         print_json(result.model_dump())
     else:
