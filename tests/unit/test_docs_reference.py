@@ -75,7 +75,7 @@ def test_every_tool_resource_and_prompt_is_on_the_tools_page(reference: ModuleTy
     server = build_server(Settings(home=ROOT / "no-such-home-is-opened"))
     tools = asyncio.run(server.list_tools())
     page = reference.tools_markdown()
-    assert len(tools) == 14
+    assert len(tools) >= 14  # every tool is checked below, whatever their number
     for tool in tools:
         assert f"\n## {tool.name}\n" in page
         assert (tool.description or "").strip() in page
