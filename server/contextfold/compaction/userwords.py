@@ -67,12 +67,43 @@ class Quote:
 
     def bullet(self, limit: int) -> str:
         label = f"{USER_SAID} {self.citation}" if self.citation else USER_SAID
-        return f"{label}: {clip(self.text, limit)}"
+        return f"{label}: {clip_quote(self.text, limit)}"
 
     def opening(self, limit: int = OPENING_CHARS) -> str:
         """What a summary must hold word for word for this quote to count as kept, when it is
         quoted in `limit` characters."""
-        return clip(self.text, min(limit, OPENING_CHARS)).rstrip("…")
+        return clip_quote(self.text, min(limit, OPENING_CHARS)).rstrip("…")
+
+
+TAG_SLACK = 200
+"""Characters a quote may run past its limit to end a markup tag it was cut inside."""
+_OPEN_TAG = re.compile(r"</?[A-Za-z][^<>]*$")
+"""A markup tag begun and not ended: what a clip inside `<field name="x">` leaves at the end."""
+
+
+def clip_quote(text: str, limit: int) -> str:
+    """`text` (whitespace collapsed) in at most `limit` characters, as `clip` cuts it — except that
+    a cut never leaves a markup tag open (`… <field na…`): it ends the tag when its `>` comes within
+    `TAG_SLACK` characters, else it cuts before the tag. An open tag would make whatever follows it
+    in the summary read as part of the tag, up to the next `>`: to a model and to any reader that
+    drops markup, the next quotes would vanish."""
+    text = collapse(text)
+    clipped = clip(text, limit)
+    if clipped == text:
+        return text
+    body = clipped[:-1]
+    open_tag = _OPEN_TAG.search(body)
+    if open_tag is None:
+        return clipped
+    end = text.find(">", len(body))
+    if end != -1 and end < len(body) + TAG_SLACK and "<" not in text[len(body) : end]:
+        return text if end + 1 >= len(text) else text[: end + 1].rstrip() + "…"
+    before = body[: open_tag.start()].rstrip()
+    if before:
+        return before + "…"
+    if end != -1 and "<" not in text[len(body) : end]:  # the message opens with a long tag: end it
+        return text if end + 1 >= len(text) else text[: end + 1].rstrip() + "…"
+    return clipped
 
 
 def quote_budget(summary_tokens: int | None) -> int:
@@ -239,13 +270,13 @@ def goal(said: Sequence[Said], first: str | None = None) -> Goal:
     else:
         task = by_first[0] if by_first else Said(first or "", ())
     newest = next((s for s in reversed(said) if is_request(s.text)), None)
-    task_text = clip(task.text, MAX_INSTRUCTION_CHARS) or None
-    if newest is None or newest is task or clip(newest.text, MAX_INSTRUCTION_CHARS) == task_text:
+    task_text = clip_quote(task.text, MAX_INSTRUCTION_CHARS) or None
+    if newest is None or newest is task or clip_quote(newest.text, MAX_INSTRUCTION_CHARS) == task_text:
         return Goal(task_text, task.seqs)
     return Goal(
         task_text,
         task.seqs,
-        clip(newest.text, MAX_INSTRUCTION_CHARS),
+        clip_quote(newest.text, MAX_INSTRUCTION_CHARS),
         newest.seqs,
         replaced=redirects(newest.text),
     )
@@ -253,6 +284,8 @@ def goal(said: Sequence[Said], first: str | None = None) -> Goal:
 
 __all__ = [
     "FULL_CHARS",
+    "TAG_SLACK",
+    "clip_quote",
     "MAX_FILLER_WORDS",
     "Goal",
     "goal",
