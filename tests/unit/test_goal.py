@@ -157,16 +157,19 @@ ACKS = "ok|thanks|continue|yes|go on|sure|great|cool|nice|perfect|yep|ok thanks|
 
 
 def test_pins_add_the_latest_request_not_an_acknowledgement() -> None:
-    """Many acknowledgements after the request fill the quotes' budget; the Goal still gets the
-    request the work answers, not the last "proceed"."""
+    """Many acknowledgements after the request, and a tiny budget; the summary still carries the
+    request the work answers — quoted, since every message keeps its opening whatever the budget
+    (issue 27) — and no "proceed" is taken for the latest request."""
     later = "Also make the error message name the file."
+    acks = [*ACKS, *(f"ok, {n}" for n in range(1, 20))]
     messages = [user(TASK), *work(), user(later)]
-    for ack in [*ACKS, *(f"ok, {n}" for n in range(1, 20))]:
+    for ack in acks:
         messages += [assistant("Next?"), user(ack)]
     facts = extract_facts(stored(messages))
     pinned, report = pin_facts("## Goal\n- something else\n", facts, budget_tokens=20)
-    assert LATEST_REQUEST + later in pinned, pinned
-    assert f"instruction: {later}" in report.added
+    assert f": {later}" in pinned or LATEST_REQUEST + later in pinned, pinned
+    assert not any(LATEST_REQUEST + ack in pinned for ack in acks)
+    assert any(later in line for line in report.added)
 
 
 def test_is_request_by_rule() -> None:

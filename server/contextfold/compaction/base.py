@@ -43,6 +43,9 @@ class SummaryRequest:
     from here too; one that sends a transcript to a model need not (pinning adds them)."""
     facts: Facts | None = None
     """The facts of `earlier` and `head`, when the caller has extracted them already."""
+    tail: Sequence[Message] = ()
+    """The messages kept verbatim after the summary (`engine.Plan.tail`): what the model will still
+    read there need not be listed again (the extractive working set leaves out names they type)."""
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,7 @@ class Compactor:
             counter=counter,
             budget_tokens=plan.summary_budget,
             instructions=instructions,
+            tail=plan.tail,
         )
 
         async def trying(i: int, name: str) -> None:
