@@ -103,7 +103,14 @@ class Handoffs:
             # The facts pinned into a summary can outgrow a small budget: drop bullets from the end.
             lines = body.splitlines()
             while lines and counter.count(text) > budget:
-                drop = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("- ")), None)
+                drop = next(  # a pinned note is never dropped: it is carried word for word
+                    (
+                        i
+                        for i in range(len(lines) - 1, -1, -1)
+                        if lines[i].startswith("- ") and not lines[i].startswith("- " + PINNED_NOTE)
+                    ),
+                    None,
+                )
                 if drop is None:
                     break
                 del lines[drop]
