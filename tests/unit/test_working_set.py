@@ -93,6 +93,46 @@ def test_a_name_an_output_showed_and_a_later_call_used_outranks_one_typed_twice_
 # -- noise ------------------------------------------------------------------------------------------
 
 
+# -- names of any script, names that start with a digit ----------------------------------------------
+
+
+def test_file_names_starting_with_a_digit_or_a_non_ascii_letter_are_found_wherever_they_stand() -> None:
+    listing = "01-intro.md\n02-setup.md\n设计文档.md\nREADME.md"
+    names = ranked(
+        [
+            user("Merge 2024_report.md into the notes and translate 设计文档.md."),
+            bash("ls docs", listing),
+            assistant("", call("Read", {"file_path": "数据/加载.py"}, "def 加载(): ...")),
+            bash("python src/数据/模型.py", "ok"),
+            assistant("Now 01-intro.md needs the new heading."),
+        ]
+    )
+    for name in ("2024_report.md", "01-intro.md", "设计文档.md", "数据/加载.py", "src/数据/模型.py"):
+        assert name in names, (name, names)
+
+
+def test_identifiers_of_any_script_are_names_but_a_digit_never_starts_one() -> None:
+    names = ranked(
+        [
+            user("Rename `数据_加载` to 数据_读取 and call 模块.加载 from the CLI."),
+            assistant("", call("Read", {"file_path": "/repo/app.py"}, "数据_读取 = 模块.加载\nx_2024_01 = 1")),
+        ]
+    )
+    for name in ("数据_加载", "数据_读取", "模块.加载", "x_2024_01"):
+        assert name in names, (name, names)
+
+
+def test_numbers_versions_dates_times_sizes_and_durations_are_not_names() -> None:
+    output = (
+        "took 1.5h (2.5m of it idle), 3.14 s per call; v1.2.3 is 1.2.3, released 2024-01-05 at 12:30:45\n"
+        "size 28px 1.5MB 10k 0x7fff 1e10 100% 2024_01 12/05/2024 10.0.0.1"
+    )
+    names = ranked([user("How slow is the build?"), bash("./build --stats", output), bash("./build --stats", output)])
+    for number in ("1.5h", "2.5m", "3.14", "1.2.3", "2024-01-05", "12:30:45", "28px", "1.5MB", "10k", "0x7fff"):
+        assert number not in names, (number, names)
+    assert not [n for n in names if n[0].isdigit()], names
+
+
 def test_test_runner_progress_glued_to_a_system_path_is_not_a_file() -> None:
     output = (
         "EEEEEEEEEEE.E/usr/lib/python3.10/unittest/case.py:550: ResourceWarning: unclosed socket\n"

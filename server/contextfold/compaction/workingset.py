@@ -28,8 +28,11 @@ harness's (`exit_code`), and counts only for what the agent did with it; a name 
 is not listed. Code-like means a path (absolute ones too, however deep; Windows ones too), a
 `snake_case`, `CamelCase`, `kebab-case` (in code), `Verb-Noun`, `dotted.name`, `name/2`,
 `UPPER_CASE`, `$VARIABLE`, `@scope/package` or `__dunder__` word, or anything in backticks without
-spaces; ordinary words never qualify. Names the rest of the summary already holds are not listed
-again.
+spaces; ordinary words never qualify. Letters of any script count as letters (`设计文档.md`,
+`数据_加载`), and a file name or path may start with a digit (`01-intro.md`, `2024_report.md`); an
+identifier never does, so numbers, versions, dates, times, sizes and durations (`1.2.3`,
+`2024-01-05`, `28px`, `1.5h`) are not names. Names the rest of the summary already holds are not
+listed again.
 
 **Noise**, by syntax and by where a name stood, never by a list of strings seen somewhere: a test
 runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; sed expressions,
@@ -87,12 +90,15 @@ MAX_OUTPUT_CHARS = 40_000
 
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
-_WORD = re.compile(r"(?<![\w./:~<$-])(?:\$?[A-Za-z_:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:$-])[A-Za-z_]\w")
+_WORD = re.compile(r"(?<![\w./:~<$-])(?:\$?[\w:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:$-])[A-Za-z_]\w")
+"""A word that may be a name: it starts with any letter, digit or `_` (`2024_report.md`, `01-intro.md`,
+`设计文档.md`), a `$`, a `.`/`:` or a root; whether it is one is `_code_like`'s to say."""
 _BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*\w")
 """A path through a directory named `[param]` (`app/players/[id]/page.tsx`), read whole."""
-_SNAKE = re.compile(r"^_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*$")
+_SNAKE = re.compile(r"^_*[^\W\d_][^\W_]*(?:_+[^\W_]+)+_*$")
+"""`snake_case`, in any script (`数据_加载`): a letter first, never a digit (`2024_01` is a number)."""
 _CAMEL = re.compile(r"^[A-Z]?[a-z0-9]+(?:[A-Z][a-z0-9]+)+$|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
-_DOTTED = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+(?:\(\))?$")
+_DOTTED = re.compile(r"^[^\W\d][\w]*(?:\.[^\W\d][\w]*)+(?:\(\))?$")
 _LINE_SUFFIX = re.compile(r"(?<=\w):\d+(?::\S*)?$")
 """`path.py:12` or `path.py:12:3:`: a place in a file; the name is the file's."""
 _JUNK = re.compile(r"\w\.\.|//|^\.[A-Za-z0-9]+$|^:\d|^\.\.\.")
@@ -125,6 +131,9 @@ _FILE_EXTENSIONS = frozenset(
     conf lock xml html htm css scss sass less gradle cmake mk dockerfile proto graphql tf lua r jl dart
     zig nim ml mli hs elm clj cljs edn ipynb csv tsv env""".split()
 )
+_QUANTITY = re.compile(r"[\d.,]*\d\.[A-Za-z]")
+"""A number with a one-letter unit (`1.5h`, `2.5m`, `0.5r`), which a file extension's shape would
+otherwise make a file; `404.html`, `01-intro.md` and `2024_report.md` stay files."""
 _BARE_FILES = frozenset({"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "Justfile", "Vagrantfile"})
 """Files known by a bare name: a file, not a word."""
 SEEN_THEN_USED = 2.0
@@ -143,12 +152,12 @@ RUN_NAMES = 6
 the ones the agent never typed are listed as one run, `func_6_0 … func_6_150`."""
 RUN_MARK = " … "
 _CODE_IDENTIFIER = re.compile(
-    r"(?:--|[@$.:])?[A-Za-z_$][\w$]*(?:\(\))?"
-    r"(?:(?:\.|::|:|->|\?\.)[A-Za-z_$][\w$]*(?:\(\))?|-\w+)*(?:/\d+)?[!?]?(?:\(\))?"
+    r"(?:--|[@$.:])?(?:[^\W\d]|\$)[\w$]*(?:\(\))?"
+    r"(?:(?:\.|::|:|->|\?\.)(?:[^\W\d]|\$)[\w$]*(?:\(\))?|-\w+)*(?:/\d+)?[!?]?(?:\(\))?"
 )
 """What an identifier looks like in any language: word segments joined by `.`, `::`, `:`, `->`,
 `?.` (or `-`, in kebab-case), an arity (`name/2`), a call's `()`; no spaces, quotes, operators or
-markup."""
+markup; a letter of any script (`数据.加载`), never a digit, first."""
 _CAMEL_STEP = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 _SED = re.compile(r"[sy]([/|#,:])(?:(?!\1).)*\1(?:(?!\1).)*\1[gimpIe\d]*")
 """A sed or tr substitution (`s/a/b/g`, `y/ab/cd/`): a script, not a path."""
@@ -217,6 +226,8 @@ def is_file_name(word: str) -> bool:
     if "://" in word or len(word) > 250 or not re.search(r"[A-Za-z]", word):
         return False
     base = _base(word)
+    if _QUANTITY.fullmatch(base):
+        return False  # `1.5h`, `2.5m`: a number and its unit, not `h` or `m` source
     if "." in base and base.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS or word in _BARE_FILES:
         return True
     if _WINDOWS_PATH.fullmatch(word):
@@ -527,7 +538,7 @@ class _Scores:
         self.saying = True
         for span in _BACKTICKED.findall(text):
             span = span.strip()
-            if _CODE_SPAN.match(span) and re.search(r"[A-Za-z]", span) and _balanced(span):
+            if _CODE_SPAN.match(span) and re.search(r"[^\W\d_]", span) and _balanced(span):
                 # A plain word in backticks (`threshold`) is named on purpose, but less surely a name.
                 self.add(span, (3 if _code_like(span) or not span.isalpha() else 1) * weight)
         self.code(_BACKTICKED.sub(" ", text), 1.5 * weight, kebab=False, plain=True)
