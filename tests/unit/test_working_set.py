@@ -122,6 +122,41 @@ def test_identifiers_of_any_script_are_names_but_a_digit_never_starts_one() -> N
         assert name in names, (name, names)
 
 
+def test_images_documents_and_markup_files_are_files() -> None:
+    written = "Figures: 00-cover.svg, 01-overview.svg and 02-flow.svg; the print copy is book-final.pdf."
+    names = ranked(
+        [
+            user("List the figures in the index."),
+            assistant("", call("Write", {"file_path": "/book/index.md", "content": written}, "ok")),
+            bash("ls /book/img", "00-cover.svg\n01-overview.svg\n02-flow.svg\nlogo.png"),
+        ],
+        edited={"/book/index.md"},
+    )
+    for name in ("00-cover.svg", "01-overview.svg", "02-flow.svg", "book-final.pdf"):
+        assert name in names, (name, names)
+    kinds = dict(working_set(stored([user("Open `00-cover.svg` and `console.log` it.")]), set()).ranked)
+    assert kinds.get("00-cover.svg") == "file" and kinds.get("console.log") == "name"
+
+
+def test_markup_attributes_search_paths_and_file_modes_are_not_names() -> None:
+    svg = '<svg viewBox="0 0 10 10"><text font-family="serif" stroke-width="2" text-anchor="middle">Hi</text></svg>'
+    env = "PATH=/mingw64/bin:/usr/bin:/c/Users/me/bin:/c/Tools/Scripts\nPYTHONPATH=/srv/app/lib:/srv/app/vendor"
+    names = ranked(
+        [
+            user("Why is the title clipped?"),
+            assistant("", call("Write", {"file_path": "/book/title.svg", "content": svg}, "ok")),
+            bash("env", env),
+            bash("ls -l /book", "drwxr-xr-x 1 me 197121 0 Feb 28 12:49 img\n-rw-r--r-- 1 me 197121 7340 Feb 28 title.svg"),
+            assistant("The `text-box` class and /srv/app/lib/render.py decide it."),
+        ],
+        edited={"/book/title.svg"},
+    )
+    for junk in ("font-family", "stroke-width", "text-anchor", "drwxr-xr-x", "-rw-r--r--"):
+        assert junk not in names, (junk, names)
+    assert not [n for n in names if ":/" in n], names
+    assert "text-box" in names and "/srv/app/lib/render.py" in names
+
+
 def test_numbers_versions_dates_times_sizes_and_durations_are_not_names() -> None:
     output = (
         "took 1.5h (2.5m of it idle), 3.14 s per call; v1.2.3 is 1.2.3, released 2024-01-05 at 12:30:45\n"

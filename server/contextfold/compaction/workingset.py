@@ -105,6 +105,11 @@ _JUNK = re.compile(r"\w\.\.|//|^\.[A-Za-z0-9]+$|^:\d|^\.\.\.")
 """Glued paths (`a.js../../x`), doubled slashes, a bare extension (`.json`), a search hit's line
 number without its file (`:91:x`), an ellipsis."""
 _NOT_NAMES = frozenset({"e.g", "i.e", "etc", "vs."})
+_SEARCH_PATH = re.compile(r"(?<=..):[/\\](?![/\\])")
+"""`/usr/bin:/c/Tools/bin`: a search path (`$PATH`, `PYTHONPATH`) or a host's path, a list of
+directories and not one name (a drive's `C:/` is at the start)."""
+_PERMISSIONS = re.compile(r"[-dlcbps][-rwxsStT]{9}[@+.]?")
+"""`drwxr-xr-x`: a file's mode in a long listing."""
 MIN_OUTPUTS_FOR_COMMON = 10
 COMMON_SHARE = 0.3
 """A name in more than this share of the tool outputs is the harness's or the format's."""
@@ -129,8 +134,11 @@ _FILE_EXTENSIONS = frozenset(
     """py pyi ex exs eex heex leex erl hrl js mjs cjs ts tsx jsx vue svelte rs go rb java kt kts scala c h
     cc cpp hpp cs swift m mm php pl sh bash zsh fish ps1 sql md rst txt json jsonl yaml yml toml ini cfg
     conf lock xml html htm css scss sass less gradle cmake mk dockerfile proto graphql tf lua r jl dart
-    zig nim ml mli hs elm clj cljs edn ipynb csv tsv env""".split()
+    zig nim ml mli hs elm clj cljs edn ipynb csv tsv env mdx svg cxx hxx hh erb astro gql hcl bat cmd patch
+    diff tex bib nix png jpg jpeg gif webp ico pdf docx xlsx pptx""".split()
 )
+"""Source, markup, configuration, data, image and document types: a word ending with one names a
+file (`.log` is left out: `console.log` is a call far more often than a log is named)."""
 _QUANTITY = re.compile(r"[\d.,]*\d\.[A-Za-z]")
 """A number with a one-letter unit (`1.5h`, `2.5m`, `0.5r`), which a file extension's shape would
 otherwise make a file; `404.html`, `01-intro.md` and `2024_report.md` stay files."""
@@ -188,9 +196,9 @@ _PACKAGE_DIR = re.compile(
 """Installed packages and tool caches: someone else's code, shown in tracebacks and listings."""
 _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
 """`a.js-48`: a line of a search's context (`grep -n -C`), the name being the file's."""
-_KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)['\"]?\s*:(?!:)")
-"""A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`): the
-format's vocabulary, not a name of the work."""
+_KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
+"""A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`) or as a
+markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
 _ESCAPE = re.compile(r"\\(?:[ntr](?=[A-Z])|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})")
 """`\nFormat`, `\u0026`: escapes of text shown as a string literal, not part of the next word."""
 _ELLIPSIS = re.compile(r"…|\.\.\.")
@@ -260,7 +268,7 @@ def noise(term: str) -> bool:
     """Whether `term` is, by its syntax alone, not a name worth listing: a sed expression, a
     placeholder, a bare word (`def`, `None`, `POST`), or a word that is no identifier of any
     language (`28px`, `Cmd+Shift+R`, `<template>`, `hide=False`, `h-96`)."""
-    if _SED.fullmatch(term) or _PLACEHOLDER.search(term):
+    if _SED.fullmatch(term) or _PLACEHOLDER.search(term) or _PERMISSIONS.fullmatch(term):
         return True
     if term.startswith("@") and _SCOPED.match(term[1:]):
         return False
@@ -322,6 +330,8 @@ def _normalized(term: str) -> str | None:
     progress marks or a context line's number), or None when it is none (too short or long, a
     number, junk, `noise`)."""
     term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
+    if _SEARCH_PATH.search(term):
+        return None
     term = _hit_file(term) or term
     if term.endswith(")") and not term.endswith("()"):
         term = term.rstrip(")")
@@ -578,7 +588,7 @@ class _Scores:
         if "…" in text or "..." in text:
             cut = _cut_words(text)  # cut mid-name by whoever clipped the text
             found = [w for w in found if w not in cut]
-        if kebab and ":" in text and any("-" in w for w in found) and (keys := Counter(_KEBAB_KEY.findall(text))):
+        if kebab and (":" in text or "=" in text) and any("-" in w for w in found) and (keys := Counter(_KEBAB_KEY.findall(text))):
             uses = Counter(w for w in found if w in keys)
             self.declared.update(w for w, n in keys.items() if n >= uses[w])  # only ever a key
             kept = []
