@@ -146,7 +146,9 @@ def test_markup_attributes_search_paths_and_file_modes_are_not_names() -> None:
             user("Why is the title clipped?"),
             assistant("", call("Write", {"file_path": "/book/title.svg", "content": svg}, "ok")),
             bash("env", env),
-            bash("ls -l /book", "drwxr-xr-x 1 me 197121 0 Feb 28 12:49 img\n-rw-r--r-- 1 me 197121 7340 Feb 28 title.svg"),
+            bash(
+                "ls -l /book", "drwxr-xr-x 1 me 197121 0 Feb 28 12:49 img\n-rw-r--r-- 1 me 197121 7340 Feb 28 title.svg"
+            ),
             assistant("The `text-box` class and /srv/app/lib/render.py decide it."),
         ],
         edited={"/book/title.svg"},

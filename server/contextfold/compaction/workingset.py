@@ -588,7 +588,12 @@ class _Scores:
         if "…" in text or "..." in text:
             cut = _cut_words(text)  # cut mid-name by whoever clipped the text
             found = [w for w in found if w not in cut]
-        if kebab and (":" in text or "=" in text) and any("-" in w for w in found) and (keys := Counter(_KEBAB_KEY.findall(text))):
+        if (
+            kebab
+            and (":" in text or "=" in text)
+            and any("-" in w for w in found)
+            and (keys := Counter(_KEBAB_KEY.findall(text)))
+        ):
             uses = Counter(w for w in found if w in keys)
             self.declared.update(w for w, n in keys.items() if n >= uses[w])  # only ever a key
             kept = []
