@@ -159,6 +159,18 @@ def test_markup_attributes_search_paths_and_file_modes_are_not_names() -> None:
     assert "text-box" in names and "/srv/app/lib/render.py" in names
 
 
+def test_a_diffs_sides_are_the_file_and_a_one_letter_variables_members_are_not_names() -> None:
+    diff = (
+        "diff --git a/src/app/users.ts b/src/app/users.ts\n--- a/src/app/users.ts\n+++ b/src/app/users.ts\n"
+        "@@ -1,3 +1,3 @@\n-const names = rows.map((r) => r.userName)\n+const names = rows.flatMap((d) => d.displayName)\n"
+    )
+    names = ranked([user("Why are names doubled?"), bash("git diff", diff), bash("git diff", diff)])
+    assert "src/app/users.ts" in names
+    assert not [n for n in names if n.startswith(("a/", "b/"))], names
+    assert "r.userName" not in names and "d.displayName" not in names
+    assert "rows.flatMap" in names
+
+
 def test_numbers_versions_dates_times_sizes_and_durations_are_not_names() -> None:
     output = (
         "took 1.5h (2.5m of it idle), 3.14 s per call; v1.2.3 is 1.2.3, released 2024-01-05 at 12:30:45\n"

@@ -108,6 +108,9 @@ _NOT_NAMES = frozenset({"e.g", "i.e", "etc", "vs."})
 _SEARCH_PATH = re.compile(r"(?<=..):[/\\](?![/\\])")
 """`/usr/bin:/c/Tools/bin`: a search path (`$PATH`, `PYTHONPATH`) or a host's path, a list of
 directories and not one name (a drive's `C:/` is at the start)."""
+_LOCAL_MEMBER = re.compile(r"[a-z](?:\.|\?\.)[A-Za-z_$]")
+"""`a.role.name`, `d.deviceId`, `e.target`: a member of a one-letter local variable (a callback's
+argument), an expression of one line and not a name of the work."""
 _PERMISSIONS = re.compile(r"[-dlcbps][-rwxsStT]{9}[@+.]?")
 """`drwxr-xr-x`: a file's mode in a long listing."""
 MIN_OUTPUTS_FOR_COMMON = 10
@@ -275,6 +278,8 @@ def noise(term: str) -> bool:
     if is_file_name(term) or (("/" in term or "\\" in term) and not term.startswith(":")):
         return False
     core = term.removesuffix("()")
+    if _LOCAL_MEMBER.match(core):
+        return True
     if re.fullmatch(r"[0-9a-f]{7,40}", core) and re.search(r"[a-f]", core) and re.search(r"\d", core):
         return False  # a commit or object hash
     if not _CODE_IDENTIFIER.fullmatch(core):
@@ -333,6 +338,8 @@ def _normalized(term: str) -> str | None:
     if _SEARCH_PATH.search(term):
         return None
     term = _hit_file(term) or term
+    if term[:2] in ("a/", "b/") and is_file_name(term[2:]):
+        term = term[2:]  # a diff's sides (`--- a/src/x.py`, `+++ b/src/x.py`): the file is `src/x.py`
     if term.endswith(")") and not term.endswith("()"):
         term = term.rstrip(")")
     term = _PROGRESS.sub("", term)
