@@ -90,9 +90,13 @@ MAX_OUTPUT_CHARS = 40_000
 
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
-_WORD = re.compile(r"(?<![\w./:~<$-])(?:\$?[\w:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:$-])[A-Za-z_]\w")
-"""A word that may be a name: it starts with any letter, digit or `_` (`2024_report.md`, `01-intro.md`,
-`设计文档.md`), a `$`, a `.`/`:` or a root; whether it is one is `_code_like`'s to say."""
+_WORD = re.compile(
+    r"(?<![\w./:~<$-])(?:\$?[^\W\d:.]|[:.]|\d(?=[\w.:/-]*[^\W\d_])|~?/(?=[\w.]))[\w.:/-]*[\w)]"
+    r"|(?<![\w./:$-])[A-Za-z_]\w"
+)
+"""A word that may be a name: it starts with a letter of any script or `_` (`设计文档.md`), a digit
+when a letter follows (`2024_report.md`, `01-intro.md`; a bare number is none), a `$`, a `.`/`:` or
+a root; whether it is one is `_code_like`'s to say."""
 _BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*\w")
 """A path through a directory named `[param]` (`app/players/[id]/page.tsx`), read whole."""
 _SNAKE = re.compile(r"^_*[^\W\d_][^\W_]*(?:_+[^\W_]+)+_*$")
