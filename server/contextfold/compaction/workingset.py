@@ -151,6 +151,9 @@ _QUANTITY = re.compile(r"[\d.,]*\d\.[A-Za-z]")
 otherwise make a file; `404.html`, `01-intro.md` and `2024_report.md` stay files."""
 _BARE_FILES = frozenset({"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "Justfile", "Vagrantfile"})
 """Files known by a bare name: a file, not a word."""
+BACKTICKED_OUTPUT_WEIGHT = 1.0
+"""A name in backticks in a tool output (a document the agent read names it as code), once per
+output, on top of what any name an output shows gets."""
 SEEN_THEN_USED = 2.0
 """A name a tool output showed and the agent then typed, read or ran: it met it and went on
 with it, as surely part of the work as a file it read (`READ_BONUS`)."""
@@ -750,6 +753,12 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
                 scores.add(name, 1.5, typed=False)
+            if "`" in output:
+                # A document's words name these on purpose (`mouseMove` - moves the cursor): the API
+                # a README or a guide the agent read points it to.
+                spans = (m.strip() for m in _BACKTICKED.findall(output))
+                for span in dict.fromkeys(s for s in spans if _code_like(s)):
+                    scores.add(span, BACKTICKED_OUTPUT_WEIGHT, typed=False)
     scores.settle()
     scores.drop_cut()
     scores.merge_paths()
