@@ -95,8 +95,8 @@ def test_a_name_an_output_showed_and_a_later_call_used_outranks_one_typed_twice_
 
 def test_a_name_a_document_puts_in_backticks_outranks_one_the_same_output_shows_in_plain_code() -> None:
     readme = (
-        "## Tools\n- `mouseMove` - move the cursor\n- `screenInfo` - the screen's size\n\n"
-        "```js\nconst helperValue = otherThing.compute(inputValue)\n```\n"
+        "## Example\n```js\nconst helperValue = otherThing.compute(inputValue)\n```\n\n"
+        "## Tools\n- `mouseMove` - move the cursor\n- `screenInfo` - the screen's size\n"
     )
     names = ranked([user("Which tools does the server have?"), bash("cat README.md", readme)])
     assert names.index("mouseMove") < names.index("helperValue")
