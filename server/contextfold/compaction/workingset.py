@@ -15,7 +15,8 @@ Where names are found, and what one use of a name is worth:
 - a tool call's arguments: paths, patterns, code (1);
 - a tool's output: a name it shows, once per output (0.4; a file name 1) — seen, not yet used;
   exception names, and test names on a line that reports a failure, count as in the agent's text
-  (a failing test is worth keeping, a passing one listed among hundreds is not);
+  (a failing test is worth keeping, a passing one listed among hundreds is not); a name an output
+  puts in backticks (a README naming its API) `BACKTICKED_OUTPUT_WEIGHT` more;
 - a file a tool read or searched: 2 more.
 **Seen, then referred to**: a name an output showed that a later message typed, read, opened or
 ran — or, for a file, whose name without its extension the agent later typed (`AppAvatar` for
@@ -38,8 +39,10 @@ listed again.
 runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; sed expressions,
 placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare words (`def`,
 `None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
-names (`noise`); a kebab-case word only ever followed by `:` is a format's property or key
-(`margin-top:`), not a name; system and installed-package paths (`/usr/lib/python3.10/…`,
+names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
+or attribute (`margin-top:`, `stroke-width="2"`), not a name; nor are a search path's list
+(`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
+(`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
 `site-packages`, `node_modules`) are listed only when the agent opened them; a path cut by a clip
 or an ellipsis (`adapters.p` beside `adapters.py`), a search's context-line number (`a.js-48`) and
 escapes shown in string literals (`\nFormat`) are not part of a name; names only directory
