@@ -607,7 +607,7 @@ class _Scores:
             found = [w for w in found if w not in cut]
         if (
             kebab
-            and (":" in text or "=" in text)
+            and (":" in text or '="' in text or "='" in text)
             and any("-" in w for w in found)
             and (keys := Counter(_KEBAB_KEY.findall(text)))
         ):
