@@ -125,15 +125,6 @@ def project_of(path: Path) -> str:
     return path.relative_to(CORPUS / "raw").parts[0]
 
 
-def split(projects: list[str]) -> tuple[set[str], set[str]]:
-    """The projects rules were tuned on and those held out: sorted by the SHA-256 of their name,
-    the first half and the rest (deterministic, and blind to what the sessions hold)."""
-    import hashlib
-
-    ordered = sorted(set(projects), key=lambda p: hashlib.sha256(p.encode()).hexdigest())
-    return set(ordered[: len(ordered) // 2]), set(ordered[len(ordered) // 2 :])
-
-
 def contextfold_command() -> list[str]:
     script = Path(sys.executable).parent / "contextfold"
     return [str(script)] if script.exists() else [sys.executable, "-m", "contextfold"]
@@ -289,7 +280,6 @@ __all__ = [
     "project_of",
     "replay",
     "replay_seeded",
-    "split",
 ]
 
 

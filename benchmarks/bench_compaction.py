@@ -447,7 +447,8 @@ def project_rows(records: Sequence[CutRecord]) -> tuple[list[dict[str, Any]], li
             real_gap = f"; at real compactions A {ra:.1%}, B {rb:.1%} ({(ra - rb) * 100:+.1f} points)"
         notes.append(
             f"Generalisation: the projects split by the parity of the first byte of the SHA-256 of their name "
-            f"(A even, tuned on; B odd, held out: its transcripts were not read while tuning). Pooled recall A "
+            "(A even, tuned on; B odd, held out from the first tuning — later rules were read off the worst cuts "
+            f"of both halves, so B is no longer unseen). Pooled recall A "
             f"{a:.1%}, B {b:.1%}: gap {gap} (A − B){real_gap}."
         )
     notes.append(

@@ -21,9 +21,9 @@ SessionStart `additionalContext`, and with what the next prompt adds after PostC
 needed-later recall, the user's instructions kept and edited files named (`_recall.py`), and the
 tokens each adds (Claude's count: o200k × 1.2). The notes give the pooled recall, how many
 compactions stay under 80 %, the instructions and edited files kept over all of them, the same
-pooled per project and for the half of the projects the budget rules were tuned on against the half
-held out (`_handover.split`), and the worst compactions with what they missed and whether it was
-knowable before the cut: quality figures, which tests/e2e/test_hooks_corpus.py does not hold to a
+pooled per project and for the half of the projects the rules were tuned on against the half held
+out (`_sessions.half_of`, the same halves as `bench_compaction`'s) with the gap between them, and the
+worst compactions with what they missed and whether it was knowable before the cut: quality figures, which tests/e2e/test_hooks_corpus.py does not hold to a
 threshold. `--only timings`, `--only handover` or `--only secrets` runs one of the tables.
 
 Third table, `hooks_secrets` (issue 27): the same sessions with fresh fake secrets written into
@@ -49,13 +49,12 @@ from _handover import (
     compactions,
     replay,
     replay_seeded,
-    split,
     synthetic_claude_transcript,
     synthetic_compaction,
 )
 from _harness import Options, ms, options, ratio, report
 from _recall import file_name
-from _sessions import licensed_source
+from _sessions import half_of, licensed_source
 
 from contextfold.tokens.counting import counter_for
 
@@ -266,6 +265,12 @@ def _pooled(replayed: list[Any], pick: str) -> str:
     return f"{kept}/{wanted}" + (f" ({kept / wanted:.0%})" if wanted else "")
 
 
+def _share_of(replayed: list[Any], pick: str = "with_context") -> float | None:
+    kept = sum(getattr(r, pick).recall.kept for r in replayed)
+    wanted = sum(len(getattr(r, pick).recall.wanted) for r in replayed)
+    return kept / wanted if wanted else None
+
+
 def summary_notes(replayed: list[Any]) -> list[str]:
     """Over all replayed compactions: pooled recall, per compaction, under 80 %, instructions and
     edited files kept — for each of what the model holds; the tokens added; the same pooled per
@@ -301,8 +306,9 @@ def summary_notes(replayed: list[Any]) -> list[str]:
             f"{added[0]:,} to {added[-1]:,}, mean {sum(added) / len(added):,.0f}; SessionStart alone: median "
             f"{starts[len(starts) // 2]:,}, {starts[0]:,} to {starts[-1]:,}."
         )
-    tuned, held = split([r.project for r in replayed])
-    for label, projects in (("tuned on", tuned), ("held out", held)):
+    every = {r.project for r in replayed}
+    tuned, held = {p for p in every if half_of(p) == "A"}, {p for p in every if half_of(p) == "B"}
+    for label, projects in (("tuned on (half A)", tuned), ("held out (half B)", held)):
         chosen = [r for r in replayed if r.project in projects]
         if chosen:
             notes.append(
@@ -310,6 +316,12 @@ def summary_notes(replayed: list[Any]) -> list[str]:
                 + "; ".join(f"{label_} {_pooled(chosen, pick)}" for label_, pick in LEVELS)
                 + "."
             )
+    shares = [_share_of([r for r in replayed if r.project in projects]) for projects in (tuned, held)]
+    if None not in shares:
+        notes.append(
+            f"Generalisation gap (+ handover, tuned on − held out): {(shares[0] or 0) - (shares[1] or 0):+.1%} "
+            f"({shares[0]:.1%} against {shares[1]:.1%})."
+        )
     per_project = []
     for project in sorted({r.project for r in replayed}):
         chosen = [r for r in replayed if r.project == project]

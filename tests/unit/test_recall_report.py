@@ -92,3 +92,20 @@ def test_provenance_tells_a_name_used_before_the_cut_from_one_only_shown() -> No
         "loader.py": ("used", 2),
         "parser.py": ("shown", 3),
     }
+
+
+def test_the_hooks_benchmark_tunes_and_holds_out_the_same_halves_as_the_compaction_benchmark() -> None:
+    import bench_hooks
+    from _handover import Replayed
+
+    a, b = projects_in_each_half()
+
+    def replayed(project: str, kept: int) -> Replayed:
+        facts = tuple(f"fact_{i}" for i in range(4))
+        measure = CutMeasure(10, Share(facts, facts[kept:]), Share((), ()), Share((), ()))
+        return Replayed(project[-6:], project, 0, 10, "", "", "", 0, 0, 0, measure, measure, measure, {})
+
+    notes = bench_hooks.summary_notes([replayed(a, 4), replayed(b, 2)])
+    assert any(n.startswith(f"Projects tuned on (half A) (1: {a};") for n in notes), notes
+    assert any(n.startswith(f"Projects held out (half B) (1: {b};") for n in notes), notes
+    assert any(n.startswith("Generalisation gap (+ handover, tuned on − held out): +50.0%") for n in notes), notes

@@ -93,6 +93,105 @@ def test_a_name_an_output_showed_and_a_later_call_used_outranks_one_typed_twice_
 # -- noise ------------------------------------------------------------------------------------------
 
 
+def test_a_name_a_document_puts_in_backticks_outranks_one_the_same_output_shows_in_plain_code() -> None:
+    readme = (
+        "## Example\n```js\nconst helperValue = otherThing.compute(inputValue)\n```\n\n"
+        "## Tools\n- `mouseMove` - move the cursor\n- `screenInfo` - the screen's size\n"
+    )
+    names = ranked([user("Which tools does the server have?"), bash("cat README.md", readme)])
+    assert names.index("mouseMove") < names.index("helperValue")
+    assert names.index("screenInfo") < names.index("otherThing.compute")
+
+
+# -- names of any script, names that start with a digit ----------------------------------------------
+
+
+def test_file_names_starting_with_a_digit_or_a_non_ascii_letter_are_found_wherever_they_stand() -> None:
+    listing = "01-intro.md\n02-setup.md\n设计文档.md\nREADME.md"
+    names = ranked(
+        [
+            user("Merge 2024_report.md into the notes and translate 设计文档.md."),
+            bash("ls docs", listing),
+            assistant("", call("Read", {"file_path": "数据/加载.py"}, "def 加载(): ...")),
+            bash("python src/数据/模型.py", "ok"),
+            assistant("Now 01-intro.md needs the new heading."),
+        ]
+    )
+    for name in ("2024_report.md", "01-intro.md", "设计文档.md", "数据/加载.py", "src/数据/模型.py"):
+        assert name in names, (name, names)
+
+
+def test_identifiers_of_any_script_are_names_but_a_digit_never_starts_one() -> None:
+    names = ranked(
+        [
+            user("Rename `数据_加载` to 数据_读取 and call 模块.加载 from the CLI."),
+            assistant("", call("Read", {"file_path": "/repo/app.py"}, "数据_读取 = 模块.加载\nx_2024_01 = 1")),
+        ]
+    )
+    for name in ("数据_加载", "数据_读取", "模块.加载", "x_2024_01"):
+        assert name in names, (name, names)
+
+
+def test_images_documents_and_markup_files_are_files() -> None:
+    written = "Figures: 00-cover.svg, 01-overview.svg and 02-flow.svg; the print copy is book-final.pdf."
+    names = ranked(
+        [
+            user("List the figures in the index."),
+            assistant("", call("Write", {"file_path": "/book/index.md", "content": written}, "ok")),
+            bash("ls /book/img", "00-cover.svg\n01-overview.svg\n02-flow.svg\nlogo.png"),
+        ],
+        edited={"/book/index.md"},
+    )
+    for name in ("00-cover.svg", "01-overview.svg", "02-flow.svg", "book-final.pdf"):
+        assert name in names, (name, names)
+    kinds = dict(working_set(stored([user("Open `00-cover.svg` and `console.log` it.")]), set()).ranked)
+    assert kinds.get("00-cover.svg") == "file" and kinds.get("console.log") == "name"
+
+
+def test_markup_attributes_search_paths_and_file_modes_are_not_names() -> None:
+    svg = '<svg viewBox="0 0 10 10"><text font-family="serif" stroke-width="2" text-anchor="middle">Hi</text></svg>'
+    env = "PATH=/mingw64/bin:/usr/bin:/c/Users/me/bin:/c/Tools/Scripts\nPYTHONPATH=/srv/app/lib:/srv/app/vendor"
+    names = ranked(
+        [
+            user("Why is the title clipped?"),
+            assistant("", call("Write", {"file_path": "/book/title.svg", "content": svg}, "ok")),
+            bash("env", env),
+            bash(
+                "ls -l /book", "drwxr-xr-x 1 me 197121 0 Feb 28 12:49 img\n-rw-r--r-- 1 me 197121 7340 Feb 28 title.svg"
+            ),
+            assistant("The `text-box` class and /srv/app/lib/render.py decide it."),
+        ],
+        edited={"/book/title.svg"},
+    )
+    for junk in ("font-family", "stroke-width", "text-anchor", "drwxr-xr-x", "-rw-r--r--"):
+        assert junk not in names, (junk, names)
+    assert not [n for n in names if ":/" in n], names
+    assert "text-box" in names and "/srv/app/lib/render.py" in names
+
+
+def test_a_diffs_sides_are_the_file_and_a_one_letter_variables_members_are_not_names() -> None:
+    diff = (
+        "diff --git a/src/app/users.ts b/src/app/users.ts\n--- a/src/app/users.ts\n+++ b/src/app/users.ts\n"
+        "@@ -1,3 +1,3 @@\n-const names = rows.map((r) => r.userName)\n+const names = rows.flatMap((d) => d.displayName)\n"
+    )
+    names = ranked([user("Why are names doubled?"), bash("git diff", diff), bash("git diff", diff)])
+    assert "src/app/users.ts" in names
+    assert not [n for n in names if n.startswith(("a/", "b/"))], names
+    assert "r.userName" not in names and "d.displayName" not in names
+    assert "rows.flatMap" in names
+
+
+def test_numbers_versions_dates_times_sizes_and_durations_are_not_names() -> None:
+    output = (
+        "took 1.5h (2.5m of it idle), 3.14 s per call; v1.2.3 is 1.2.3, released 2024-01-05 at 12:30:45\n"
+        "size 28px 1.5MB 10k 0x7fff 1e10 100% 2024_01 12/05/2024 10.0.0.1"
+    )
+    names = ranked([user("How slow is the build?"), bash("./build --stats", output), bash("./build --stats", output)])
+    for number in ("1.5h", "2.5m", "3.14", "1.2.3", "2024-01-05", "12:30:45", "28px", "1.5MB", "10k", "0x7fff"):
+        assert number not in names, (number, names)
+    assert not [n for n in names if n[0].isdigit()], names
+
+
 def test_test_runner_progress_glued_to_a_system_path_is_not_a_file() -> None:
     output = (
         "EEEEEEEEEEE.E/usr/lib/python3.10/unittest/case.py:550: ResourceWarning: unclosed socket\n"

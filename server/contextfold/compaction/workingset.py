@@ -15,7 +15,8 @@ Where names are found, and what one use of a name is worth:
 - a tool call's arguments: paths, patterns, code (1);
 - a tool's output: a name it shows, once per output (0.4; a file name 1) — seen, not yet used;
   exception names, and test names on a line that reports a failure, count as in the agent's text
-  (a failing test is worth keeping, a passing one listed among hundreds is not);
+  (a failing test is worth keeping, a passing one listed among hundreds is not); a name an output
+  puts in backticks (a README naming its API) `BACKTICKED_OUTPUT_WEIGHT` more;
 - a file a tool read or searched: 2 more.
 **Seen, then referred to**: a name an output showed that a later message typed, read, opened or
 ran — or, for a file, whose name without its extension the agent later typed (`AppAvatar` for
@@ -28,15 +29,20 @@ harness's (`exit_code`), and counts only for what the agent did with it; a name 
 is not listed. Code-like means a path (absolute ones too, however deep; Windows ones too), a
 `snake_case`, `CamelCase`, `kebab-case` (in code), `Verb-Noun`, `dotted.name`, `name/2`,
 `UPPER_CASE`, `$VARIABLE`, `@scope/package` or `__dunder__` word, or anything in backticks without
-spaces; ordinary words never qualify. Names the rest of the summary already holds are not listed
-again.
+spaces; ordinary words never qualify. Letters of any script count as letters (`设计文档.md`,
+`数据_加载`), and a file name or path may start with a digit (`01-intro.md`, `2024_report.md`); an
+identifier never does, so numbers, versions, dates, times, sizes and durations (`1.2.3`,
+`2024-01-05`, `28px`, `1.5h`) are not names. Names the rest of the summary already holds are not
+listed again.
 
 **Noise**, by syntax and by where a name stood, never by a list of strings seen somewhere: a test
 runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; sed expressions,
 placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare words (`def`,
 `None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
-names (`noise`); a kebab-case word only ever followed by `:` is a format's property or key
-(`margin-top:`), not a name; system and installed-package paths (`/usr/lib/python3.10/…`,
+names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
+or attribute (`margin-top:`, `stroke-width="2"`), not a name; nor are a search path's list
+(`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
+(`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
 `site-packages`, `node_modules`) are listed only when the agent opened them; a path cut by a clip
 or an ellipsis (`adapters.p` beside `adapters.py`), a search's context-line number (`a.js-48`) and
 escapes shown in string literals (`\nFormat`) are not part of a name; names only directory
@@ -87,18 +93,33 @@ MAX_OUTPUT_CHARS = 40_000
 
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
-_WORD = re.compile(r"(?<![\w./:~<$-])(?:\$?[A-Za-z_:.]|~?/(?=[\w.]))[\w.:/-]*[\w)]|(?<![\w./:$-])[A-Za-z_]\w")
+_WORD = re.compile(
+    r"(?<![\w./:~<$-])(?:\$?[^\W\d:.]|[:.]|\d(?=[\w.:/-]*[^\W\d_])|~?/(?=[\w.]))[\w.:/-]*[\w)]"
+    r"|(?<![\w./:$-])[A-Za-z_]\w"
+)
+"""A word that may be a name: it starts with a letter of any script or `_` (`设计文档.md`), a digit
+when a letter follows (`2024_report.md`, `01-intro.md`; a bare number is none), a `$`, a `.`/`:` or
+a root; whether it is one is `_code_like`'s to say."""
 _BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*\w")
 """A path through a directory named `[param]` (`app/players/[id]/page.tsx`), read whole."""
-_SNAKE = re.compile(r"^_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*$")
+_SNAKE = re.compile(r"^_*[^\W\d_][^\W_]*(?:_+[^\W_]+)+_*$")
+"""`snake_case`, in any script (`数据_加载`): a letter first, never a digit (`2024_01` is a number)."""
 _CAMEL = re.compile(r"^[A-Z]?[a-z0-9]+(?:[A-Z][a-z0-9]+)+$|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
-_DOTTED = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+(?:\(\))?$")
+_DOTTED = re.compile(r"^[^\W\d][\w]*(?:\.[^\W\d][\w]*)+(?:\(\))?$")
 _LINE_SUFFIX = re.compile(r"(?<=\w):\d+(?::\S*)?$")
 """`path.py:12` or `path.py:12:3:`: a place in a file; the name is the file's."""
 _JUNK = re.compile(r"\w\.\.|//|^\.[A-Za-z0-9]+$|^:\d|^\.\.\.")
 """Glued paths (`a.js../../x`), doubled slashes, a bare extension (`.json`), a search hit's line
 number without its file (`:91:x`), an ellipsis."""
 _NOT_NAMES = frozenset({"e.g", "i.e", "etc", "vs."})
+_SEARCH_PATH = re.compile(r"(?<=..):[/\\](?![/\\])")
+"""`/usr/bin:/c/Tools/bin`: a search path (`$PATH`, `PYTHONPATH`) or a host's path, a list of
+directories and not one name (a drive's `C:/` is at the start)."""
+_LOCAL_MEMBER = re.compile(r"[a-z](?:\.|\?\.)[A-Za-z_$]")
+"""`a.role.name`, `d.deviceId`, `e.target`: a member of a one-letter local variable (a callback's
+argument), an expression of one line and not a name of the work."""
+_PERMISSIONS = re.compile(r"[-dlcbps][-rwxsStT]{9}[@+.]?")
+"""`drwxr-xr-x`: a file's mode in a long listing."""
 MIN_OUTPUTS_FOR_COMMON = 10
 COMMON_SHARE = 0.3
 """A name in more than this share of the tool outputs is the harness's or the format's."""
@@ -123,10 +144,19 @@ _FILE_EXTENSIONS = frozenset(
     """py pyi ex exs eex heex leex erl hrl js mjs cjs ts tsx jsx vue svelte rs go rb java kt kts scala c h
     cc cpp hpp cs swift m mm php pl sh bash zsh fish ps1 sql md rst txt json jsonl yaml yml toml ini cfg
     conf lock xml html htm css scss sass less gradle cmake mk dockerfile proto graphql tf lua r jl dart
-    zig nim ml mli hs elm clj cljs edn ipynb csv tsv env""".split()
+    zig nim ml mli hs elm clj cljs edn ipynb csv tsv env mdx svg cxx hxx hh erb astro gql hcl bat cmd patch
+    diff tex bib nix png jpg jpeg gif webp ico pdf docx xlsx pptx""".split()
 )
+"""Source, markup, configuration, data, image and document types: a word ending with one names a
+file (`.log` is left out: `console.log` is a call far more often than a log is named)."""
+_QUANTITY = re.compile(r"[\d.,]*\d\.[A-Za-z]")
+"""A number with a one-letter unit (`1.5h`, `2.5m`, `0.5r`), which a file extension's shape would
+otherwise make a file; `404.html`, `01-intro.md` and `2024_report.md` stay files."""
 _BARE_FILES = frozenset({"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "Justfile", "Vagrantfile"})
 """Files known by a bare name: a file, not a word."""
+BACKTICKED_OUTPUT_WEIGHT = 1.0
+"""A name in backticks in a tool output (a document the agent read names it as code), once per
+output, on top of what any name an output shows gets."""
 SEEN_THEN_USED = 2.0
 """A name a tool output showed and the agent then typed, read or ran: it met it and went on
 with it, as surely part of the work as a file it read (`READ_BONUS`)."""
@@ -143,12 +173,12 @@ RUN_NAMES = 6
 the ones the agent never typed are listed as one run, `func_6_0 … func_6_150`."""
 RUN_MARK = " … "
 _CODE_IDENTIFIER = re.compile(
-    r"(?:--|[@$.:])?[A-Za-z_$][\w$]*(?:\(\))?"
-    r"(?:(?:\.|::|:|->|\?\.)[A-Za-z_$][\w$]*(?:\(\))?|-\w+)*(?:/\d+)?[!?]?(?:\(\))?"
+    r"(?:--|[@$.:])?(?:[^\W\d]|\$)[\w$]*(?:\(\))?"
+    r"(?:(?:\.|::|:|->|\?\.)(?:[^\W\d]|\$)[\w$]*(?:\(\))?|-\w+)*(?:/\d+)?[!?]?(?:\(\))?"
 )
 """What an identifier looks like in any language: word segments joined by `.`, `::`, `:`, `->`,
 `?.` (or `-`, in kebab-case), an arity (`name/2`), a call's `()`; no spaces, quotes, operators or
-markup."""
+markup; a letter of any script (`数据.加载`), never a digit, first."""
 _CAMEL_STEP = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 _SED = re.compile(r"[sy]([/|#,:])(?:(?!\1).)*\1(?:(?!\1).)*\1[gimpIe\d]*")
 """A sed or tr substitution (`s/a/b/g`, `y/ab/cd/`): a script, not a path."""
@@ -179,9 +209,9 @@ _PACKAGE_DIR = re.compile(
 """Installed packages and tool caches: someone else's code, shown in tracebacks and listings."""
 _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
 """`a.js-48`: a line of a search's context (`grep -n -C`), the name being the file's."""
-_KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)['\"]?\s*:(?!:)")
-"""A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`): the
-format's vocabulary, not a name of the work."""
+_KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
+"""A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`) or as a
+markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
 _ESCAPE = re.compile(r"\\(?:[ntr](?=[A-Z])|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})")
 """`\nFormat`, `\u0026`: escapes of text shown as a string literal, not part of the next word."""
 _ELLIPSIS = re.compile(r"…|\.\.\.")
@@ -217,6 +247,8 @@ def is_file_name(word: str) -> bool:
     if "://" in word or len(word) > 250 or not re.search(r"[A-Za-z]", word):
         return False
     base = _base(word)
+    if _QUANTITY.fullmatch(base):
+        return False  # `1.5h`, `2.5m`: a number and its unit, not `h` or `m` source
     if "." in base and base.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS or word in _BARE_FILES:
         return True
     if _WINDOWS_PATH.fullmatch(word):
@@ -249,13 +281,15 @@ def noise(term: str) -> bool:
     """Whether `term` is, by its syntax alone, not a name worth listing: a sed expression, a
     placeholder, a bare word (`def`, `None`, `POST`), or a word that is no identifier of any
     language (`28px`, `Cmd+Shift+R`, `<template>`, `hide=False`, `h-96`)."""
-    if _SED.fullmatch(term) or _PLACEHOLDER.search(term):
+    if _SED.fullmatch(term) or _PLACEHOLDER.search(term) or _PERMISSIONS.fullmatch(term):
         return True
     if term.startswith("@") and _SCOPED.match(term[1:]):
         return False
     if is_file_name(term) or (("/" in term or "\\" in term) and not term.startswith(":")):
         return False
     core = term.removesuffix("()")
+    if _LOCAL_MEMBER.match(core):
+        return True
     if re.fullmatch(r"[0-9a-f]{7,40}", core) and re.search(r"[a-f]", core) and re.search(r"\d", core):
         return False  # a commit or object hash
     if not _CODE_IDENTIFIER.fullmatch(core):
@@ -311,7 +345,11 @@ def _normalized(term: str) -> str | None:
     progress marks or a context line's number), or None when it is none (too short or long, a
     number, junk, `noise`)."""
     term = _LINE_SUFFIX.sub("", term.strip()).rstrip(".:,;")
+    if _SEARCH_PATH.search(term):
+        return None
     term = _hit_file(term) or term
+    if term[:2] in ("a/", "b/") and is_file_name(term[2:]):
+        term = term[2:]  # a diff's sides (`--- a/src/x.py`, `+++ b/src/x.py`): the file is `src/x.py`
     if term.endswith(")") and not term.endswith("()"):
         term = term.rstrip(")")
     term = _PROGRESS.sub("", term)
@@ -527,7 +565,7 @@ class _Scores:
         self.saying = True
         for span in _BACKTICKED.findall(text):
             span = span.strip()
-            if _CODE_SPAN.match(span) and re.search(r"[A-Za-z]", span) and _balanced(span):
+            if _CODE_SPAN.match(span) and re.search(r"[^\W\d_]", span) and _balanced(span):
                 # A plain word in backticks (`threshold`) is named on purpose, but less surely a name.
                 self.add(span, (3 if _code_like(span) or not span.isalpha() else 1) * weight)
         self.code(_BACKTICKED.sub(" ", text), 1.5 * weight, kebab=False, plain=True)
@@ -567,7 +605,12 @@ class _Scores:
         if "…" in text or "..." in text:
             cut = _cut_words(text)  # cut mid-name by whoever clipped the text
             found = [w for w in found if w not in cut]
-        if kebab and ":" in text and any("-" in w for w in found) and (keys := Counter(_KEBAB_KEY.findall(text))):
+        if (
+            kebab
+            and (":" in text or '="' in text or "='" in text)
+            and any("-" in w for w in found)
+            and (keys := Counter(_KEBAB_KEY.findall(text)))
+        ):
             uses = Counter(w for w in found if w in keys)
             self.declared.update(w for w, n in keys.items() if n >= uses[w])  # only ever a key
             kept = []
@@ -713,6 +756,12 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
                 scores.add(name, 1.5, typed=False)
+            if "`" in output:
+                # A document's words name these on purpose (`mouseMove` - moves the cursor): the API
+                # a README or a guide the agent read points it to.
+                spans = (m.strip() for m in _BACKTICKED.findall(output))
+                for span in dict.fromkeys(s for s in spans if _code_like(s)):
+                    scores.add(span, BACKTICKED_OUTPUT_WEIGHT, typed=False)
     scores.settle()
     scores.drop_cut()
     scores.merge_paths()
