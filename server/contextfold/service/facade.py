@@ -46,6 +46,7 @@ from contextfold.service.outputs import Outputs
 from contextfold.service.pruning import Pruning
 from contextfold.service.reading import Reading
 from contextfold.service.runtime import FormatArg, Runtime, Scope
+from contextfold.service.search import Recall
 from contextfold.service.sessions import Sessions, with_system
 from contextfold.service.spilling import Spilling
 from contextfold.store import Store, TenantStore
@@ -60,7 +61,7 @@ from contextfold.tokens.counting import (
 )
 
 
-class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History):
+class Tenant(Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Recall):
     """Everything one tenant may do, scoped to `owner`.
 
     Each capability is one class over the tenant's `Scope` (`service/sessions.py`,
