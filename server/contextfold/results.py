@@ -206,7 +206,9 @@ class SearchPage(BaseModel):
     text: str
     hits: list[FoundMessage]
     next_offset: int | None = None
-    """Pass as `offset` for the next page; None when there is none (or the answer was cut)."""
+    """Pass as `offset` for the next page; None when there is none."""
+    next_at: str | None = None
+    """Regex mode and reading from `at`: where to go on (pass as `at`), when the answer stopped."""
     notes: list[str] = Field(default_factory=list)
     """What the answer should say about itself: fell back to any word, index still building, cut."""
 

@@ -53,9 +53,9 @@ from contextfold.results import (
     Brief,
     CompactResult,
     Deleted,
-    HistoryPage,
     OutputRead,
     PruneResult,
+    SearchPage,
     SessionList,
     SpillResult,
     Status,
@@ -375,13 +375,36 @@ def build_server(
     @mcp.tool(title="Search history", annotations=_annotations(read_only=True, idempotent=True))
     async def search_history(
         ctx: Context,
-        session_id: SessionId,
-        pattern: Annotated[str | None, Field(description="Regex ((?i) ignores case); else read from `at`.")] = None,
-        at: Annotated[str | None, Field(description="Start at this message, e.g. m12.", max_length=100)] = None,
-    ) -> HistoryPage:
-        """Search or read every stored message, including those compaction hid."""
+        session_id: SessionId | None = None,
+        query: Annotated[
+            str | None, Field(description='Words (all, any order), "a phrase", or words joined by OR. Ranked.')
+        ] = None,
+        within: Annotated[
+            Literal["session", "project", "all"] | None,
+            Field(description="session (default with session_id); project: earlier sessions in this project; all."),
+        ] = None,
+        since: Annotated[str | None, Field(description="e.g. yesterday, last 2 hours, 2026-11-20.")] = None,
+        until: Annotated[str | None, Field(description="Same forms; a day counts to its end.")] = None,
+        expand: Annotated[
+            str | None, Field(description="Read back m12 and its neighbours, or a citation [m3, m9–m12].")
+        ] = None,
+        offset: Annotated[int, Field(ge=0, description="Next page: the next_offset given.")] = 0,
+        pattern: Annotated[str | None, Field(description="Regex over one session instead of query.")] = None,
+        at: Annotated[str | None, Field(description="Read from this message, e.g. m12.", max_length=100)] = None,
+    ) -> SearchPage:
+        """Search every stored message, compacted ones included, of this session or earlier ones."""
         with _user_errors():
-            return await _tenant(ctx).search_history(session_id, pattern=pattern, at=at)
+            return await _tenant(ctx).search(
+                pattern if pattern is not None else query,
+                session_id=session_id,
+                within=within,
+                since=since,
+                until=until,
+                mode="regex" if pattern is not None else "text",
+                offset=offset,
+                expand=expand,
+                at=at,
+            )
 
     @mcp.tool(title="Read output", annotations=_annotations(read_only=True, idempotent=True))
     async def read_output(

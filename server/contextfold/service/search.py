@@ -51,9 +51,13 @@ async def search(
     offset: int = 0,
     expand: str | None = None,
     around: int = 2,
+    at: str | None = None,
     now: float | None = None,
 ) -> SearchPage:
-    """Search the tenant's stored messages, hidden ones included, or read some back (`expand`)."""
+    """Search the tenant's stored messages, hidden ones included, or read some back (`expand`).
+
+    `at` (one session): read the session's messages from that one on, or go on with a regex
+    search from it (as `next_at` said)."""
     settings = scope.settings
     if not 1 <= limit <= MAX_HITS:
         raise InvalidInput("limit", f"expected 1 to {MAX_HITS}, got {limit}")
@@ -63,10 +67,14 @@ async def search(
         if session_id is None:
             raise InvalidInput("session_id", "expand reads messages of one session: give its session_id")
         return await _expand(scope, session_id, expand, around)
+    if at is not None and (query is None or mode == "regex"):
+        if session_id is None:
+            raise InvalidInput("session_id", "at reads messages of one session: give its session_id")
+        return await _regex(scope, query, session_id, within, since, until, limit, at)
     if query is None or not query.strip():
         raise InvalidInput("query", "give words to search for (or expand=<m12 or a citation> to read messages)")
     if mode == "regex":
-        return await _regex(scope, query, session_id, within, since, until, limit)
+        return await _regex(scope, query, session_id, within, since, until, limit, None)
     if mode != "text":
         raise InvalidInput("mode", f"expected 'text' or 'regex', got {mode!r}")
     terms = parse_terms(query, max_chars=settings.search_max_query_chars, max_terms=settings.search_max_terms)
@@ -222,26 +230,27 @@ async def _expand(scope: Scope, session_id: str, expand: str, around: int) -> Se
 
 async def _regex(
     scope: Scope,
-    pattern: str,
+    pattern: str | None,
     session_id: str | None,
     within: str | None,
     since: str | None,
     until: str | None,
     limit: int,
+    at: str | None,
 ) -> SearchPage:
     if session_id is None or within not in (None, "session"):
         raise InvalidInput("mode", "regex mode searches one session: give its session_id (mode='text' searches more)")
     if since is not None or until is not None:
         raise InvalidInput("mode", "regex mode takes no since/until; mode='text' searches a time window")
-    if len(pattern) > scope.settings.search_max_query_chars:
+    if pattern is not None and len(pattern) > scope.settings.search_max_query_chars:
         raise InvalidInput(
             "query",
             f"{len(pattern):,} characters, longer than search_max_query_chars "
             f"({scope.settings.search_max_query_chars:,}); shorten it",
         )
-    page = await History(scope).search_history(session_id, pattern=pattern, limit=min(limit, 50))
-    notes = [f"more matches: search again with at={page.next_at}"] if page.next_at else []
-    return SearchPage(text=page.text or "no match", hits=[], next_offset=None, notes=notes)
+    page = await History(scope).search_history(session_id, pattern=pattern, at=at, limit=min(limit, 50))
+    notes = [f"more: call again with at={page.next_at}"] if page.next_at else []
+    return SearchPage(text=page.text or "no match", hits=[], next_offset=None, next_at=page.next_at, notes=notes)
 
 
 def _when(at: float) -> str:
@@ -308,6 +317,7 @@ class Recall:
         offset: int = 0,
         expand: str | None = None,
         around: int = 2,
+        at: str | None = None,
     ) -> SearchPage:
         """Full-text search over the tenant's stored messages (see the module docstring)."""
         return await search(
@@ -323,4 +333,5 @@ class Recall:
             offset=offset,
             expand=expand,
             around=around,
+            at=at,
         )
