@@ -115,7 +115,9 @@ async def queries(backend: str, settings: dict[str, Any], texts: list[str], size
     rows = []
     words = queries_for(texts, QUERIES)
     for size in sizes:
-        service = await ContextService.open(load_settings({**settings, "home": settings["home"] / str(size)}, environ={}))
+        service = await ContextService.open(
+            load_settings({**settings, "home": settings["home"] / str(size)}, environ={})
+        )
         try:
             sid = f"big-{size}"
             built = await build(service, texts, sid, size)
@@ -187,7 +189,9 @@ async def appends(backend: str, make: Callable[[str], dict[str, Any]], texts: li
 
 def compacted_sessions() -> list[Path]:
     return sorted(
-        p for p in (CORPUS / "raw").glob("claude-code-*/*.jsonl") if '"compact_boundary"' in p.read_text(errors="replace")
+        p
+        for p in (CORPUS / "raw").glob("claude-code-*/*.jsonl")
+        if '"compact_boundary"' in p.read_text(errors="replace")
     )
 
 

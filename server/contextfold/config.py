@@ -143,6 +143,12 @@ class Settings(BaseModel):
     search_answer_tokens: int = Field(
         4_000, ge=200, description="Tokens one search answer may take (hits, snippets, expanded messages)."
     )
+    search_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest a full-text query may run (words so common they match most of a huge history); "
+        "past it the search is refused, asking for a more specific word, and other sessions go on.",
+    )
     search_index_batch: int = Field(
         2_000,
         ge=1,
@@ -385,6 +391,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "search_max_terms",
         "search_answer_tokens",
         "search_index_batch",
+        "search_timeout_seconds",
     }
 )
 """Server-wide: where data lives and the limits that guard the whole process or data home (one

@@ -238,3 +238,18 @@ def test_terms():
     assert parse_terms('a "two  words" c_d c_D', max_chars=100, max_terms=5).terms == ("a", "two words", "c_d")
     assert parse_terms("x1y OR z2w", max_chars=100, max_terms=5).any_term
     assert parse_terms("(foo.py),", max_chars=100, max_terms=5).terms == ("foo.py",)
+
+
+async def test_a_query_matching_too_much_stops_at_its_time_limit_and_the_next_one_runs(tmp_path):
+    settings = load_settings({"home": tmp_path, "search_timeout_seconds": 1e-6}, environ={})
+    service = await ContextService.open(settings)
+    try:
+        await service.open_session("s", model="gpt-4o")
+        await service.append("s", [{"role": "user", "content": f"common words everywhere {i}"} for i in range(2_000)])
+        with pytest.raises(InvalidInput) as raised:
+            await service.search("common words", session_id="s")
+        assert "search_timeout_seconds" in str(raised.value)
+        # The connection is free again: everything else goes on.
+        assert (await service.status("s")).tokens_in_view > 0
+    finally:
+        await service.close()

@@ -14,8 +14,9 @@ import time
 from datetime import UTC, datetime
 from typing import Literal
 
-from contextfold.domain import Message
+from contextfold.domain import Message, Session
 from contextfold.errors import InvalidInput
+from contextfold.policy import view
 from contextfold.policy.recall import cited_runs, named_runs, parse_terms, snippet, window
 from contextfold.results import FoundMessage, SearchPage
 from contextfold.service.history import History, _text_of, ref
@@ -87,6 +88,7 @@ async def search(
         until=hi,
         limit=limit + 1,
         offset=offset,
+        timeout=settings.search_timeout_seconds,
         **await _where(scope, within, session_id, project),
     )
     notes = await _index(scope)
@@ -96,8 +98,8 @@ async def search(
         if found:
             notes.append("no message holds every word; these hold some of them")
     more = len(found) > limit
-    views: dict[str, set[str]] = {}
-    hits = [hit for hit in [await _found(scope, h, terms.terms, views) for h in found[:limit]] if hit is not None]
+    sessions: dict[str, Session] = {}
+    hits = [hit for hit in [await _found(scope, h, terms.terms, sessions) for h in found[:limit]] if hit is not None]
     await _cite(scope, hits)
     return _page(scope, hits, notes, offset=offset, more=more, what="hit")
 
@@ -150,18 +152,23 @@ async def _shown(scope: Scope, session_id: str, views: dict[str, set[str]]) -> s
 
 
 async def _found(
-    scope: Scope, hit: SearchHit, terms: tuple[str, ...], views: dict[str, set[str]]
+    scope: Scope, hit: SearchHit, terms: tuple[str, ...], sessions: dict[str, Session]
 ) -> FoundMessage | None:
     loaded = await scope.store.load_messages(hit.session_id, after_seq=hit.seq - 1, limit=1, hidden=True)
     if not loaded:
         return None  # deleted since the search read the index
+    if hit.session_id not in sessions:
+        sessions[hit.session_id] = await scope.store.get_session(hit.session_id)
+    # Out of the view: taken out by a removal strategy, or behind the session's compaction anchor
+    # (`in_view` decides one message as it decides the whole view, without reading the rest).
+    shown = not hit.hidden and bool(view.in_view(loaded, sessions[hit.session_id].view))
     return FoundMessage(
         session_id=hit.session_id,
         ref=ref(hit.seq),
         message_id=hit.message_id,
         role=hit.role,
         created_at=hit.created_at,
-        hidden=hit.message_id not in await _shown(scope, hit.session_id, views),
+        hidden=not shown,
         text=snippet(_text_of(loaded[0]), terms, SNIPPET_CHARS),
     )
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
+from contextfold.errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,16 @@ class SearchQuery:
     until: float | None = None
     limit: int = 20
     offset: int = 0
+    timeout: float | None = None
+    """Seconds the query may run; past them, `InvalidInput` naming `search_timeout_seconds`."""
+
+
+def search_timed_out(timeout: float) -> InvalidInput:
+    return InvalidInput(
+        "query",
+        f"matched too much to rank within search_timeout_seconds ({timeout:g} s); add a more specific word, "
+        "or narrow the scope or the time window",
+    )
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from contextfold.domain import Session
 from contextfold.store import pgschema
-from contextfold.store.base import IndexProgress, SearchHit, SearchQuery
+from contextfold.store.base import IndexProgress, SearchHit, SearchQuery, search_timed_out
 from contextfold.store.rows import KEPT, UPDATABLE, session_columns
 from contextfold.store.sql import (
     PART_INSERT,
@@ -382,16 +382,21 @@ class PostgresTenant(SQLTenant):
         occurrences = " + ".join(
             f"ln(1 + (length({text}) - length(replace({text}, ?, ''))) / {len(t)}.0)" for t in terms
         )
-        async with self._store._reading() as db:
+        async with self._store._transaction() as db:
+            if query.timeout:
+                await db.execute(f"SET LOCAL statement_timeout = {max(1, int(query.timeout * 1000))}")
             where, params = search_scope(db, self.owner, query)
-            rows = await db.fetchall(
-                "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, "
-                f"MIN(-({occurrences}) / (1 + ln(1 + length({text}) / 1000.0))) AS score "
-                "FROM parts p JOIN messages m ON m.id = p.message_id "
-                f"WHERE {matches} AND {where} "
-                "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
-                (*terms, *patterns, *params, query.limit, query.offset),
-            )
+            try:
+                rows = await db.fetchall(
+                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, "
+                    f"MIN(-({occurrences}) / (1 + ln(1 + length({text}) / 1000.0))) AS score "
+                    "FROM parts p JOIN messages m ON m.id = p.message_id "
+                    f"WHERE {matches} AND {where} "
+                    "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
+                    (*terms, *patterns, *params, query.limit, query.offset),
+                )
+            except psycopg.errors.QueryCanceled:
+                raise search_timed_out(query.timeout or 0) from None
         return [search_hit(r) for r in rows]
 
     async def _lock_for_delete(self, db: Db, session_id: str) -> None:

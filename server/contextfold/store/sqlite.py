@@ -24,7 +24,7 @@ from typing import Any
 import aiosqlite
 
 from contextfold.domain import Session
-from contextfold.store.base import IndexProgress, SearchHit, SearchQuery
+from contextfold.store.base import IndexProgress, SearchHit, SearchQuery, search_timed_out
 from contextfold.store.rows import KEPT, UPDATABLE, session_columns
 from contextfold.store.schema import migrate
 from contextfold.store.sql import (
@@ -43,6 +43,8 @@ from contextfold.store.sql import (
 )
 
 BUSY_TIMEOUT_MS = 10_000
+_PROGRESS_STEPS = 10_000
+"""SQLite VM steps between looks at a search's deadline."""
 _MAX_PARAMS = 500
 """Values bound in one IN list: SQLite caps bound parameters per statement."""
 
@@ -271,6 +273,8 @@ class SQLiteStore(SQLStore):
 class SQLiteTenant(SQLTenant):
     """`TenantStore` on a `SQLiteStore`: every query is scoped to one owner (see `SQLTenant`)."""
 
+    _store: SQLiteStore
+
     async def search_messages(self, query: SearchQuery) -> list[SearchHit]:
         """FTS5 over the trigram index (schema 9), ranked by BM25; a term shorter than a trigram
         is checked as a substring of the text the longer ones found."""
@@ -279,17 +283,29 @@ class SQLiteTenant(SQLTenant):
         if not long:
             raise ValueError("full-text search needs a term of three characters or more")
         match = (" OR " if query.any_term else " ").join('"' + t.replace('"', '""') + '"' for t in long)
+        conn = self._store.connection
+        deadline = time.monotonic() + (query.timeout or 3600.0)
         async with self._store._reading() as db:
             where, params = search_scope(db, self.owner, query)
             for term in short if not query.any_term else []:
                 where += " AND instr(lower(s.body), ?) > 0"
                 params.append(term)
             source = " JOIN search_source s ON s.part_rowid = f.rowid" if short and not query.any_term else ""
-            rows = await db.fetchall(
-                "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, MIN(f.rank) AS score "
-                f"FROM search_index f JOIN parts p ON p.rowid = f.rowid JOIN messages m ON m.id = p.message_id{source} "
-                f"WHERE search_index MATCH ? AND {where} "
-                "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
-                (match, *params, query.limit, query.offset),
-            )
+            # The one connection is this process's for every session: a query matching most of a
+            # huge history is stopped at its deadline rather than hold up the others.
+            await conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+            try:
+                rows = await db.fetchall(
+                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, MIN(f.rank) AS score "
+                    f"FROM search_index f JOIN parts p ON p.rowid = f.rowid JOIN messages m ON m.id = p.message_id"
+                    f"{source} WHERE search_index MATCH ? AND {where} "
+                    "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
+                    (match, *params, query.limit, query.offset),
+                )
+            except sqlite3.OperationalError as exc:
+                if "interrupt" not in str(exc):
+                    raise
+                raise search_timed_out(query.timeout or 3600.0) from None
+            finally:
+                await conn.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None removes it
         return [search_hit(r) for r in rows]
