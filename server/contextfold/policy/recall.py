@@ -7,6 +7,7 @@ No I/O: the service calls these and passes the results to the store. Every refus
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -85,6 +86,8 @@ def time_window(text: str, *, now: float, field: str) -> tuple[float, float]:
     except ValueError:
         pass
     else:
+        if not math.isfinite(number) or abs(number) > 1e11:  # past year 5000: not a time
+            raise InvalidInput(field, f"{text[:60]!r} is not a time (seconds since 1970)")
         return number, number
     day_start = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     if phrase in _DAYS:
