@@ -217,6 +217,7 @@ MIGRATIONS: tuple[str, ...] = (
         FROM (SELECT replace(data, '\\u0000', '\\ufffd')::jsonb AS j) AS parsed
     $$;
     CREATE INDEX parts_search ON parts USING gin (contextfold_search_text(type, data) gin_trgm_ops);
+    CREATE INDEX messages_summaries ON messages (owner, session_id, seq) WHERE summary;
     """,
 )
 

@@ -366,7 +366,8 @@ MIGRATIONS: tuple[str, ...] = (
     # Parts stored before this version are indexed afterwards in short batches
     # (`search_backfill`: parts up to `indexed_upto`, and every part after `backfill_end`, are in
     # the index), so a large home upgrades without holding the write lock for minutes; the
-    # triggers touch the index only for parts it holds.
+    # triggers touch the index only for parts it holds. And an index of each session's summaries,
+    # found without reading its other messages (a hit names the summary bullets citing it).
     """
     CREATE TABLE search_backfill (
         id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -378,6 +379,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE search_index USING fts5(
         body, content = 'search_source', content_rowid = 'part_rowid', tokenize = 'trigram'
     );
+    CREATE INDEX messages_summaries ON messages (owner, session_id, seq) WHERE summary = 1;
     CREATE TRIGGER search_on_insert AFTER INSERT ON parts WHEN {new_indexed}
     BEGIN
         INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
