@@ -825,7 +825,8 @@ async def main(opts: Options) -> None:
             largest = files[-1]
             notes.append(
                 f"Every normalized corpus transcript over {LONG_BYTES:,} bytes, model {MODEL} (exact o200k counts); "
-                f"the largest is {short(largest.name)}." + (" --quick: only the smallest of them." if opts.quick else "")
+                f"the largest is {short(largest.name)}."
+                + (" --quick: only the smallest of them." if opts.quick else "")
             )
             if opts.quick:
                 files = files[:1]

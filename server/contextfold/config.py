@@ -156,6 +156,28 @@ class Settings(BaseModel):
         16 * 1024**2, ge=1, description="Largest input count_tokens accepts (UTF-8 text, or messages as JSON)."
     )
 
+    # -- history search (`search_history`, `contextfold search`) -----------------------------------
+    search_max_query_chars: int = Field(
+        1_000, ge=1, description="Longest full-text query or regex pattern accepted; longer ones are refused."
+    )
+    search_max_terms: int = Field(
+        24, ge=1, description="Most words and quoted phrases one full-text query may hold (an OR chain included)."
+    )
+    search_answer_tokens: int = Field(
+        4_000, ge=200, description="Tokens one search answer may take (hits, snippets, expanded messages)."
+    )
+    search_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest a full-text query may run (words so common they match most of a huge history); "
+        "past it the search is refused, asking for a more specific word, and other sessions go on.",
+    )
+    search_index_batch: int = Field(
+        2_000,
+        ge=1,
+        description="Parts indexed per write transaction when an older home's history is indexed for search.",
+    )
+
     # -- the HTTP transport (`serve --http`) -------------------------------------------------------
     http_sessions_per_tenant: int = Field(
         64, ge=1, description="Open MCP sessions (2025-era handshakes) one tenant may hold; more get 429."
@@ -440,6 +462,11 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "ui_timeline_events",
         "ui_poll_seconds",
         "ui_export_output_chars",
+        "search_max_query_chars",
+        "search_max_terms",
+        "search_answer_tokens",
+        "search_index_batch",
+        "search_timeout_seconds",
     }
 )
 """Server-wide: where data lives and the limits that guard the whole process or data home (one

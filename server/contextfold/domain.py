@@ -372,6 +372,9 @@ class SessionState(BaseModel):
     imported_from: str | None = None
     """The file name the session was first imported from, and its format."""
     source_format: str | None = None
+    project: str | None = None
+    """The project root (the agent's working directory) the session ran in, when its hooks or an
+    import of its transcript said: `search(within="project")` searches the sessions sharing it."""
     origin: str | None = None
     """What made the session when no client asked for it by name: "proxy" for the record of a
     `contextfold proxy` connection (`names.PROXY_ORIGIN`), which `gc` expires once idle

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from contextfold.names import OverflowState as State
 
@@ -182,6 +182,37 @@ class HistoryPage(BaseModel):
     view), then its matching lines or, reading from `at`, its text (cut when long)."""
     next_at: str | None
     """Where to continue (pass as `at`), when the answer stopped at its bound."""
+
+
+class FoundMessage(BaseModel):
+    """One message a history search found, or read back with `expand`."""
+
+    session_id: str
+    ref: str
+    """`m<seq>`: how summaries cite it and how `expand` names it."""
+    message_id: str
+    role: str
+    created_at: float
+    hidden: bool
+    """Out of the session's view (compacted, pruned or removed); still stored."""
+    text: str
+    """A snippet with the matching words in **bold**; the message itself when expanded."""
+    cited_by: list[str] = Field(default_factory=list)
+    """The summary bullets citing it, each as `m<summary seq>: <bullet>`."""
+
+
+class SearchPage(BaseModel):
+    """A history search's answer: the hits best first (or the expanded messages in order), and
+    the same rendered as text for a model, bounded by `search_answer_tokens`."""
+
+    text: str
+    hits: list[FoundMessage]
+    next_offset: int | None = None
+    """Pass as `offset` for the next page; None when there is none."""
+    next_at: str | None = None
+    """Regex mode and reading from `at`: where to go on (pass as `at`), when the answer stopped."""
+    notes: list[str] = Field(default_factory=list)
+    """What the answer should say about itself: fell back to any word, index still building, cut."""
 
 
 class PruneResult(BaseModel):

@@ -394,6 +394,12 @@ ARGUMENTS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
         "session_id": with_wrong(ids),
         "pattern": with_wrong(patterns),
         "at": with_wrong(st.sampled_from(["m1", "m0", "m-1", "m99999999999999999999"]) | texts),
+        "query": with_wrong(texts | patterns),
+        "within": with_wrong(st.sampled_from(["session", "project", "all"]) | texts),
+        "since": with_wrong(st.sampled_from(["yesterday", "last 2 hours", "2026-11-20", "0"]) | texts),
+        "until": with_wrong(st.sampled_from(["today", "now", "1e300", "2026-13-40"]) | texts),
+        "expand": with_wrong(st.sampled_from(["m1", "[m1, m2–m9]", "m1-m99999999999999999999"]) | texts),
+        "offset": with_wrong(ints),
     },
     "read_output": {
         "id": with_wrong(ids),

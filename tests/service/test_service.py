@@ -31,7 +31,8 @@ def dump(db: Path) -> list[tuple]:
     """Every row of every table, for before/after comparisons."""
     with sqlite3.connect(db) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-        return [(t, *row) for t in tables for row in conn.execute(f"SELECT * FROM {t} ORDER BY rowid")]
+        # Sorted rather than by rowid: the search index's FTS5 tables include WITHOUT ROWID ones.
+        return [(t, *row) for t in tables for row in sorted(conn.execute(f"SELECT * FROM {t}"), key=repr)]
 
 
 def call(call_id: str, name: str = "bash", args: str = '{"cmd": "ls"}') -> dict:

@@ -394,6 +394,24 @@ def _add_session_commands(sub: Any) -> None:
     undo.add_argument("--json", action="store_true", help="print JSON")
     undo.set_defaults(handler="commands.steering:undo", what="last")
 
+    search = sub.add_parser(
+        "search", help="full-text search over stored sessions (one, a project's, or all), or read messages back"
+    )
+    search.add_argument("query", nargs="?", help='words (all of them), "a phrase", or words joined with OR')
+    search.add_argument("--session", help="search this session (the default scope when given)")
+    search.add_argument("--within", choices=["session", "project", "all"], help="default: session if given, else all")
+    search.add_argument("--project", help="a project root (the agent's working directory) for --within project")
+    search.add_argument("--since", help="a time or phrase: 2026-11-20, yesterday, 'last 2 hours', a timestamp")
+    search.add_argument("--until", help="same forms as --since; a day or phrase counts to its end")
+    search.add_argument("--regex", action="store_true", help="QUERY is a regular expression (one --session)")
+    search.add_argument("--limit", type=int, default=10, help="hits per page (default 10)")
+    search.add_argument("--offset", type=int, default=0, help="skip this many hits (the page before said where)")
+    search.add_argument("--expand", metavar="REF", help="read messages back: m12 and those around it, or [m3, m9-m12]")
+    search.add_argument("--around", type=int, default=2, help="messages either side of an --expand m12 (default 2)")
+    search.add_argument("--index", action="store_true", help="first index older history, with progress on stderr")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.set_defaults(handler="commands.search:search")
+
     watch = sub.add_parser("watch", help="follow a live session's tokens, usable budget and state until Ctrl-C")
     watch.add_argument("session")
     watch.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between looks (default 1)")

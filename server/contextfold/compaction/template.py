@@ -42,7 +42,7 @@ USER_SAID = "User"
 """Label of a Constraints bullet that quotes a message of the user's word for word:
 `User [m12]: <their words>`."""
 HISTORY_NOTE = (
-    "The full earlier history is stored: search it with `search_history` (a `pattern`), or read "
+    "The full earlier history is stored: search it with `search_history` (`query` words), or read "
     'the message a citation such as [m12] names with `search_history(at="m12")`.'
 )
 """The line every summary ends with (added by `Summary.render`, dropped by `parse_summary`)."""

@@ -117,7 +117,7 @@ def handover(
     gaps = [i for i in gaps if i.key not in sent]
     closing = (
         f'The full history before the compaction is stored: search_history(session_id="{session_id}", '
-        'pattern="…") finds any earlier message, hidden ones included; read_output(id=…) reads a spilled output whole.'
+        'query="…") finds any earlier message, hidden ones included (within="project": also this project\'s earlier sessions); read_output(id=…) reads a spilled output whole.'
     )
     sections = _Sections(files, quotes, error, plan, spilled, gaps)
     fixed = sections.render(HEADER, closing, [])

@@ -88,6 +88,11 @@ class TranscriptStream:
         """The session prompts; final once a first chunk is handed on."""
         return self._stream.system if self._stream is not None else self._whole.system if self._whole else []
 
+    @property
+    def times(self) -> dict[int, float]:
+        """When each message was written, by index in the transcript, where the file says (`JsonlStream.times`)."""
+        return self._stream.times if self._stream is not None else {}
+
     def chunks(self) -> Iterator[Chunk]:
         if self._stream is not None:
             for chunk in self._stream.chunks():

@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -337,6 +338,18 @@ def read_records(
         yield line_no, record
 
 
+def record_time(record: dict[str, Any]) -> float | None:
+    """A record's `timestamp` (ISO 8601) in seconds since the epoch, or None."""
+    value = record.get("timestamp")
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
 class JsonlStream:
     """A line-based transcript read in chunks: `chunks()` feeds each record to `reader` and hands
     its settled messages on; `result()` then says the rest (title, counts, warnings, where the
@@ -365,6 +378,9 @@ class JsonlStream:
         """Said after the reading's own warnings (e.g. by an earlier pass)."""
         self.tail_uuids: tuple[str, ...] = ()
         self._result: ImportedTranscript | None = None
+        self.times: dict[int, float] = {}
+        """When each message was written, by index in the whole transcript: the `timestamp` of
+        the record that started it (both agents write one on every record), if it had one."""
 
     @property
     def system(self) -> list[dict[str, str]]:
@@ -375,6 +391,7 @@ class JsonlStream:
         reader, left_out = self.reader, Counter[str]()
         since = self.lines.end
         for line_no, record in read_records(self.lines, self.problems, self.skip, left_out):
+            before = reader.taken + len(reader.messages)
             try:
                 reader.feed(record)
             except RecordError as exc:
@@ -383,6 +400,11 @@ class JsonlStream:
                 # A safety net: the readers validate what they use, but a record shape nobody foresaw must
                 # still be skipped and named rather than stop the import.
                 self.problems.skip(line_no, f"unexpected record shape ({type(exc).__name__}: {exc})")
+            if reader.taken + len(reader.messages) > before:
+                at = record_time(record)
+                if at is not None:
+                    for index in range(before, reader.taken + len(reader.messages)):
+                        self.times[index] = at
             if len(reader.messages) >= CHUNK_MESSAGES or self.lines.end - since >= CHUNK_BYTES:
                 chunk = self._take()
                 if chunk is not None:

@@ -54,10 +54,10 @@ from contextfold.results import (
     CompactResult,
     Deleted,
     HandoffResult,
-    HistoryPage,
     OutputRead,
     PinList,
     PruneResult,
+    SearchPage,
     SessionList,
     SpillResult,
     Status,
@@ -78,7 +78,8 @@ messages to send. Token counts are exact for OpenAI models and labelled estimate
 AGENT_INSTRUCTIONS = """\
 contextfold keeps this agent's whole history and the large tool outputs its hooks spilled. A preview \
 that ends with an output id (out_…) can be read on with `read_output`; after a compaction, \
-`search_history` finds anything said or done before it, in the session the handover names."""
+`search_history` finds anything said or done before it (`query` words), in the session the handover \
+names or, `within="project"`, in earlier sessions of the same project."""
 """For `serve --tools` (what `contextfold hooks install` starts for Claude Code and Codex): the agent
 keeps its own history, so the harness loop above does not apply to it."""
 
@@ -399,13 +400,36 @@ def build_server(
     @mcp.tool(title="Search history", annotations=_annotations(read_only=True, idempotent=True))
     async def search_history(
         ctx: Context,
-        session_id: SessionId,
-        pattern: Annotated[str | None, Field(description="Regex ((?i) ignores case); else read from `at`.")] = None,
-        at: Annotated[str | None, Field(description="Start at this message, e.g. m12.", max_length=100)] = None,
-    ) -> HistoryPage:
-        """Search or read every stored message, including those compaction hid."""
+        session_id: SessionId | None = None,
+        query: Annotated[
+            str | None, Field(description='Words (all, any order), "a phrase", or words joined by OR. Ranked.')
+        ] = None,
+        within: Annotated[
+            Literal["session", "project", "all"] | None,
+            Field(description="session (default with session_id); project: earlier sessions in this project; all."),
+        ] = None,
+        since: Annotated[str | None, Field(description="e.g. yesterday, last 2 hours, 2026-11-20.")] = None,
+        until: Annotated[str | None, Field(description="Same forms; a day counts to its end.")] = None,
+        expand: Annotated[
+            str | None, Field(description="Read back m12 and its neighbours, or a citation [m3, m9–m12].")
+        ] = None,
+        offset: Annotated[int, Field(ge=0, description="Next page: the next_offset given.")] = 0,
+        pattern: Annotated[str | None, Field(description="Regex over one session instead of query.")] = None,
+        at: Annotated[str | None, Field(description="Read from this message, e.g. m12.", max_length=100)] = None,
+    ) -> SearchPage:
+        """Search every stored message, compacted ones included, of this session or earlier ones."""
         with _user_errors():
-            return await _tenant(ctx).search_history(session_id, pattern=pattern, at=at)
+            return await _tenant(ctx).search(
+                pattern if pattern is not None else query,
+                session_id=session_id,
+                within=within,
+                since=since,
+                until=until,
+                mode="regex" if pattern is not None else "text",
+                offset=offset,
+                expand=expand,
+                at=at,
+            )
 
     @mcp.tool(title="Read output", annotations=_annotations(read_only=True, idempotent=True))
     async def read_output(

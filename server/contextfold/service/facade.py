@@ -49,6 +49,7 @@ from contextfold.service.pruning import Pruning
 from contextfold.service.ranges import Ranges
 from contextfold.service.reading import Reading
 from contextfold.service.runtime import FormatArg, Runtime, Scope
+from contextfold.service.search import Recall
 from contextfold.service.sessions import Sessions, with_system
 from contextfold.service.spilling import Spilling
 from contextfold.service.steering import Steering
@@ -65,7 +66,18 @@ from contextfold.tokens.counting import (
 
 
 class Tenant(
-    Sessions, Appending, Reading, Pruning, Spilling, Compacting, History, Steering, Ranges, Handoffs, Inspecting
+    Sessions,
+    Appending,
+    Reading,
+    Pruning,
+    Spilling,
+    Compacting,
+    History,
+    Steering,
+    Ranges,
+    Handoffs,
+    Inspecting,
+    Recall,
 ):
     """Everything one tenant may do, scoped to `owner`.
 

@@ -151,6 +151,9 @@ async def _import_once(
             deep_values=(mark.deep_values if mark else 0) + transcript.deep_values,
         )
         session = writer.session.model_copy(update={"metadata": with_mark(writer.session.metadata, mark, new)})
+        cwd = transcript.metadata.get("cwd")
+        if isinstance(cwd, str) and cwd and not session.metadata.project:  # what `search` calls its project
+            session = session.model_copy(update={"metadata": session.metadata.model_copy(update={"project": cwd})})
         await tx.save_session(session)
     return ImportResult(
         session_id=session_id,
@@ -187,6 +190,33 @@ async def _existing(store: TenantStore, session_id: str | None) -> Session | Non
         return await store.get_session(session_id)
     except NotFoundError:
         return None
+
+
+def _stamp(
+    messages: list[Message], wire: list[dict[str, Any]], first: int, times: dict[int, float], format: str
+) -> None:
+    """Give each parsed message the time its transcript record was written (`JsonlStream.times`),
+    so a search by time finds an imported session when it happened, not when it was imported.
+    A wire message carrying only tool results makes no message of its own; when the count still
+    does not add up, the messages keep the time of the import."""
+    if not times:
+        return
+    producing = [first + i for i, w in enumerate(wire) if _makes_message(w, format)]
+    if len(producing) != len(messages):
+        return
+    for message, index in zip(messages, producing):
+        at = times.get(index)
+        if at is not None and not message.created_at:
+            message.created_at = at
+
+
+def _makes_message(wire: dict[str, Any], format: str) -> bool:
+    if format == "openai":
+        return wire.get("role") != "tool"
+    content = wire.get("content")
+    if not isinstance(content, list) or not content:
+        return True
+    return any(not (isinstance(b, dict) and b.get("type") == "tool_result") for b in content)
 
 
 @dataclass
@@ -271,6 +301,7 @@ class _Writer:
         # The transcript's system prompt is `transcript.system` (see `write`): an instruction opening
         # this slice of its messages was sent mid-conversation, so it stays in place.
         instructions = [instruction_message(prompt) for prompt in batch.system or []]
+        _stamp(batch.messages, wire, first, self.stream.times, self.stream.format)
         new = [count_message(await self.ingest.message(m), self.counter) for m in [*instructions, *batch.messages]]
         reported = self._usages(new, wire, first, chunk.usage)
         stored = await self.tx.insert_messages(new)

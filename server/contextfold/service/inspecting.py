@@ -233,7 +233,10 @@ class SessionRow:
 
     @property
     def root(self) -> str | None:
-        """The project the session worked in, when its source said."""
+        """The project the session worked in, when its source said (the hooks and imports record
+        the agent's working directory; older sessions may carry it among their metadata)."""
+        if self.session.metadata.project:
+            return self.session.metadata.project
         extra = self.session.metadata.model_extra or {}
         for key in ("cwd", "root", "project_root"):
             if isinstance(extra.get(key), str):

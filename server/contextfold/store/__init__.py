@@ -2,9 +2,12 @@
 
 from contextfold.store.base import (
     IdleSession,
+    IndexProgress,
     OutputRecord,
     OutputTransaction,
     PartMark,
+    SearchHit,
+    SearchQuery,
     SessionPage,
     SessionTransaction,
     Store,
@@ -16,11 +19,14 @@ from contextfold.store.sqlite import SQLiteStore, SQLiteTenant
 
 __all__ = [
     "IdleSession",
+    "IndexProgress",
     "OutputRecord",
     "OutputTransaction",
     "PartMark",
     "SQLiteStore",
     "SQLiteTenant",
+    "SearchHit",
+    "SearchQuery",
     "SessionPage",
     "SessionTransaction",
     "Store",

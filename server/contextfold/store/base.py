@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage
+from contextfold.errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,58 @@ class PartMark:
 
 
 @dataclass(frozen=True)
+class SearchHit:
+    """A stored message a full-text search found (`TenantStore.search_messages`)."""
+
+    session_id: str
+    message_id: str
+    seq: int
+    role: str
+    created_at: float
+    hidden: bool
+    score: float
+    """Lower is better (SQLite's BM25 sign); comparable only within one answer."""
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """What `search_messages` looks for: terms matched as case-insensitive substrings, all of
+    them (or any, with `any_term`), in one session, a project's sessions or all of the tenant's,
+    between two times (seconds since the epoch, `until` excluded)."""
+
+    terms: tuple[str, ...]
+    any_term: bool = False
+    session_id: str | None = None
+    project: str | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: int = 20
+    offset: int = 0
+    timeout: float | None = None
+    """Seconds the query may run; past them, `InvalidInput` naming `search_timeout_seconds`."""
+
+
+def search_timed_out(timeout: float) -> InvalidInput:
+    return InvalidInput(
+        "query",
+        f"matched too much to rank within search_timeout_seconds ({timeout:g} s); add a more specific word, "
+        "or narrow the scope or the time window",
+    )
+
+
+@dataclass(frozen=True)
+class IndexProgress:
+    """How far the search index is built over parts stored before it existed."""
+
+    done: int
+    total: int
+
+    @property
+    def complete(self) -> bool:
+        return self.done >= self.total
+
+
+@dataclass(frozen=True)
 class SessionPage:
     sessions: list[Session]
     next_cursor: str | None
@@ -180,6 +233,14 @@ class TenantStore(Protocol):
         """Delete the session with its messages, outputs and compaction history."""
         ...
 
+    async def summaries(self, session_id: str, *, limit: int) -> list[Message]:
+        """The session's newest `limit` summary messages, oldest first."""
+        ...
+
+    async def search_messages(self, query: SearchQuery) -> list[SearchHit]:
+        """Full-text search over this tenant's stored messages, hidden ones included: best first."""
+        ...
+
     async def delete_idle_session(self, session_id: str, before: float) -> dict[str, int] | None:
         """`delete_session`, in one write transaction, only if nothing happened in the session
         since `before` (no write, no output spilled or read), checked again under the lock a
@@ -235,6 +296,11 @@ class Store(Protocol):
     rest is upkeep across tenants (spill gc and quota, sizes, totals for the CLI)."""
 
     def tenant(self, owner: str) -> TenantStore: ...
+
+    async def index_step(self, batch: int) -> IndexProgress:
+        """Index up to `batch` parts stored before the search index existed (one short write
+        transaction, safe from several processes at once); how far it is then."""
+        ...
 
     async def outputs(self) -> list[OutputRecord]:
         """Every output record, oldest first (for gc)."""

@@ -196,6 +196,29 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (owner, id)
     );
     """,
+    # 2: full-text search (`store.search`). pg_trgm's GIN index over each part's searchable text
+    # (the SQLite schema's `search_source`, lower-cased), an expression index PostgreSQL keeps in
+    # step with every write. Trigrams, not a `tsvector`: the text parser splits `snake_case` and
+    # keeps `path/to/file.py` whole, so a piece of an identifier or a path would not be found,
+    # where a trigram index finds any substring of three characters or more, as SQLite's FTS5
+    # trigram tokenizer does: both backends answer the same queries the same way. (In a cluster
+    # whose locale is C, pg_trgm makes no trigrams of non-ASCII letters: a CJK-only query is still
+    # answered, by reading the tenant's parts instead of the index.)
+    """
+    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    CREATE FUNCTION contextfold_search_text(kind text, data text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+        SELECT lower(CASE kind
+            WHEN 'text' THEN j ->> 'text'
+            WHEN 'reasoning' THEN j ->> 'text'
+            WHEN 'tool' THEN concat_ws(chr(10), j ->> 'name', j ->> 'input', j ->> 'output', j ->> 'error')
+            WHEN 'file' THEN j ->> 'filename'
+        END)
+        FROM (SELECT replace(data, '\\u0000', '\\ufffd')::jsonb AS j) AS parsed
+    $$;
+    CREATE INDEX parts_search ON parts USING gin (contextfold_search_text(type, data) gin_trgm_ops);
+    CREATE INDEX messages_summaries ON messages (owner, session_id, seq) WHERE summary;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -40,6 +40,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from contextfold.domain import Session
 from contextfold.store import pgschema
+from contextfold.store.base import IndexProgress, SearchHit, SearchQuery, search_timed_out
 from contextfold.store.rows import KEPT, UPDATABLE, session_columns
 from contextfold.store.sql import (
     PART_INSERT,
@@ -50,6 +51,8 @@ from contextfold.store.sql import (
     SQLStore,
     SQLTenant,
     message_insert,
+    search_hit,
+    search_scope,
     session_update,
     totals,
 )
@@ -165,6 +168,7 @@ class _PgDb(Db):
     # A write locks the session's row, so writes to one session, from any replica, run one after
     # another; NO KEY, so inserting its messages (whose foreign key names the row) is not blocked.
     FOR_WRITE = " FOR NO KEY UPDATE"
+    PROJECT = "(replace(metadata, '\\u0000', '\\ufffd')::jsonb ->> 'project')"
 
     def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]]) -> None:
         self.conn = conn
@@ -339,6 +343,10 @@ class PostgresStore(SQLStore):
     def tenant(self, owner: str) -> PostgresTenant:
         return PostgresTenant(self, owner)
 
+    async def index_step(self, batch: int) -> IndexProgress:
+        """Nothing to do: the migration that made the search index built it whole (see `pgschema`)."""
+        return IndexProgress(done=0, total=0)
+
     # -- what only PostgreSQL answers ------------------------------------------------------------
 
     async def compaction_totals(self) -> tuple[int, int]:
@@ -361,6 +369,36 @@ class PostgresStore(SQLStore):
 class PostgresTenant(SQLTenant):
     """`TenantStore` on a `PostgresStore`: every query is scoped to one owner (see `SQLTenant`)."""
 
+    async def search_messages(self, query: SearchQuery) -> list[SearchHit]:
+        """The parts whose text holds the terms, found through the trigram index (`pgschema` 2),
+        ranked by how often they hold them (pg_trgm has no BM25): the sum over the terms of
+        ln(1 + occurrences), divided by 1 + ln(1 + length / 1000), so a short message full of
+        them comes before a long log that mentions them once."""
+        terms = [t.lower() for t in query.terms]
+        text = "contextfold_search_text(p.type, p.data)"
+        likes = [f"{text} LIKE ?" for _ in terms]
+        matches = f"({' OR '.join(likes)})" if query.any_term else " AND ".join(likes)
+        patterns = ["%" + _like_escape(t) + "%" for t in terms]
+        occurrences = " + ".join(
+            f"ln(1 + (length({text}) - length(replace({text}, ?, ''))) / {len(t)}.0)" for t in terms
+        )
+        async with self._store._transaction() as db:
+            if query.timeout:
+                await db.execute(f"SET LOCAL statement_timeout = {max(1, int(query.timeout * 1000))}")
+            where, params = search_scope(db, self.owner, query)
+            try:
+                rows = await db.fetchall(
+                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, "
+                    f"MIN(-({occurrences}) / (1 + ln(1 + length({text}) / 1000.0))) AS score "
+                    "FROM parts p JOIN messages m ON m.id = p.message_id "
+                    f"WHERE {matches} AND {where} "
+                    "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
+                    (*terms, *patterns, *params, query.limit, query.offset),
+                )
+            except psycopg.errors.QueryCanceled:
+                raise search_timed_out(query.timeout or 0) from None
+        return [search_hit(r) for r in rows]
+
     async def _lock_for_delete(self, db: Db, session_id: str) -> None:
         # The session's row first, then the spill lock (its outputs go too): the order every
         # write takes them in. No row: nothing to lock, and the DELETE says it was not found.
@@ -376,3 +414,8 @@ class PostgresTenant(SQLTenant):
 def _migrate(url: str, timeout: float) -> None:
     with psycopg.connect(url, connect_timeout=max(1, int(timeout)), **connect_kwargs()) as conn:
         pgschema.migrate(conn)
+
+
+def _like_escape(term: str) -> str:
+    """`term` as a LIKE pattern matches it literally (backslash is LIKE's escape character)."""
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

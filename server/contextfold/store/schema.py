@@ -10,6 +10,23 @@ import sqlite3
 
 import aiosqlite
 
+SEARCH_TEXT = (
+    "CASE {row}type WHEN 'text' THEN json_extract({row}data, '$.text') "
+    "WHEN 'reasoning' THEN json_extract({row}data, '$.text') "
+    "WHEN 'tool' THEN COALESCE(json_extract({row}data, '$.name'), '') || char(10) "
+    "|| COALESCE(json_extract({row}data, '$.input'), '') || char(10) "
+    "|| COALESCE(json_extract({row}data, '$.output'), '') || char(10) "
+    "|| COALESCE(json_extract({row}data, '$.error'), '') "
+    "WHEN 'file' THEN json_extract({row}data, '$.filename') END"
+)
+"""A part's searchable text, from its stored JSON (`{row}` is "", "NEW." or "OLD."). Indexing
+and un-indexing compute it the same way, as an external-content FTS5 index requires."""
+_INDEXED = (
+    "({row}.rowid > (SELECT backfill_end FROM search_backfill WHERE id = 1) "
+    "OR {row}.rowid <= (SELECT indexed_upto FROM search_backfill WHERE id = 1))"
+)
+"""Whether the part is in the search index already (see migration 9)."""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: sessions, messages, parts
     """
@@ -339,6 +356,50 @@ MIGRATIONS: tuple[str, ...] = (
     END;
     CREATE INDEX messages_in_view ON messages (owner, session_id, seq) WHERE hidden = 0;
     """,
+    # 9: full-text search over every stored part (`store.search`). An FTS5 index whose text is
+    # read from `search_source`, a view computing each part's searchable text from its JSON (a
+    # message's text, a tool call's name, input, output and error, a reasoning's text, a file's
+    # name): nothing is stored twice. Triggers keep it in step with every write, in the write's
+    # own transaction. The tokenizer is `trigram`: any substring of three characters or more
+    # matches, so `snake_case`, `CamelCase`, `path/to/file.py`, `E1101` and CJK text (which has
+    # no spaces between words) are found by any piece of them, whatever the case; BM25 ranks.
+    # Parts stored before this version are indexed afterwards in short batches
+    # (`search_backfill`: parts up to `indexed_upto`, and every part after `backfill_end`, are in
+    # the index), so a large home upgrades without holding the write lock for minutes; the
+    # triggers touch the index only for parts it holds. And an index of each session's summaries,
+    # found without reading its other messages (a hit names the summary bullets citing it).
+    """
+    CREATE TABLE search_backfill (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        indexed_upto INTEGER NOT NULL,
+        backfill_end INTEGER NOT NULL
+    );
+    INSERT INTO search_backfill (id, indexed_upto, backfill_end) SELECT 1, 0, COALESCE(MAX(rowid), 0) FROM parts;
+    CREATE VIEW search_source AS SELECT rowid AS part_rowid, {body} AS body FROM parts;
+    CREATE VIRTUAL TABLE search_index USING fts5(
+        body, content = 'search_source', content_rowid = 'part_rowid', tokenize = 'trigram'
+    );
+    CREATE INDEX messages_summaries ON messages (owner, session_id, seq) WHERE summary = 1;
+    CREATE TRIGGER search_on_insert AFTER INSERT ON parts WHEN {new_indexed}
+    BEGIN
+        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
+    END;
+    CREATE TRIGGER search_on_delete AFTER DELETE ON parts WHEN {old_indexed}
+    BEGIN
+        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
+    END;
+    CREATE TRIGGER search_on_update AFTER UPDATE OF type, data ON parts WHEN {old_indexed}
+    BEGIN
+        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
+        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
+    END;
+    """.format(
+        body=SEARCH_TEXT.format(row=""),
+        new_body=SEARCH_TEXT.format(row="NEW."),
+        old_body=SEARCH_TEXT.format(row="OLD."),
+        new_indexed=_INDEXED.format(row="NEW"),
+        old_indexed=_INDEXED.format(row="OLD"),
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

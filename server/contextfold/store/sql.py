@@ -25,7 +25,16 @@ from typing import Any, ClassVar, Protocol
 
 from contextfold.domain import CompactionRecord, Message, MessageRow, Part, Session, ToolPart, Usage, new_id
 from contextfold.errors import ConflictError, InvalidInput, NotFoundError, output_not_found
-from contextfold.store.base import IdleSession, OutputRecord, PartMark, SessionPage, StoredToolPart, Tombstone
+from contextfold.store.base import (
+    IdleSession,
+    OutputRecord,
+    PartMark,
+    SearchHit,
+    SearchQuery,
+    SessionPage,
+    StoredToolPart,
+    Tombstone,
+)
 from contextfold.store.rows import (
     KEPT,
     MESSAGE_COLUMNS,
@@ -90,6 +99,8 @@ class Db:
     """How `changed_messages` names the index it must use, where the planner needs telling."""
     FOR_WRITE: ClassVar[str] = ""
     """What locks a session's row for the rest of a write transaction, after its SELECT."""
+    PROJECT: ClassVar[str]
+    """A session's project root, read from its metadata (`SessionState.project`)."""
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; the number of rows it changed."""
@@ -199,6 +210,38 @@ def idle_session(row: Row) -> IdleSession:
         origin=origin if isinstance(origin, str) else None,
         messages=int(row["message_count"]),
         last_active=float(max(times)),
+    )
+
+
+def search_scope(db: Db, owner: str, query: SearchQuery) -> tuple[str, list[Any]]:
+    """The predicate that keeps a search's hits to one tenant, and to the query's session or
+    project and time window (`p` is `parts`, `m` is `messages`): the owner is always there."""
+    where = ["p.owner = ?"]
+    params: list[Any] = [owner]
+    if query.session_id is not None:
+        where.append("p.session_id = ?")
+        params.append(query.session_id)
+    if query.project is not None:
+        where.append(f"p.session_id IN (SELECT id FROM sessions WHERE owner = ? AND {db.PROJECT} = ?)")
+        params += [owner, query.project]
+    if query.since is not None:
+        where.append("m.created_at >= ?")
+        params.append(query.since)
+    if query.until is not None:
+        where.append("m.created_at < ?")
+        params.append(query.until)
+    return " AND ".join(where), params
+
+
+def search_hit(row: Row) -> SearchHit:
+    return SearchHit(
+        session_id=row["session_id"],
+        message_id=row["id"],
+        seq=int(row["seq"]),
+        role=row["role"],
+        created_at=float(row["created_at"]),
+        hidden=bool(row["hidden"]),
+        score=float(row["score"]),
     )
 
 
@@ -340,9 +383,14 @@ class SQLTenant:
             await self._lock_for_delete(db, session_id)
             if await db.execute("DELETE FROM sessions WHERE owner = ? AND id = ?", (self.owner, session_id)) == 0:
                 raise NotFoundError("session", session_id)
+            await self._after_delete(db)
 
     async def _lock_for_delete(self, db: Db, session_id: str) -> None:
         """What a backend locks before deleting a session with its outputs (see `PostgresTenant`)."""
+
+    async def _after_delete(self, db: Db) -> None:
+        """What a backend does, in the same transaction, once a session's rows are deleted (see
+        `SQLiteTenant`: give its full-text index's space back)."""
 
     async def delete_idle_session(self, session_id: str, before: float) -> dict[str, int] | None:
         _id("session_id", session_id)
@@ -358,6 +406,7 @@ class SQLTenant:
                 (self.owner, session_id),
             )
             await db.execute("DELETE FROM sessions WHERE owner = ? AND id = ?", (self.owner, session_id))
+            await self._after_delete(db)
             return {r["digest"]: int(r["bytes"]) for r in outputs}
 
     # -- messages ----------------------------------------------------------------------------
@@ -392,6 +441,20 @@ class SQLTenant:
         _id("session_id", session_id)
         async with self._store._reading() as db:
             return await load_messages(db, self.owner, session_id, after_seq, limit, hidden=hidden)
+
+    async def summaries(self, session_id: str, *, limit: int) -> list[Message]:
+        """The session's newest `limit` summary messages (those a compaction wrote), oldest first."""
+        _id("session_id", session_id)
+        async with self._store._reading() as db:
+            rows = await db.fetchall(
+                f"SELECT seq FROM messages WHERE owner = ? AND session_id = ? AND summary = {db.TRUE} "
+                "ORDER BY seq DESC LIMIT ?",
+                (self.owner, session_id, limit),
+            )
+            found: list[Message] = []
+            for row in reversed(rows):
+                found += await load_messages(db, self.owner, session_id, int(row["seq"]) - 1, 1, hidden=True)
+        return found
 
     async def rows(self, session_id: str, *, after_seq: int = 0) -> list[MessageRow]:
         _id("session_id", session_id)

@@ -24,6 +24,7 @@ from typing import Any
 import aiosqlite
 
 from contextfold.domain import Session
+from contextfold.store.base import IndexProgress, SearchHit, SearchQuery, search_timed_out
 from contextfold.store.rows import KEPT, UPDATABLE, session_columns
 from contextfold.store.schema import migrate
 from contextfold.store.sql import (
@@ -35,11 +36,15 @@ from contextfold.store.sql import (
     SQLStore,
     SQLTenant,
     message_insert,
+    search_hit,
+    search_scope,
     session_update,
     totals,
 )
 
 BUSY_TIMEOUT_MS = 10_000
+_PROGRESS_STEPS = 10_000
+"""SQLite VM steps between looks at a search's deadline."""
 _MAX_PARAMS = 500
 """Values bound in one IN list: SQLite caps bound parameters per statement."""
 
@@ -53,6 +58,7 @@ class _SQLiteDb(Db):
     NO_LIMIT = -1
     # The planner otherwise walks the session's messages by seq, all of a long history.
     BY_REV = " INDEXED BY messages_by_rev"
+    PROJECT = "json_extract(metadata, '$.project')"
     # FOR_WRITE: none. `BEGIN IMMEDIATE` holds the database's write lock for the whole transaction.
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
@@ -212,6 +218,35 @@ class SQLiteStore(SQLStore):
         """This database as one tenant sees it: its sessions and outputs, nobody else's."""
         return SQLiteTenant(self, owner)
 
+    # -- the search index -------------------------------------------------------------------------
+
+    async def index_step(self, batch: int) -> IndexProgress:
+        """Index the next `batch` parts stored before the search index existed (schema 9), in one
+        write transaction that reads how far the index is under the write lock: processes doing
+        this at once share the work, and none indexes a part twice."""
+        row = await self._fetchone("SELECT indexed_upto, backfill_end FROM search_backfill WHERE id = 1")
+        if row is not None and int(row["indexed_upto"]) >= int(row["backfill_end"]):
+            return IndexProgress(done=int(row["indexed_upto"]), total=int(row["backfill_end"]))  # no write
+        async with self._transaction() as db:
+            row = await db.fetchone("SELECT indexed_upto, backfill_end FROM search_backfill WHERE id = 1")
+            assert row is not None
+            done, end = int(row["indexed_upto"]), int(row["backfill_end"])
+            if done < end:
+                last = await db.fetchone(
+                    "SELECT MAX(r) AS last FROM (SELECT rowid AS r FROM parts WHERE rowid > ? AND rowid <= ? "
+                    "ORDER BY rowid LIMIT ?)",
+                    (done, end, batch),
+                )
+                upto = end if last is None or last["last"] is None else int(last["last"])
+                await db.execute(
+                    "INSERT INTO search_index (rowid, body) SELECT part_rowid, body FROM search_source "
+                    "WHERE part_rowid > ? AND part_rowid <= ?",
+                    (done, upto),
+                )
+                await db.execute("UPDATE search_backfill SET indexed_upto = ? WHERE id = 1", (upto,))
+                done = upto
+            return IndexProgress(done=done, total=end)
+
     # -- what only SQLite answers ------------------------------------------------------------------
 
     async def compaction_totals(self) -> tuple[int, int]:
@@ -235,5 +270,53 @@ class SQLiteStore(SQLStore):
         return int(row["size"]) if row else 0
 
 
+FTS_MERGE_PAGES = 2_000
+"""Pages of the full-text index a session's deletion merges at most (see `SQLiteTenant._after_delete`)."""
+
+
 class SQLiteTenant(SQLTenant):
     """`TenantStore` on a `SQLiteStore`: every query is scoped to one owner (see `SQLTenant`)."""
+
+    _store: SQLiteStore
+
+    async def _after_delete(self, db: Db) -> None:
+        """FTS5 deletes a session's rows from its index by writing delete markers, which take
+        space until segments merge: without a merge, deleting sessions to get under
+        `max_database_bytes` made the database larger. A bounded merge (`FTS_MERGE_PAGES` pages
+        written at most) folds them in with the deletion."""
+        await db.execute("INSERT INTO search_index (search_index, rank) VALUES ('merge', ?)", (FTS_MERGE_PAGES,))
+
+    async def search_messages(self, query: SearchQuery) -> list[SearchHit]:
+        """FTS5 over the trigram index (schema 9), ranked by BM25; a term shorter than a trigram
+        is checked as a substring of the text the longer ones found."""
+        long = [t for t in query.terms if len(t) >= 3]
+        short = [t.lower() for t in query.terms if len(t) < 3]
+        if not long:
+            raise ValueError("full-text search needs a term of three characters or more")
+        match = (" OR " if query.any_term else " ").join('"' + t.replace('"', '""') + '"' for t in long)
+        conn = self._store.connection
+        deadline = time.monotonic() + (query.timeout or 3600.0)
+        async with self._store._reading() as db:
+            where, params = search_scope(db, self.owner, query)
+            for term in short if not query.any_term else []:
+                where += " AND instr(lower(s.body), ?) > 0"
+                params.append(term)
+            source = " JOIN search_source s ON s.part_rowid = f.rowid" if short and not query.any_term else ""
+            # The one connection is this process's for every session: a query matching most of a
+            # huge history is stopped at its deadline rather than hold up the others.
+            await conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+            try:
+                rows = await db.fetchall(
+                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, MIN(f.rank) AS score "
+                    f"FROM search_index f JOIN parts p ON p.rowid = f.rowid JOIN messages m ON m.id = p.message_id"
+                    f"{source} WHERE search_index MATCH ? AND {where} "
+                    "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
+                    (match, *params, query.limit, query.offset),
+                )
+            except sqlite3.OperationalError as exc:
+                if "interrupt" not in str(exc):
+                    raise
+                raise search_timed_out(query.timeout or 3600.0) from None
+            finally:
+                await conn.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None removes it
+        return [search_hit(r) for r in rows]
