@@ -36,6 +36,10 @@ OverflowState = Literal["ok", "soft", "hard", "overflow"]
 PROXY_ORIGIN = "proxy"
 """`SessionState.origin` of the session a `contextfold proxy` connection records its calls in."""
 
+HOOK_ORIGIN = "hook:"
+"""`SessionState.origin` of a session an agent's hooks opened, followed by the agent ("hook:codex"):
+the hooks import the agent's transcript into it, and it still reads as the hooks' session."""
+
 LOCAL_OWNER = ""
 """The tenant of callers on this machine (stdio, the CLI, the hooks, a library user)."""
 

@@ -280,6 +280,7 @@ def test_precompact_imports_the_transcript_only_what_is_new_each_time(tmp_path: 
             if once:
                 await service.import_transcript(t.path, session_id="once", format="claude-code")
             session, _ = await service.session_view("once" if once else f"claude-code-{t.session}")
+            assert session.metadata.origin == (None if once else "hook:claude-code")  # the inspector's source
             return session.message_count, session.metadata.imports
 
     count, marks = asyncio.run(stored(home, once=False))

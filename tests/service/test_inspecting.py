@@ -4,6 +4,7 @@ preview the model saw, and a session's life; on SQLite and on PostgreSQL, scoped
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,18 @@ async def test_sessions_with_their_source_newest_first_and_filtered(service):
     assert [r.id for r in rows] == ["older", "claude-code-abc"]
     assert {r.id: r.source for r in rows} == {"older": "harness", "claude-code-abc": "Claude Code hook"}
     assert [r.id for r in await service.inspect_sessions(query="CLAUDE")] == ["claude-code-abc"]
+
+
+async def test_a_session_the_hooks_opened_stays_theirs_once_its_transcript_is_imported(service, tmp_path):
+    """The hooks open their session, then import the agent's transcript into it: the sessions page
+    still says which hook writes it (a plain import says import)."""
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"role": "user", "content": "hello"}) + "\n")
+    await service.open_session("codex-abc", model="gpt-4o", origin="hook:codex")
+    await service.import_transcript(transcript, session_id="codex-abc", format="normalized")
+    await service.import_transcript(transcript, session_id="imported", format="normalized")
+    sources = {r.id: r.source for r in await service.inspect_sessions()}
+    assert sources["codex-abc"] == "Codex hook" and sources["imported"].startswith("import")
 
 
 async def test_another_tenant_sees_none_of_it(service):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextfold.hooks import claude_code, codex, gate, state
+from contextfold.names import HOOK_ORIGIN
 
 if TYPE_CHECKING:
     from contextfold.config import Settings
@@ -202,7 +203,7 @@ class _Hook:
             await service.status(sid)
         except NotFoundError:
             title = f"{self.agent} session {sid.removeprefix(self.module.SESSION_PREFIX)}"
-            await service.open_session(sid, model=self._model(), title=title)
+            await service.open_session(sid, model=self._model(), title=title, origin=HOOK_ORIGIN + self.agent)
 
     async def _spill(self, sid: str, output: claude_code.ToolOutput) -> dict[str, Any] | None:
         from contextfold.service.ingest import PreviewCaps

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from contextfold.domain import CompactionRecord, Message, Session, ToolPart
-from contextfold.names import AGENT_NAMES, PROXY_ORIGIN
+from contextfold.names import AGENT_NAMES, HOOK_ORIGIN, PROXY_ORIGIN
 from contextfold.policy.breakdown import CATEGORIES, split_view
 from contextfold.results import Breakdown, BreakdownCategory, Status
 from contextfold.store.base import OutputRecord
@@ -203,6 +203,8 @@ def source_of(session: Session) -> str:
     meta = session.metadata
     if meta.origin == PROXY_ORIGIN:
         return "proxy"
+    if meta.origin and meta.origin.startswith(HOOK_ORIGIN):  # its transcript is imported too: still the hooks'
+        return f"{AGENT_NAMES.get(meta.origin.removeprefix(HOOK_ORIGIN), 'agent')} hook"
     agent = AGENT_NAMES.get(meta.source_format or "")
     if meta.imports or meta.imported_from:
         return f"import ({agent})" if agent else "import"
