@@ -7,13 +7,19 @@ same), `false` defaults of flags and string length limits; in outputs, defaults,
 docstrings and `required` (a result always carries every field), `type` beside an enum of
 strings, and the `anyOf` around a nullable object (a type list says the same). Validation is
 unchanged: it runs on the pydantic models, not on these listings.
+
+An output schema is also made `shallow`: every field of the result keeps its name and type (and
+an enum its values), but what a nested object or list holds is left to the tool's description
+and the result itself — half the listing's tokens went to describing the inside of results a
+model reads anyway, and a client validating `structuredContent` against the shallow schema still
+checks every field's type.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["inline_defs", "lean"]
+__all__ = ["inline_defs", "lean", "shallow"]
 
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -134,3 +140,21 @@ def _count_refs(node: Any, uses: dict[str, int]) -> None:
     elif isinstance(node, list):
         for value in node:
             _count_refs(value, uses)
+
+
+def shallow(schema: dict[str, Any]) -> dict[str, Any]:
+    """A lean output schema with each top-level field's type (and enum) only (see the module doc)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    kept: dict[str, Any] = {}
+    for name, field in properties.items():
+        if not isinstance(field, dict):
+            kept[name] = field
+            continue
+        top = {k: v for k, v in field.items() if k in ("type", "enum", "const")}
+        if not top and isinstance(field.get("anyOf"), list):  # a union of shapes: its branches' types
+            types = [b["type"] for b in field["anyOf"] if isinstance(b, dict) and isinstance(b.get("type"), str)]
+            top = {"type": types} if types else {}
+        kept[name] = top
+    return {**{k: v for k, v in schema.items() if k != "properties"}, "properties": kept}

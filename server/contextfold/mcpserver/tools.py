@@ -47,7 +47,7 @@ from contextfold.errors import (
 from contextfold.home.opening import open_service
 from contextfold.mcpserver import answers, bigstrings, bodies
 from contextfold.mcpserver.auth import SCOPE, TenantTokens
-from contextfold.mcpserver.schemas import inline_defs, lean
+from contextfold.mcpserver.schemas import inline_defs, lean, shallow
 from contextfold.results import (
     AppendResult,
     Brief,
@@ -736,7 +736,9 @@ class _CompactSchemas(MCPServer):
             tool.model_copy(
                 update={
                     "input_schema": lean(inline_defs(tool.input_schema), output=False),
-                    "output_schema": lean(inline_defs(tool.output_schema), output=True) if tool.output_schema else None,
+                    "output_schema": shallow(lean(inline_defs(tool.output_schema), output=True))
+                    if tool.output_schema
+                    else None,
                 }
             )
             for tool in await super().list_tools()
