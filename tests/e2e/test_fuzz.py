@@ -382,6 +382,8 @@ ARGUMENTS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
         "clear_at_least": with_wrong(ints),
         "exclude_tools": with_wrong(st.lists(texts, max_size=3)),
         "clear_inputs": bools,
+        "apply": with_wrong(texts),
+        "undo": bools,
     },
     "select_tail": {"session_id": with_wrong(ids), "budget": with_wrong(ints), "tail_turns": with_wrong(ints)},
     "spill": {
@@ -415,6 +417,22 @@ ARGUMENTS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
         "instructions": with_wrong(texts),
         "strategy": with_wrong(st.sampled_from(["anchored", "regions", "middle", "oldest", "hybrid", "x"])),
         "dry_run": bools,
+        "apply": with_wrong(texts),
+        "undo": bools,
+        "edit": with_wrong(texts | st.just("## Goal\n- fix it [m1]\n## Constraints\n- [m999999999999]")),
+        "range": with_wrong(st.sampled_from(["m1..m3", "m3..m1", "m0..m99999999999999999999", "m1"]) | texts),
+        "keep_pins": bools,
+    },
+    "pin": {
+        "session_id": with_wrong(ids),
+        "ref": with_wrong(st.sampled_from(["m1", "m1..m2", "m2..m1", "m99999999999999999999"]) | texts),
+        "note": with_wrong(texts),
+        "unpin": with_wrong(st.sampled_from(["p1", "p0"]) | texts),
+    },
+    "handoff": {
+        "session_id": with_wrong(ids),
+        "to": with_wrong(st.sampled_from(["markdown", "claude-code", "codex", "x"])),
+        "tokens": with_wrong(ints),
     },
     "summarize": {
         "messages": message_lists,
