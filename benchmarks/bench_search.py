@@ -238,11 +238,12 @@ def distinctive(text: str, df: Counter[str], n: int = 4) -> list[str]:
     return sorted(words, key=lambda w: (df[w.lower()], w))[:n]
 
 
-async def relevance(backend: str, settings: dict[str, Any]) -> list[dict]:
+async def relevance(backend: str, settings: dict[str, Any], sessions_at_most: int | None = None) -> list[dict]:
+    """Hit rates over every compacted Claude Code session of the corpus (--quick: the first one)."""
     service = await ContextService.open(load_settings({**settings, "home": settings["home"] / "relevance"}, environ={}))
     try:
         sessions: dict[str, list[Message]] = {}
-        for path in compacted_sessions():
+        for path in compacted_sessions()[:sessions_at_most]:
             result = await service.import_transcript(path)
             sessions[result.session_id] = await service._scope.store.load_messages(result.session_id, hidden=True)
         df = Counter(w.lower() for ms_ in sessions.values() for m in ms_ for w in set(_WORD.findall(_text_of(m))))
@@ -303,7 +304,7 @@ async def main(opts: Options) -> None:
         sizes = QUICK_SIZES if opts.quick else SIZES_SQLITE
         latency = await queries("SQLite", {"home": home / "sqlite"}, texts, sizes)
         writes = [await appends("SQLite", lambda name: {"home": home / "sqlite" / name}, texts, sqlite_drop)]
-        found = [] if opts.quick else await relevance("SQLite", {"home": home / "sqlite"})
+        found = await relevance("SQLite", {"home": home / "sqlite"}, 1 if opts.quick else None)
         cluster = _postgres.start_cluster()
         try:
 
