@@ -142,6 +142,7 @@ def _unindexed(db: Path) -> None:
             "DROP TABLE search_index",
             "DROP VIEW search_source",
             "DROP TABLE search_backfill",
+            "DROP INDEX messages_summaries",
             "PRAGMA user_version = 8",
         ):
             conn.execute(statement)
