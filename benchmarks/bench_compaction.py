@@ -72,6 +72,7 @@ from _recall import measure as measure_cut
 from _secrets import leaks, seed_wire, seeded_secrets
 from _sessions import half_of, licensed_source, project_of, synthetic_session, transcripts, write_normalized
 
+from contextfold.compaction.engine import SUMMARY_MAX_TOKENS
 from contextfold.config import load_settings
 from contextfold.results import CompactResult
 from contextfold.service.facade import ContextService
@@ -561,6 +562,58 @@ async def measure_recall(files: Sequence[Path], opts: Options) -> None:
         missed_file.write_text(json.dumps(shareable, indent=1, ensure_ascii=False) + "\n")
 
 
+# -- the summary's size against what it keeps ----------------------------------------------------
+
+BUDGETS = (2_800, 3_200, 3_800)
+"""`summary_max_tokens` values compared side by side (3,800 is the default)."""
+
+
+async def measure_budget(files: Sequence[Path], opts: Options) -> None:
+    """Needed-later recall and summary size at each `summary_max_tokens` in `BUDGETS`, over the same
+    cuts as `compaction_recall`, beside the agent's own summaries at its real compactions."""
+    rows: list[dict[str, Any]] = []
+    agent_tokens: list[int] = []
+    for budget in BUDGETS:
+        records: list[CutRecord] = []
+        with tempfile.TemporaryDirectory(prefix="bench-budget-") as home:
+            scratch = Path(home) / "prefixes"
+            scratch.mkdir()
+            settings = load_settings({"home": Path(home) / "data", "summary_max_tokens": budget}, environ={})
+            async with await ContextService.open(settings) as svc:
+                for path in files:
+                    records += (await recall_rows(svc, read_transcript(original_of(path), short(path.name)), scratch))[
+                        2
+                    ]
+        real = [r for r in records if r.agent_tokens is not None]
+        if not agent_tokens:
+            agent_tokens = [r.agent_tokens for r in real if r.agent_tokens is not None]
+        rows.append(
+            {
+                "summary_max_tokens": f"{budget:,}" + (" (default)" if budget == SUMMARY_MAX_TOKENS else ""),
+                "cuts": len(records),
+                "recall": pooled([r.ours.recall for r in records]),
+                "cuts < 80%": sum(1 for r in records if (r.ours.recall.share or 1.0) < 0.8),
+                "instr": pooled([r.ours.instructions for r in records]),
+                "summary tokens, median": f"{statistics.median(r.tokens for r in records):,.0f}",
+                "at real cuts, median": f"{statistics.median(r.tokens for r in real):,.0f}" if real else "-",
+                "agent's, median": f"{statistics.median(agent_tokens):,.0f}" if agent_tokens else "-",
+                "no larger than the agent's": f"{sum(r.tokens <= (r.agent_tokens or 0) for r in real)}/{len(real)}",
+            }
+        )
+        print(f"summary_max_tokens {budget:,}: {rows[-1]['recall']}", flush=True)
+    report(
+        "compaction_budget",
+        "The summary's size against what it keeps",
+        rows,
+        opts,
+        notes=[
+            "Each row compacts every cut of `compaction_recall` again with that `summary_max_tokens` (the same "
+            "transcripts, cuts and measures); recall pooled over the cuts; instr: the user's messages before the cut "
+            "found verbatim; the agent's summaries are measured at its real compactions only.",
+        ],
+    )
+
+
 # -- after the agent's own compaction, and a chatty session --------------------------------------
 
 AFTER_FRACTIONS = (0.4, 0.6, 0.8)
@@ -850,6 +903,7 @@ async def main(opts: Options) -> None:
         notes=notes,
     )
     await measure_recall(recall_files(opts), opts)
+    await measure_budget(recall_files(opts), opts)
     await measure_after(recall_files(opts), opts)
     await measure_secrets(recall_files(opts), opts)
 

@@ -139,6 +139,13 @@ class Settings(BaseModel):
     preserve_recent_tokens: int | None = Field(
         None, ge=0, description="Token budget of the verbatim tail; default a quarter of usable, within 2,000–8,000."
     )
+    summary_max_tokens: int = Field(
+        3_800,
+        ge=200,
+        le=32_000,
+        description="Largest summary a compaction writes (a tenth of usable and half of what it replaces, when "
+        "less). Lower keeps less: on the corpus, needed-later recall 96 % at 3,800, 95 % at 3,200, 93 % at 2,800.",
+    )
 
     # -- hard limits on requests -----------------------------------------------------------------
     max_message_bytes: int = Field(16 * 1024**2, ge=1, description="Largest single message accepted.")

@@ -76,7 +76,7 @@ def test_a_small_head_gets_up_to_the_floor_within_its_share_and_big_heads_are_un
 @pytest.mark.asyncio
 async def test_a_small_heads_summary_is_the_one_a_roomy_budget_gives(tmp_path: Path, monkeypatch) -> None:
     summary, tokens, before = await compacted_summary(tmp_path / "small")
-    monkeypatch.setattr(engine, "summary_budget", lambda usable, replaced: SUMMARY_MAX_TOKENS)
+    monkeypatch.setattr(engine, "summary_budget", lambda usable, replaced, *cap: SUMMARY_MAX_TOKENS)
     roomy, _, _ = await compacted_summary(tmp_path / "roomy")
     assert summary == roomy  # nothing left out for want of room
     assert before // 2 < tokens < before  # more than half the head: the old budget could not hold it

@@ -314,3 +314,38 @@ async def test_the_rule_digest_keeps_to_the_sessions_bound(service):
     free = await service.compact("free", strategy="regions", summarizer="extractive", dry_run=True)
     bound = await service.compact("bound", strategy="regions", summarizer="extractive", dry_run=True)
     assert 4_000 <= free.summary_tokens <= 5_200 and 450 <= bound.summary_tokens <= 500
+
+
+def _file_turn(i: int) -> list[dict]:
+    path = f"src/pkg_{i}/module_{i}.py"
+    call = {"id": f"r{i}", "type": "function", "function": {"name": "read_file", "arguments": f'{{"path": "{path}"}}'}}
+    ask = [{"role": "user", "content": f"Go on with the next ten modules from {path}."}] if i % 10 == 0 else []
+    return [
+        *ask,
+        {"role": "assistant", "content": f"Checking `handler_{i}` against `Config{i}Loader`.", "tool_calls": [call]},
+        {
+            "role": "tool",
+            "tool_call_id": f"r{i}",
+            "content": f"def handler_{i}(cfg):\n    return Config{i}Loader(cfg)\n" * 40,
+        },
+        {"role": "assistant", "content": f"`handler_{i}` in `{path}` calls `Config{i}Loader`; it looks right."},
+    ]
+
+
+async def test_the_summary_keeps_to_the_sessions_summary_max_tokens(service):
+    history = [m for i in range(90) for m in _file_turn(i)]
+    for sid, settings in (("roomy", {}), ("tight", {"summary_max_tokens": 1_200})):
+        await service.open_session(sid, model="gpt-4o", settings=settings)
+        await service.append(sid, history)
+    roomy = await service.compact("roomy", summarizer="extractive")
+    tight = await service.compact("tight", summarizer="extractive")
+    assert roomy.summary_tokens > 1_400  # under the default (3,800) the working set lists more
+    assert 900 <= tight.summary_tokens <= 1_200
+    kept = await service.summary_text("tight")
+    assert "Config75Loader" in kept and "Config10Loader" not in kept  # the newest names stay, the oldest go
+    assert "Config10Loader" in await service.summary_text("roomy")
+
+
+async def test_summary_max_tokens_is_refused_out_of_range(service):
+    with pytest.raises(Exception, match="summary_max_tokens"):
+        await service.open_session("x", model="gpt-4o", settings={"summary_max_tokens": 50})

@@ -517,6 +517,7 @@ def _plan(
         caps=CutCaps(settings.cut_tokens, settings.cut_chars),
         pinned=pinned,
         notes=notes,
+        summary_max_tokens=settings.summary_max_tokens,
     )
 
 

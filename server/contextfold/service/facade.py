@@ -283,7 +283,7 @@ class ContextService(Tenant):
         head = [count_message(m, counter) for m in batch.messages]
         replaced = sum(m.tokens for m in head) + (counter.count(previous_summary) if previous_summary else 0)
         usable = catalog.budget(catalog.lookup(model)).usable
-        return head, counter, summary_budget(usable, replaced)
+        return head, counter, summary_budget(usable, replaced, self._runtime.settings.summary_max_tokens)
 
 
 __all__ = [

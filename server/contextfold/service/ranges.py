@@ -97,7 +97,7 @@ class Ranges:
             raise CompactionFailed(f"m{first}..m{last} holds nothing to summarize: every message in it is pinned")
         replaced = sum(m.in_view_tokens for m in head)
         redacted, redactor = redact_history(head)
-        budget = summary_budget(usable or replaced * 2, replaced)
+        budget = summary_budget(usable or replaced * 2, replaced, settings.summary_max_tokens)
         plan = Plan(
             head=redacted,
             tail=[],
