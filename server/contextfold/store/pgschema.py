@@ -14,6 +14,9 @@ nothing left to do. Append new migrations; never edit a released one.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -228,10 +231,31 @@ class PgSchemaTooNewError(RuntimeError):
     """The database was migrated by a newer contextfold; refusing beats corrupting it."""
 
 
-def migrate(conn: psycopg.Connection) -> int:
+LONG_STEPS = {2: "building the search index"}
+"""The migrations that take a while on a large database (by the version they make), and what they
+do: `migrate` says when one starts and ends, and how far its index build has come."""
+PROGRESS_SECONDS = 2.0
+"""How often a long step's progress is read (`pg_stat_progress_create_index`) and reported."""
+
+
+def migrate(
+    conn: psycopg.Connection,
+    *,
+    progress: Callable[[str], None] | None = None,
+    watch: Callable[[], psycopg.Connection] | None = None,
+    every: float = PROGRESS_SECONDS,
+) -> int:
     """Bring the database behind `conn` (autocommit) to `SCHEMA_VERSION`; returns the version it
-    started at. Safe to run from any number of replicas at once (see the module docstring)."""
-    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    started at. Safe to run from any number of replicas at once (see the module docstring).
+
+    `progress` hears, one line each, that this replica waits for another one's migration, and when
+    a step of `LONG_STEPS` starts and ends; given `watch` (a new autocommit connection to the same
+    database), also how far that step's index build has come, every `every` seconds."""
+    got = conn.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATION_LOCK,)).fetchone()
+    if not got or not got[0]:
+        if progress is not None:
+            progress("waiting for another process that is migrating the database")
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS contextfold_schema (id integer PRIMARY KEY CHECK (id = 1), "
@@ -241,16 +265,76 @@ def migrate(conn: psycopg.Connection) -> int:
         start = int(row[0]) if row else 0
         _check_not_newer(start)
         for version in range(start, SCHEMA_VERSION):
+            long = LONG_STEPS.get(version + 1) if progress is not None else None
+            if long is not None and progress is not None:
+                row = conn.execute("SELECT count(*) FROM parts").fetchone()
+                progress(
+                    f"schema {version + 1}: {long} over {int(row[0]) if row else 0:,} stored parts; other "
+                    "processes opening this database wait until it is done"
+                )
+            started = time.monotonic()
+            watcher = _Watcher(watch, conn.info.backend_pid, progress, every) if long and watch and progress else None
             with conn.transaction():
-                conn.execute(MIGRATIONS[version])
+                try:
+                    conn.execute(MIGRATIONS[version])
+                finally:
+                    if watcher is not None:
+                        watcher.stop()
                 conn.execute(
                     "INSERT INTO contextfold_schema (id, version) VALUES (1, %s) "
                     "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
                     (version + 1,),
                 )
+            if long is not None and progress is not None:
+                progress(f"schema {version + 1}: {long} done in {time.monotonic() - started:,.1f} s")
         return start
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+class _Watcher:
+    """Reads how far the migrating connection's index build has come (`pg_stat_progress_create_index`,
+    from its own connection) every `every` seconds until stopped, reporting each change."""
+
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection], pid: int, progress: Callable[[str], None], every: float
+    ) -> None:
+        self._connect, self._pid, self._progress, self._every = connect, pid, progress, every
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="contextfold-migration-progress", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=max(5.0, self._every * 2))
+
+    def _run(self) -> None:
+        said = ""
+        try:
+            with self._connect() as watch:
+                while not self._done.wait(self._every):
+                    row = watch.execute(
+                        "SELECT phase, blocks_done, blocks_total, tuples_done, tuples_total "
+                        "FROM pg_stat_progress_create_index WHERE pid = %s",
+                        (self._pid,),
+                    ).fetchone()
+                    line = _index_progress(row) if row else ""
+                    if line and line != said:
+                        self._progress(line)
+                        said = line
+        except Exception as exc:  # progress is a courtesy: the migration goes on without it
+            self._progress(f"could not read the index build's progress: {type(exc).__name__}: {exc}")
+
+
+def _index_progress(row: tuple[object, ...]) -> str:
+    """One line from a `pg_stat_progress_create_index` row: its phase and how far it is."""
+    phase, blocks_done, blocks_total, tuples_done, tuples_total = row
+    of = ""
+    if isinstance(blocks_total, int) and blocks_total > 0 and isinstance(blocks_done, int):
+        of = f": {blocks_done:,} of {blocks_total:,} blocks ({blocks_done / blocks_total:.0%})"
+    elif isinstance(tuples_total, int) and tuples_total > 0 and isinstance(tuples_done, int):
+        of = f": {tuples_done:,} of {tuples_total:,} rows ({tuples_done / tuples_total:.0%})"
+    return f"index build {phase}{of}"
 
 
 def stored_version(conn: psycopg.Connection) -> int:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -56,6 +57,8 @@ from contextfold.store.sql import (
     session_update,
     totals,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PostgresStore",
@@ -412,8 +415,11 @@ class PostgresTenant(SQLTenant):
 
 
 def _migrate(url: str, timeout: float) -> None:
-    with psycopg.connect(url, connect_timeout=max(1, int(timeout)), **connect_kwargs()) as conn:
-        pgschema.migrate(conn)
+    def connect() -> psycopg.Connection:
+        return psycopg.connect(url, connect_timeout=max(1, int(timeout)), **connect_kwargs())
+
+    with connect() as conn:
+        pgschema.migrate(conn, progress=log.info, watch=connect)
 
 
 def _like_escape(term: str) -> str:
