@@ -240,12 +240,24 @@ def test_terms():
     assert parse_terms("(foo.py),", max_chars=100, max_terms=5).terms == ("foo.py",)
 
 
-async def test_a_query_matching_too_much_stops_at_its_time_limit_and_the_next_one_runs(tmp_path):
-    settings = load_settings({"home": tmp_path, "search_timeout_seconds": 1e-6}, environ={})
-    service = await ContextService.open(settings)
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])]
+)
+async def test_a_query_matching_too_much_stops_at_its_time_limit_and_the_next_one_runs(
+    tmp_path, backend: str, request: pytest.FixtureRequest
+):
+    # PostgreSQL's statement_timeout counts whole milliseconds: 1 ms, against a query that reads and
+    # ranks 20,000 matching messages (tens of milliseconds at the least).
+    overrides: dict[str, object] = {"home": tmp_path, "search_timeout_seconds": 1e-6}
+    if backend == "postgres":
+        overrides["database"] = request.getfixturevalue("pg_url")
+    service = await ContextService.open(load_settings(overrides, environ={}))
     try:
         await service.open_session("s", model="gpt-4o")
-        await service.append("s", [{"role": "user", "content": f"common words everywhere {i}"} for i in range(2_000)])
+        for batch in range(10 if backend == "postgres" else 1):
+            await service.append(
+                "s", [{"role": "user", "content": f"common words everywhere {batch} {i}"} for i in range(2_000)]
+            )
         with pytest.raises(InvalidInput) as raised:
             await service.search("common words", session_id="s")
         assert "search_timeout_seconds" in str(raised.value)
