@@ -12,9 +12,10 @@ Measured, in one run:
 - the same on PostgreSQL (a throwaway cluster as the tests start, or `CONTEXTFOLD_BENCH_DATABASE`),
   at fewer sizes;
 - relevance on the corpus: every Claude Code session in it that the agent compacted is imported;
-  for each user instruction and each edited file before its first compaction, a query of the
-  instruction's most distinctive words (or of the file's path) over all sessions (`within="all"`)
-  must put the message that said it (or that edited the file) in the top 5. Both backends.
+  for each user instruction (the user's own words, not what Claude Code writes into the user's
+  turn) and each edited file before its first compaction, a query of the instruction's most
+  distinctive words (or of the file's path) over all sessions (`within="all"`) must put the
+  message that said it (or that edited the file) in the top 5. Both backends.
 """
 
 from __future__ import annotations
@@ -375,6 +376,9 @@ async def main(opts: Options, only: str | None, misses: Path | None) -> None:
         f"Appends: {APPENDS} one-message append calls through the service, median of 3 runs each way.",
         "Relevance: within='all' over every compacted Claude Code session of the corpus; an instruction counts "
         "when its own message is in the top 5, an edited file when a message editing it is.",
+        "An instruction is a user message's own words (compaction.prose.user_words), queried by its 4 rarest words "
+        "of 6 letters or more; the text Claude Code writes into the user's turn (interruption notices, command "
+        "caveats, hook output), the same in every session, is not asked (harness text skipped).",
     ]
     if latency:
         report("search", "History search: FTS against regex scan, write cost, relevance", latency, opts, notes=notes)
