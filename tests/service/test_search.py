@@ -106,6 +106,24 @@ async def test_words_not_all_in_one_message_fall_back_to_any_and_say_so(service)
     assert {h.ref for h in either.hits} == {"m1", "m2"} and not either.notes
 
 
+async def test_a_message_with_some_of_the_words_follows_when_few_hold_them_all(service):
+    """A build log happens to hold every word; the user's request wrote one of them differently.
+    With fewer hits than the page asks for, the messages holding some of the words follow."""
+    await service.open_session("s", model="gpt-4o")
+    await service.append("s", [{"role": "user", "content": "please squash the alembic migration for invoices"}])
+    await service.append(
+        "s", [{"role": "assistant", "content": "log: alembic migrations squash ok; invoices table " + "x " * 400}]
+    )
+    page = await service.search("alembic migrations squash invoices", session_id="s")
+    assert [h.ref for h in page.hits] == ["m2", "m1"], page.notes
+    assert page.notes == ["1 message holds every word and comes first; the hits after it hold some of them"]
+    assert [
+        h.ref for h in (await service.search("alembic migrations squash invoices", session_id="s", limit=1)).hits
+    ] == ["m2"]  # a page's worth hold every word: nothing else is added
+    second = await service.search("alembic migrations squash invoices", session_id="s", limit=1, offset=1)
+    assert second.hits == []
+
+
 async def test_ranking_puts_the_message_about_it_first(service):
     await service.open_session("s", model="gpt-4o")
     await service.append("s", [{"role": "user", "content": "x " * 3000 + " one mention of retrybudget"}])

@@ -96,11 +96,7 @@ async def search(
         **await _where(scope, within, session_id, project),
     )
     notes = await _index(scope)
-    found = await _ranked(scope, wanted)
-    if not found and len(terms.terms) > 1 and not terms.any_term:
-        found = await _ranked(scope, replace(wanted, any_term=True))
-        if found:
-            notes.append("no message holds every word; these hold some of them")
+    found = await _ranked(scope, wanted, limit, notes)
     more = len(found) > limit
     sessions: dict[str, Session] = {}
     hits = [hit for hit in [await _found(scope, h, terms.terms, sessions) for h in found[:limit]] if hit is not None]
@@ -108,13 +104,30 @@ async def search(
     return _page(scope, hits, notes, offset=offset, more=more, what="hit")
 
 
-async def _ranked(scope: Scope, wanted: SearchQuery) -> list[SearchHit]:
+async def _ranked(scope: Scope, wanted: SearchQuery, limit: int, notes: list[str]) -> list[SearchHit]:
     """The page `wanted` asks for (`offset`, `limit`), in the order `policy.recall.ranked` gives
     the store's best `RANK_POOL` hits; past them, in the store's order. Every hit is on one page:
-    the pool is the same set whatever the page, and what follows it is the store's own sequence."""
+    the pool is the same set whatever the page, and what follows it is the store's own sequence.
+
+    When fewer messages than a page (`limit`) hold every word of several, the messages holding
+    some of them follow (ranked the same way, at most `RANK_POOL`), and a note says so: a word
+    written differently there (`migration` for `migrations`) no longer hides the message."""
     store = scope.store
     end = wanted.offset + wanted.limit
     pool = ranked(await store.search_messages(replace(wanted, limit=RANK_POOL, offset=0)))
+    if len(pool) < limit and len(wanted.terms) > 1 and not wanted.any_term:
+        every = {hit.message_id for hit in pool}
+        some = ranked(await store.search_messages(replace(wanted, any_term=True, limit=RANK_POOL, offset=0)))
+        some = [hit for hit in some if hit.message_id not in every]
+        if some:
+            notes.append(
+                "no message holds every word; these hold some of them"
+                if not pool
+                else "1 message holds every word and comes first; the hits after it hold some of them"
+                if len(pool) == 1
+                else f"{len(pool)} messages hold every word and come first; the hits after them hold some of them"
+            )
+        return (pool + some)[wanted.offset : end]
     page = pool[wanted.offset : end]
     if len(pool) == RANK_POOL and len(page) < wanted.limit:
         start = max(wanted.offset, RANK_POOL)
