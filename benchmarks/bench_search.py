@@ -12,14 +12,17 @@ Measured, in one run:
 - the same on PostgreSQL (a throwaway cluster as the tests start, or `CONTEXTFOLD_BENCH_DATABASE`),
   at fewer sizes;
 - relevance on the corpus: every Claude Code session in it that the agent compacted is imported;
-  for each user instruction and each edited file before its first compaction, a query of the
-  instruction's most distinctive words (or of the file's path) over all sessions (`within="all"`)
-  must put the message that said it (or that edited the file) in the top 5. Both backends.
+  for each user instruction (the user's own words, not what Claude Code writes into the user's
+  turn) and each edited file before its first compaction, a query of the instruction's most
+  distinctive words (or of the file's path) over all sessions (`within="all"`) must put the
+  message that said it (or that edited the file) in the top 5. Both backends.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import math
 import random
 import re
@@ -34,6 +37,7 @@ from typing import Any
 
 from _harness import CORPUS, ROOT, Options, ms, options, ratio, report
 
+from contextfold.compaction.prose import user_words
 from contextfold.config import load_settings
 from contextfold.domain import Message, Session, TextPart, ToolPart
 from contextfold.errors import InvalidInput
@@ -238,8 +242,40 @@ def distinctive(text: str, df: Counter[str], n: int = 4) -> list[str]:
     return sorted(words, key=lambda w: (df[w.lower()], w))[:n]
 
 
-async def relevance(backend: str, settings: dict[str, Any], sessions_at_most: int | None = None) -> list[dict]:
-    """Hit rates over every compacted Claude Code session of the corpus (--quick: the first one)."""
+async def describe(service: ContextService, sid: str, query: str, hits: list[Any], wanted: set[int]) -> dict:
+    """What a miss looked like, for reading the ranking (written with --misses, never committed:
+    the query is corpus text): the source's rank in a longer list, and who the top hits were."""
+    deeper = await service.search(query, within="all", limit=50)
+    rank = next((i for i, h in enumerate(deeper.hits, 1) if h.session_id == sid and int(h.ref[1:]) in wanted), None)
+    top = []
+    for h in hits:
+        [m] = await service._scope.store.load_messages(h.session_id, after_seq=int(h.ref[1:]) - 1, limit=1, hidden=True)
+        top.append(
+            {
+                "same session": h.session_id == sid,
+                "ref": h.ref,
+                "role": h.role,
+                "summary": bool(m.summary),
+                "parts": sorted({type(p).__name__ for p in m.parts}),
+                "chars": len(_text_of(m)),
+                "hidden": h.hidden,
+            }
+        )
+    return {
+        "session": sid,
+        "refs": sorted(wanted),
+        "query": query,
+        "rank in 50": rank,
+        "notes": deeper.notes,
+        "top": top,
+    }
+
+
+async def relevance(
+    backend: str, settings: dict[str, Any], sessions_at_most: int | None = None, misses: Path | None = None
+) -> list[dict]:
+    """Hit rates over every compacted Claude Code session of the corpus (--quick: the first one);
+    with `misses`, what each miss looked like, one JSON line each (see `describe`)."""
     service = await ContextService.open(load_settings({**settings, "home": settings["home"] / "relevance"}, environ={}))
     try:
         sessions: dict[str, list[Message]] = {}
@@ -249,7 +285,8 @@ async def relevance(backend: str, settings: dict[str, Any], sessions_at_most: in
         df = Counter(w.lower() for ms_ in sessions.values() for m in ms_ for w in set(_WORD.findall(_text_of(m))))
         found = Counter[str]()
         asked = Counter[str]()
-        missed: list[str] = []
+        missed: list[dict] = []
+        harness = 0
         for sid, messages in sessions.items():
             before = []
             for m in messages:
@@ -257,29 +294,36 @@ async def relevance(backend: str, settings: dict[str, Any], sessions_at_most: in
                     break
                 before.append(m)
             edits: dict[str, set[int]] = {}
-            for m in before:
+            for i, m in enumerate(before):
                 for part in m.parts:
                     if isinstance(part, ToolPart) and part.name in EDIT_TOOLS and isinstance(part.input, dict):
                         path = part.input.get("file_path") or part.input.get("notebook_path")
                         if isinstance(path, str):
                             edits.setdefault(path, set()).add(m.seq)
                 if m.role == "user" and not m.summary:
-                    text = " ".join(p.text for p in m.parts if isinstance(p, TextPart) and not p.synthetic)
-                    words = distinctive(text, df) if len(text) >= 20 and not text.lstrip().startswith("<") else []
+                    # The user's own words: not the text Claude Code writes into the user's turn
+                    # (interruption notices, command caveats, hook output), the same in every session.
+                    text = user_words(m, previous=before[i - 1] if i else None) or ""
+                    if not text and any(isinstance(p, TextPart) and not p.synthetic for p in m.parts):
+                        harness += 1
+                    words = distinctive(text, df) if len(text) >= 20 else []
                     if len(words) >= 2:
                         asked["instruction"] += 1
                         page = await service.search(" ".join(words), within="all", limit=5)
                         if (sid, f"m{m.seq}") in [(h.session_id, h.ref) for h in page.hits]:
                             found["instruction"] += 1
-                        else:
-                            missed.append(f"instruction {sid} m{m.seq}")
+                        elif misses:
+                            missed.append(await describe(service, sid, " ".join(words), page.hits, {m.seq}))
             for path, seqs in edits.items():
                 asked["edited file"] += 1
                 page = await service.search(f'"{path}"', within="all", limit=5)
                 if any(h.session_id == sid and int(h.ref[1:]) in seqs for h in page.hits):
                     found["edited file"] += 1
-                else:
-                    missed.append(f"file {sid}")
+                elif misses:
+                    missed.append(await describe(service, sid, f'"{path}"', page.hits, seqs))
+        if misses:
+            with misses.open("a") as out:
+                out.writelines(json.dumps({"backend": backend, **miss}) + "\n" for miss in missed)
         return [
             {
                 "backend": backend,
@@ -288,6 +332,7 @@ async def relevance(backend: str, settings: dict[str, Any], sessions_at_most: in
                 "in top 5": found[kind],
                 "hit rate": f"{found[kind] / asked[kind] * 100:.1f} %" if asked[kind] else "-",
                 "sessions": len(sessions),
+                "harness text skipped": harness if kind == "instruction" else "",
             }
             for kind in ("instruction", "edited file")
         ]
@@ -295,27 +340,33 @@ async def relevance(backend: str, settings: dict[str, Any], sessions_at_most: in
         await service.close()
 
 
-async def main(opts: Options) -> None:
-    texts = corpus_texts()
-    print(f"{len(texts):,} corpus message texts", flush=True)
+async def main(opts: Options, only: str | None, misses: Path | None) -> None:
+    texts = corpus_texts() if only is None else []
+    if texts:
+        print(f"{len(texts):,} corpus message texts", flush=True)
     sqlite_drop = ["DROP TRIGGER search_on_insert", "DROP TRIGGER search_on_delete", "DROP TRIGGER search_on_update"]
+    latency: list[dict] = []
+    writes: list[dict] = []
+    found: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="cf-bench-search-") as tmp:
         home = Path(tmp)
         sizes = QUICK_SIZES if opts.quick else SIZES_SQLITE
-        latency = await queries("SQLite", {"home": home / "sqlite"}, texts, sizes)
-        writes = [await appends("SQLite", lambda name: {"home": home / "sqlite" / name}, texts, sqlite_drop)]
-        found = await relevance("SQLite", {"home": home / "sqlite"}, 1 if opts.quick else None)
+        if only is None:
+            latency = await queries("SQLite", {"home": home / "sqlite"}, texts, sizes)
+            writes = [await appends("SQLite", lambda name: {"home": home / "sqlite" / name}, texts, sqlite_drop)]
+        found = await relevance("SQLite", {"home": home / "sqlite"}, 1 if opts.quick else None, misses)
         cluster = _postgres.start_cluster()
         try:
 
             def pg(name: str) -> dict[str, Any]:
                 return {"home": home / f"pg-{name}", "database": _postgres.create_database(cluster)}
 
-            for size in QUICK_SIZES if opts.quick else SIZES_PG:
-                latency += await queries("PostgreSQL", pg(f"q{size}"), texts, (size,))
-            writes.append(await appends("PostgreSQL", pg, texts, ["DROP INDEX parts_search"]))
+            if only is None:
+                for size in QUICK_SIZES if opts.quick else SIZES_PG:
+                    latency += await queries("PostgreSQL", pg(f"q{size}"), texts, (size,))
+                writes.append(await appends("PostgreSQL", pg, texts, ["DROP INDEX parts_search"]))
             if not opts.quick:
-                found += await relevance("PostgreSQL", pg("relevance"))
+                found += await relevance("PostgreSQL", pg("relevance"), None, misses)
         finally:
             cluster.stop()
     notes = [
@@ -325,12 +376,29 @@ async def main(opts: Options) -> None:
         f"Appends: {APPENDS} one-message append calls through the service, median of 3 runs each way.",
         "Relevance: within='all' over every compacted Claude Code session of the corpus; an instruction counts "
         "when its own message is in the top 5, an edited file when a message editing it is.",
+        "An instruction is a user message's own words (compaction.prose.user_words), queried by its 4 rarest words "
+        "of 6 letters or more; the text Claude Code writes into the user's turn (interruption notices, command "
+        "caveats, hook output), the same in every session, is not asked (harness text skipped).",
     ]
-    report("search", "History search: FTS against regex scan, write cost, relevance", latency, opts, notes=notes)
-    report("search_writes", "History search: append throughput with and without the index", writes, opts)
+    if latency:
+        report("search", "History search: FTS against regex scan, write cost, relevance", latency, opts, notes=notes)
+    if writes:
+        report("search_writes", "History search: append throughput with and without the index", writes, opts)
     if found:
-        report("search_relevance", "History search: relevance on the corpus", found, opts)
+        report("search_relevance", "History search: relevance on the corpus", found, opts, notes=notes[2:])
 
 
 if __name__ == "__main__":
-    asyncio.run(main(options(__doc__ or "", repeat=1)))
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--only", choices=("relevance",))
+    extra.add_argument("--misses", type=Path)
+    known, rest = extra.parse_known_args()
+    given, sys.argv = sys.argv, [sys.argv[0], *rest]
+    parsed = options(
+        (__doc__ or "") + "\n--only relevance: the relevance tables alone (both backends); "
+        "--misses FILE: what each miss looked like, one JSON line each (corpus text: keep it out "
+        "of the repository)",
+        repeat=1,
+    )
+    sys.argv = given  # the results record the command as run
+    asyncio.run(main(parsed, known.only, known.misses))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,9 @@ from test_view_cache import _call, _turns
 
 from contextfold.config import load_settings
 from contextfold.errors import InvalidInput, NotFoundError
-from contextfold.policy.recall import parse_terms, time_window, window
+from contextfold.policy.recall import parse_terms, ranked, time_window, window
 from contextfold.service.facade import ContextService
+from contextfold.store import SearchHit
 
 pytestmark = pytest.mark.anyio
 
@@ -103,11 +106,94 @@ async def test_words_not_all_in_one_message_fall_back_to_any_and_say_so(service)
     assert {h.ref for h in either.hits} == {"m1", "m2"} and not either.notes
 
 
+async def test_a_message_with_some_of_the_words_follows_when_few_hold_them_all(service):
+    """A build log happens to hold every word; the user's request wrote one of them differently.
+    With fewer hits than the page asks for, the messages holding some of the words follow."""
+    await service.open_session("s", model="gpt-4o")
+    await service.append("s", [{"role": "user", "content": "please squash the alembic migration for invoices"}])
+    await service.append(
+        "s", [{"role": "assistant", "content": "log: alembic migrations squash ok; invoices table " + "x " * 400}]
+    )
+    page = await service.search("alembic migrations squash invoices", session_id="s")
+    assert [h.ref for h in page.hits] == ["m2", "m1"], page.notes
+    assert page.notes == ["1 message holds every word and comes first; the hits after it hold some of them"]
+    assert [
+        h.ref for h in (await service.search("alembic migrations squash invoices", session_id="s", limit=1)).hits
+    ] == ["m2"]  # a page's worth hold every word: nothing else is added
+    second = await service.search("alembic migrations squash invoices", session_id="s", limit=1, offset=1)
+    assert second.hits == []
+
+
 async def test_ranking_puts_the_message_about_it_first(service):
     await service.open_session("s", model="gpt-4o")
     await service.append("s", [{"role": "user", "content": "x " * 3000 + " one mention of retrybudget"}])
     await service.append("s", [{"role": "assistant", "content": "retrybudget: the retrybudget caps retries"}])
     assert (await service.search("retrybudget", session_id="s")).hits[0].ref == "m2"
+
+
+INSTRUCTION = (
+    "Move the invoice export into nightly_batch_runner and keep the csv_delimiter setting as it is: "
+    "the finance team opens those files every morning before nine, and their macros expect semicolons."
+)
+
+
+async def test_the_users_instruction_ranks_before_the_copies_of_it(service, tmp_path):
+    """The user's instruction, then what repeats its words: the assistant's echo (shorter, so BM25
+    alone put it first), the tool calls that carry them out, and a summary quoting it; in the
+    same session and, as Claude Code's continuation summary of it, in a later one."""
+    await service.open_session("s", model="gpt-4o", settings={"context_window": 24_000})
+    await service.append("s", [{"role": "user", "content": INSTRUCTION}])
+    await service.append("s", [{"role": "assistant", "content": "On it: nightly_batch_runner, csv_delimiter kept."}])
+    await service.append(
+        "s",
+        [
+            _call("mv", "git mv export.py nightly_batch_runner/ && grep -n csv_delimiter nightly_batch_runner/*.py"),
+            {"role": "tool", "tool_call_id": "mv", "content": "nightly_batch_runner/export.py:3: csv_delimiter = ';'"},
+        ],
+    )
+    await service.append("s", _turns(1, 10))
+    assert (await service.compact("s", summarizer="extractive")).compacted
+    records = [
+        {"type": "user", "uuid": "c-1", "parentUuid": None, "sessionId": "c", "cwd": "/p", "isSidechain": False,
+         "isCompactSummary": True, "timestamp": "2026-11-21T09:00:00Z",
+         "message": {"role": "user", "content": "This session is being continued from a previous conversation. "
+                     f"All user messages:\n- {INSTRUCTION}\n- nightly_batch_runner csv_delimiter done?"}},
+        {"type": "assistant", "uuid": "c-2", "parentUuid": "c-1", "sessionId": "c", "cwd": "/p", "isSidechain": False,
+         "timestamp": "2026-11-21T09:00:05Z",
+         "message": {"id": "msg-c", "role": "assistant", "model": "claude-sonnet-4-5",
+                     "content": [{"type": "text", "text": "Continuing."}]}},
+    ]  # fmt: skip
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    await service.import_transcript(path, session_id="c")
+    for query in ("nightly_batch_runner csv_delimiter", "csv_delimiter", "invoice nightly_batch_runner"):
+        page = await service.search(query, within="all")
+        assert _refs(page)[0] == ("s", "m1"), (query, _refs(page))
+    copies = await service.search("nightly_batch_runner csv_delimiter", within="all")
+    assert {("s", "m2"), ("s", "m3"), ("c", "m2")} <= set(_refs(copies)[1:])  # still found, after it
+    page = await service.search("nightly_batch_runner csv_delimiter", session_id="s")
+    assert any("[m1" in bullet for bullet in page.hits[0].cited_by), page.hits[0]  # the summary points to it
+
+
+async def test_pages_past_the_ranked_pool_hold_every_hit_once(service):
+    from contextfold.service.search import RANK_POOL
+
+    await service.open_session("s", model="gpt-4o")
+    count = RANK_POOL + 25
+    await service.append(
+        "s",
+        [
+            {"role": "user" if i % 3 == 0 else "assistant", "content": f"poolword {i} " + "pad " * (i % 7)}
+            for i in range(count)
+        ],
+    )
+    seen: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = await service.search("poolword", session_id="s", limit=20, offset=offset)
+        seen += [h.ref for h in page.hits]
+        offset = page.next_offset
+    assert sorted(seen) == sorted(f"m{i}" for i in range(1, count + 1))
 
 
 async def _project_session(service: ContextService, tmp_path: Path, sid: str, cwd: str, text: str) -> None:
@@ -238,6 +324,19 @@ def test_terms():
     assert parse_terms('a "two  words" c_d c_D', max_chars=100, max_terms=5).terms == ("a", "two words", "c_d")
     assert parse_terms("x1y OR z2w", max_chars=100, max_terms=5).any_term
     assert parse_terms("(foo.py),", max_chars=100, max_terms=5).terms == ("foo.py",)
+
+
+def test_ranking_weighs_who_wrote_the_words():
+    hit = partial(SearchHit, "s", "id", 1, "assistant", 0.0, False)
+    tool, reply = hit(-3.0), hit(-2.9, prose=True)
+    user, summary = (
+        replace(hit(-2.0, prose=True), role="user"),
+        replace(hit(-5.0, prose=True), role="user", summary=True),
+    )
+    assert ranked([tool, reply, user, summary]) == [user, tool, reply, summary]  # -4, -3, -2.9, -2.5
+    assert ranked([reply, tool]) == [tool, reply]  # the store's relevance decides the rest
+    far = replace(user, score=-1.0)  # a user's text far less relevant stays behind
+    assert ranked([tool, far]) == [tool, far]
 
 
 @pytest.mark.parametrize(

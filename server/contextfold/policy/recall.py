@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Protocol, TypeVar
 
 from contextfold.errors import InvalidInput
 
@@ -166,3 +168,53 @@ def snippet(text: str, terms: tuple[str, ...], chars: int) -> str:
     piece = flat[start:end]
     marked = pattern.sub(lambda m: f"**{m.group(0)}**", piece)
     return ("…" if start > 0 else "") + marked + ("…" if end < len(flat) else "")
+
+
+# -- ranking -----------------------------------------------------------------------------------------
+
+USER_WEIGHT = 2.0
+"""How much more a hit in the user's own words counts than the same match elsewhere: what the
+user asked for is the anchor of a history (`expand` reads what followed), while the assistant's
+tool calls, their outputs and its replies repeat the same names and paths many times over."""
+SUMMARY_WEIGHT = 0.5
+"""How much a hit in a summary counts: a summary repeats what the messages it cites said, and the
+hit on such a message shows the bullet citing it, so the copy yields to its source."""
+
+
+class Ranked(Protocol):
+    """What ranking reads of a store's hit (`store.SearchHit`)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def summary(self) -> bool: ...
+    @property
+    def prose(self) -> bool: ...
+
+
+H = TypeVar("H", bound=Ranked)
+
+
+def weight(hit: Ranked) -> float:
+    """The factor a hit's relevance is multiplied by: `SUMMARY_WEIGHT` for a summary,
+    `USER_WEIGHT` for the user's text, 1 for the rest (assistant replies, tool calls and outputs,
+    reasoning)."""
+    if hit.summary:
+        return SUMMARY_WEIGHT
+    if hit.role == "user" and hit.prose:
+        return USER_WEIGHT
+    return 1.0
+
+
+def ranked(hits: Sequence[H]) -> list[H]:
+    """The hits of one answer best first: the store's relevance (lower scores are better, as
+    SQLite's BM25 gives them) weighed by who wrote the words (`weight`). Ties keep the store's
+    order, so the order is the same on every call."""
+
+    def key(hit: H) -> float:
+        w = weight(hit)
+        return hit.score * w if hit.score <= 0 else hit.score / w
+
+    return sorted(hits, key=key)

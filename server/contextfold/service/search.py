@@ -11,13 +11,14 @@ The regex mode is `History.search_history`, unchanged: one session, with its tim
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Literal
 
 from contextfold.domain import Message, Session
 from contextfold.errors import InvalidInput
 from contextfold.policy import view
-from contextfold.policy.recall import cited_runs, named_runs, parse_terms, snippet, window
+from contextfold.policy.recall import cited_runs, named_runs, parse_terms, ranked, snippet, window
 from contextfold.results import FoundMessage, SearchPage
 from contextfold.service.history import History, _text_of, ref
 from contextfold.service.runtime import Scope
@@ -32,6 +33,9 @@ MAX_EXPAND = 50
 """Messages one `expand` reads at most (a bullet citing a long run gets its first ones)."""
 MAX_AROUND = 10
 SNIPPET_CHARS = 240
+RANK_POOL = 100
+"""The store's best hits that ranking reorders (`policy.recall.ranked`); hits past them follow
+in the store's order."""
 SUMMARIES_READ = 20
 """A session's newest summaries searched for bullets citing a hit."""
 INDEX_SECONDS = 1.0
@@ -86,22 +90,49 @@ async def search(
         any_term=terms.any_term,
         since=lo,
         until=hi,
-        limit=limit + 1,
+        limit=limit + 1,  # one more says whether there is a next page
         offset=offset,
         timeout=settings.search_timeout_seconds,
         **await _where(scope, within, session_id, project),
     )
     notes = await _index(scope)
-    found = await scope.store.search_messages(wanted)
-    if not found and len(terms.terms) > 1 and not terms.any_term:
-        found = await scope.store.search_messages(SearchQuery(**{**wanted.__dict__, "any_term": True}))
-        if found:
-            notes.append("no message holds every word; these hold some of them")
+    found = await _ranked(scope, wanted, limit, notes)
     more = len(found) > limit
     sessions: dict[str, Session] = {}
     hits = [hit for hit in [await _found(scope, h, terms.terms, sessions) for h in found[:limit]] if hit is not None]
     await _cite(scope, hits)
     return _page(scope, hits, notes, offset=offset, more=more, what="hit")
+
+
+async def _ranked(scope: Scope, wanted: SearchQuery, limit: int, notes: list[str]) -> list[SearchHit]:
+    """The page `wanted` asks for (`offset`, `limit`), in the order `policy.recall.ranked` gives
+    the store's best `RANK_POOL` hits; past them, in the store's order. Every hit is on one page:
+    the pool is the same set whatever the page, and what follows it is the store's own sequence.
+
+    When fewer messages than a page (`limit`) hold every word of several, the messages holding
+    some of them follow (ranked the same way, at most `RANK_POOL`), and a note says so: a word
+    written differently there (`migration` for `migrations`) no longer hides the message."""
+    store = scope.store
+    end = wanted.offset + wanted.limit
+    pool = ranked(await store.search_messages(replace(wanted, limit=RANK_POOL, offset=0)))
+    if len(pool) < limit and len(wanted.terms) > 1 and not wanted.any_term:
+        every = {hit.message_id for hit in pool}
+        some = ranked(await store.search_messages(replace(wanted, any_term=True, limit=RANK_POOL, offset=0)))
+        some = [hit for hit in some if hit.message_id not in every]
+        if some:
+            notes.append(
+                "no message holds every word; these hold some of them"
+                if not pool
+                else "1 message holds every word and comes first; the hits after it hold some of them"
+                if len(pool) == 1
+                else f"{len(pool)} messages hold every word and come first; the hits after them hold some of them"
+            )
+        return (pool + some)[wanted.offset : end]
+    page = pool[wanted.offset : end]
+    if len(pool) == RANK_POOL and len(page) < wanted.limit:
+        start = max(wanted.offset, RANK_POOL)
+        page += await store.search_messages(replace(wanted, limit=end - start, offset=start))
+    return page
 
 
 async def _where(scope: Scope, within: str, session_id: str | None, project: str | None) -> dict[str, str | None]:

@@ -115,6 +115,11 @@ class SearchHit:
     hidden: bool
     score: float
     """Lower is better (SQLite's BM25 sign); comparable only within one answer."""
+    summary: bool = False
+    """The message is a summary (it repeats what the messages it cites said)."""
+    prose: bool = False
+    """The words were found in a text part (what someone wrote), not only in tool calls, their
+    outputs, reasoning or file names."""
 
 
 @dataclass(frozen=True)

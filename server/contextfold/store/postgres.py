@@ -391,7 +391,8 @@ class PostgresTenant(SQLTenant):
             where, params = search_scope(db, self.owner, query)
             try:
                 rows = await db.fetchall(
-                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, "
+                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, m.summary, "
+                    "bool_or(p.type = 'text') AS prose, "
                     f"MIN(-({occurrences}) / (1 + ln(1 + length({text}) / 1000.0))) AS score "
                     "FROM parts p JOIN messages m ON m.id = p.message_id "
                     f"WHERE {matches} AND {where} "

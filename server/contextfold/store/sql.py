@@ -242,6 +242,8 @@ def search_hit(row: Row) -> SearchHit:
         created_at=float(row["created_at"]),
         hidden=bool(row["hidden"]),
         score=float(row["score"]),
+        summary=bool(row["summary"]),
+        prose=bool(row["prose"]),
     )
 
 

@@ -307,7 +307,8 @@ class SQLiteTenant(SQLTenant):
             await conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
             try:
                 rows = await db.fetchall(
-                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, MIN(f.rank) AS score "
+                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, m.summary, "
+                    "MAX(p.type = 'text') AS prose, MIN(f.rank) AS score "
                     f"FROM search_index f JOIN parts p ON p.rowid = f.rowid JOIN messages m ON m.id = p.message_id"
                     f"{source} WHERE search_index MATCH ? AND {where} "
                     "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
