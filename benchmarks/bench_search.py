@@ -57,6 +57,7 @@ BUILD_BATCH = 20_000
 WRITE_PATH = 100_000
 """Messages of a generated session written through the store's write path (see `build`)."""
 APPENDS = 2_000
+QUICK_APPENDS = 200
 EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{5,}")
 
@@ -197,30 +198,43 @@ async def queries(backend: str, settings: dict[str, Any], texts: list[str], size
     return rows
 
 
-async def appends(backend: str, make: Callable[[str], dict[str, Any]], texts: list[str], drop: list[str]) -> dict:
+async def appends(
+    backend: str, make: Callable[[str], dict[str, Any]], texts: list[str], drop: list[str], count: int
+) -> dict:
     """Messages appended per second, one per call, with the index and without it (its triggers
-    or index dropped: what a write cost before), alternating runs to share the machine's noise.
-    With the index, the time counts indexing every appended message: on SQLite appends leave up
-    to `search_index_lag` parts waiting, so the clock stops once a search's `index_step` has
-    indexed what waits."""
+    or index dropped: what a write cost before). Two homes side by side, the calls interleaved
+    (which home goes first alternates) so both share the machine's noise alike; 3 runs, the
+    median. With the index, the time counts indexing every appended message: on SQLite appends
+    leave up to `search_index_lag` parts waiting, so the clock stops once a search's
+    `index_step` has indexed what waits."""
     rates: dict[str, list[float]] = {"with": [], "without": []}
     for run in range(3):
-        for kind in ("with", "without"):
-            service = await ContextService.open(load_settings(make(f"append-{kind}-{run}"), environ={}))
-            try:
+        services: dict[str, ContextService] = {}
+        try:
+            for kind in ("with", "without"):
+                services[kind] = service = await ContextService.open(
+                    load_settings(make(f"append-{kind}-{run}"), environ={})
+                )
                 if kind == "without":
                     async with service._scope.runtime.store._reading() as db:  # type: ignore[attr-defined]
                         for statement in drop:
                             await db.execute(statement)
                 await service.open_session("a", model="gpt-4o")
-                started = time.perf_counter()
-                for i in range(APPENDS):
-                    message = {"role": "user" if i % 2 == 0 else "assistant", "content": texts[i % len(texts)]}
-                    await service.append("a", [message])
-                while not (await service._scope.runtime.store.index_step(1_000)).complete:
-                    pass
-                rates[kind].append(APPENDS / (time.perf_counter() - started))
-            finally:
+            spent = dict.fromkeys(services, 0.0)
+            for i in range(count):
+                message = {"role": "user" if i % 2 == 0 else "assistant", "content": texts[i % len(texts)]}
+                for kind in ("with", "without") if i % 2 else ("without", "with"):
+                    started = time.perf_counter()
+                    await services[kind].append("a", [message])
+                    spent[kind] += time.perf_counter() - started
+            started = time.perf_counter()
+            while not (await services["with"]._scope.runtime.store.index_step(1_000)).complete:
+                pass
+            spent["with"] += time.perf_counter() - started
+            for kind, seconds in spent.items():
+                rates[kind].append(count / seconds)
+        finally:
+            for service in services.values():
                 await service.close()
     with_index, without = statistics.median(rates["with"]), statistics.median(rates["without"])
     return {
@@ -317,7 +331,8 @@ async def main(opts: Options) -> None:
         home = Path(tmp)
         sizes = QUICK_SIZES if opts.quick else SIZES_SQLITE
         latency = await queries("SQLite", {"home": home / "sqlite"}, texts, sizes)
-        writes = [await appends("SQLite", lambda name: {"home": home / "sqlite" / name}, texts, sqlite_drop)]
+        count = QUICK_APPENDS if opts.quick else APPENDS
+        writes = [await appends("SQLite", lambda name: {"home": home / "sqlite" / name}, texts, sqlite_drop, count)]
         found = await relevance("SQLite", {"home": home / "sqlite"}, 1 if opts.quick else None)
         cluster = _postgres.start_cluster()
         try:
@@ -327,7 +342,7 @@ async def main(opts: Options) -> None:
 
             for size in QUICK_SIZES if opts.quick else SIZES_PG:
                 latency += await queries("PostgreSQL", pg(f"q{size}"), texts, (size,))
-            writes.append(await appends("PostgreSQL", pg, texts, ["DROP INDEX parts_search"]))
+            writes.append(await appends("PostgreSQL", pg, texts, ["DROP INDEX parts_search"], count))
             if not opts.quick:
                 found += await relevance("PostgreSQL", pg("relevance"))
         finally:
@@ -336,9 +351,9 @@ async def main(opts: Options) -> None:
         f"{QUERIES} queries of one rare corpus word each; texts cycle, so at N messages a word is in about "
         "N / (corpus messages) of them. FTS store = the ranked index query alone; search() = the whole call "
         "(snippets, citing bullets, token bound); regex scan = search_history(pattern=…), as before.",
-        f"Appends: {APPENDS} one-message append calls through the service, median of 3 runs each way; with the "
-        "index, the time includes indexing every appended message (what still waited at the end, as a search "
-        "would find it).",
+        f"Appends: {APPENDS} one-message append calls through the service into two homes side by side (with and "
+        "without the index), interleaved, median of 3 runs; with the index, the time includes indexing every "
+        "appended message (what still waited at the end, as a search would find it).",
         "Relevance: within='all' over every compacted Claude Code session of the corpus; an instruction counts "
         "when its own message is in the top 5, an edited file when a message editing it is.",
     ]

@@ -137,7 +137,9 @@ async def _index(scope: Scope) -> list[str]:
     while not progress.complete and progress.writable and time.monotonic() < deadline:
         progress = await store.index_step(scope.settings.search_index_batch)
     if progress.waiting:
-        return [f"the home is open only to read: {progress.waiting:,} recently stored parts are not in the search index"]
+        return [
+            f"the home is open only to read: {progress.waiting:,} recently stored parts are not in the search index"
+        ]
     if progress.complete:
         return []
     return [
