@@ -60,7 +60,8 @@ REGEX_RUNS = {10_000: 3, 100_000: 1, 1_000_000: 0}
 BUILD_BATCH = 20_000
 WRITE_PATH = 100_000
 """Messages of a generated session written through the store's write path (see `build`)."""
-APPENDS = 300
+APPENDS = 2_000
+QUICK_APPENDS = 200
 EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{5,}")
 
@@ -96,11 +97,12 @@ def generated(texts: list[str], start: int, count: int) -> list[Message]:
 
 
 async def build(service: ContextService, texts: list[str], session_id: str, size: int) -> float:
-    """A session of `size` stored messages; the seconds it took. Up to `WRITE_PATH` messages are
-    written through the store's write path (the index's triggers included) in large
+    """A session of `size` stored messages, indexed; the seconds it took. Up to `WRITE_PATH`
+    messages are written through the store's write path (indexing included) in large
     transactions; past that, on SQLite, the stored rows are copied in SQL with new ids and
-    numbers (the triggers index each copy as any insert), since building a million Message
-    objects in Python would take most of an hour here and measures nothing about search."""
+    numbers, then indexed as a search would find them waiting (`index_step`), since building a
+    million Message objects in Python would take most of an hour here and measures nothing
+    about search."""
     store = service._scope.store
     started = time.perf_counter()
     first = min(size, WRITE_PATH)
@@ -133,6 +135,8 @@ async def build(service: ContextService, texts: list[str], session_id: str, size
                 "UPDATE sessions SET next_seq = ? WHERE owner = '' AND id = ?", (offset + count + 1, session_id)
             )
             await conn.execute("COMMIT")
+        while not (await service._scope.runtime.store.index_step(BUILD_BATCH)).complete:
+            pass
     return time.perf_counter() - started
 
 
@@ -198,24 +202,43 @@ async def queries(backend: str, settings: dict[str, Any], texts: list[str], size
     return rows
 
 
-async def appends(backend: str, make: Callable[[str], dict[str, Any]], texts: list[str], drop: list[str]) -> dict:
+async def appends(
+    backend: str, make: Callable[[str], dict[str, Any]], texts: list[str], drop: list[str], count: int
+) -> dict:
     """Messages appended per second, one per call, with the index and without it (its triggers
-    or index dropped: what a write cost before), alternating runs to share the machine's noise."""
+    or index dropped: what a write cost before). Two homes side by side, the calls interleaved
+    (which home goes first alternates) so both share the machine's noise alike; 3 runs, the
+    median. With the index, the time counts indexing every appended message: on SQLite appends
+    leave up to `search_index_lag` parts waiting, so the clock stops once a search's
+    `index_step` has indexed what waits."""
     rates: dict[str, list[float]] = {"with": [], "without": []}
     for run in range(3):
-        for kind in ("with", "without"):
-            service = await ContextService.open(load_settings(make(f"append-{kind}-{run}"), environ={}))
-            try:
+        services: dict[str, ContextService] = {}
+        try:
+            for kind in ("with", "without"):
+                services[kind] = service = await ContextService.open(
+                    load_settings(make(f"append-{kind}-{run}"), environ={})
+                )
                 if kind == "without":
                     async with service._scope.runtime.store._reading() as db:  # type: ignore[attr-defined]
                         for statement in drop:
                             await db.execute(statement)
                 await service.open_session("a", model="gpt-4o")
-                started = time.perf_counter()
-                for i in range(APPENDS):
-                    await service.append("a", [{"role": "user" if i % 2 == 0 else "assistant", "content": texts[i]}])
-                rates[kind].append(APPENDS / (time.perf_counter() - started))
-            finally:
+            spent = dict.fromkeys(services, 0.0)
+            for i in range(count):
+                message = {"role": "user" if i % 2 == 0 else "assistant", "content": texts[i % len(texts)]}
+                for kind in ("with", "without") if i % 2 else ("without", "with"):
+                    started = time.perf_counter()
+                    await services[kind].append("a", [message])
+                    spent[kind] += time.perf_counter() - started
+            started = time.perf_counter()
+            while not (await services["with"]._scope.runtime.store.index_step(1_000)).complete:
+                pass
+            spent["with"] += time.perf_counter() - started
+            for kind, seconds in spent.items():
+                rates[kind].append(count / seconds)
+        finally:
+            for service in services.values():
                 await service.close()
     with_index, without = statistics.median(rates["with"]), statistics.median(rates["without"])
     return {
@@ -344,16 +367,22 @@ async def main(opts: Options, only: str | None, misses: Path | None) -> None:
     texts = corpus_texts() if only is None else []
     if texts:
         print(f"{len(texts):,} corpus message texts", flush=True)
-    sqlite_drop = ["DROP TRIGGER search_on_insert", "DROP TRIGGER search_on_delete", "DROP TRIGGER search_on_update"]
+    sqlite_drop = [
+        "DROP TRIGGER search_on_insert",
+        "DROP TRIGGER search_on_delete",
+        "DROP TRIGGER search_on_update",
+        "UPDATE search_backfill SET recent_upto = 1e15",  # nothing ever waits to be indexed
+    ]
     latency: list[dict] = []
     writes: list[dict] = []
     found: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="cf-bench-search-") as tmp:
         home = Path(tmp)
         sizes = QUICK_SIZES if opts.quick else SIZES_SQLITE
+        count = QUICK_APPENDS if opts.quick else APPENDS
         if only is None:
             latency = await queries("SQLite", {"home": home / "sqlite"}, texts, sizes)
-            writes = [await appends("SQLite", lambda name: {"home": home / "sqlite" / name}, texts, sqlite_drop)]
+            writes = [await appends("SQLite", lambda name: {"home": home / "sqlite" / name}, texts, sqlite_drop, count)]
         found = await relevance("SQLite", {"home": home / "sqlite"}, 1 if opts.quick else None, misses)
         cluster = _postgres.start_cluster()
         try:
@@ -364,7 +393,7 @@ async def main(opts: Options, only: str | None, misses: Path | None) -> None:
             if only is None:
                 for size in QUICK_SIZES if opts.quick else SIZES_PG:
                     latency += await queries("PostgreSQL", pg(f"q{size}"), texts, (size,))
-                writes.append(await appends("PostgreSQL", pg, texts, ["DROP INDEX parts_search"]))
+                writes.append(await appends("PostgreSQL", pg, texts, ["DROP INDEX parts_search"], count))
             if not opts.quick:
                 found += await relevance("PostgreSQL", pg("relevance"), None, misses)
         finally:
@@ -373,7 +402,9 @@ async def main(opts: Options, only: str | None, misses: Path | None) -> None:
         f"{QUERIES} queries of one rare corpus word each; texts cycle, so at N messages a word is in about "
         "N / (corpus messages) of them. FTS store = the ranked index query alone; search() = the whole call "
         "(snippets, citing bullets, token bound); regex scan = search_history(pattern=…), as before.",
-        f"Appends: {APPENDS} one-message append calls through the service, median of 3 runs each way.",
+        f"Appends: {APPENDS} one-message append calls through the service into two homes side by side (with and "
+        "without the index), interleaved, median of 3 runs; with the index, the time includes indexing every "
+        "appended message (what still waited at the end, as a search would find it).",
         "Relevance: within='all' over every compacted Claude Code session of the corpus; an instruction counts "
         "when its own message is in the top 5, an edited file when a message editing it is.",
         "An instruction is a user message's own words (compaction.prose.user_words), queried by its 4 rarest words "

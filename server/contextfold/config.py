@@ -184,6 +184,14 @@ class Settings(BaseModel):
         ge=1,
         description="Parts indexed per write transaction when an older home's history is indexed for search.",
     )
+    search_index_lag: int = Field(
+        500,
+        ge=0,
+        description="Stored parts (a message's text, a tool call, ...) that may wait for the SQLite search index: "
+        "an append indexes them in one batch once this many wait, and every search indexes what waits before it "
+        "reads the index, so none is ever missed. 0 indexes each append's parts in its own transaction "
+        "(slower appends). PostgreSQL's index has no lag.",
+    )
 
     # -- the HTTP transport (`serve --http`) -------------------------------------------------------
     http_sessions_per_tenant: int = Field(
@@ -473,6 +481,7 @@ PROCESS_SETTINGS = PATH_SETTINGS | frozenset(
         "search_max_terms",
         "search_answer_tokens",
         "search_index_batch",
+        "search_index_lag",
         "search_timeout_seconds",
     }
 )

@@ -177,3 +177,54 @@ def test_an_older_home_is_indexed_by_several_processes_at_once(tmp_path: Path) -
     for i in (0, 299, 599):
         found = _cli(home, "search", f"subject_{i:04d}", "--json")
         assert [h["ref"] for h in json.loads(found.stdout)["hits"]] == [f"m{2 * i + 1}"], found.stdout
+
+
+_WRITER = """
+import asyncio, sys
+from pathlib import Path
+from contextfold.config import load_settings
+from contextfold.service.facade import ContextService
+
+async def main(home: str, name: str) -> None:
+    service = await ContextService.open(load_settings({"home": Path(home), "search_index_lag": 7}, environ={}))
+    try:
+        await service.open_session(name, model="gpt-4o")
+        for i in range(60):
+            await service.append(name, [{"role": "user", "content": f"{name} wrote entry_{name}_{i:03d}"}])
+            if i % 5 == 4:  # what it just wrote is found at once, whatever the other process does
+                page = await service.search(f"entry_{name}_{i:03d}", session_id=name)
+                assert [h.ref for h in page.hits] == [f"m{i + 1}"], (i, page.hits)
+                await service.search("entry", within="all", limit=50)
+    finally:
+        await service.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_processes_appending_and_searching_at_once_index_every_part_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert (
+        _cli(home, "import", str(_transcript(tmp_path / "a.jsonl", "aaa", "/p", ["a first session"]))).returncode == 0
+    )
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(home), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_environ(),
+        )
+        for name in ("w1", "w2", "w3")
+    ]
+    outputs = [p.communicate(timeout=300) for p in writers]
+    assert all(p.returncode == 0 for p in writers), outputs
+    done = _cli(home, "search", "--index")
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(home / "contextfold.db") as conn:
+        conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('integrity-check', 1)")
+        indexed = conn.execute("SELECT COUNT(*) FROM search_index_docsize").fetchone()[0]
+        parts = conn.execute("SELECT COUNT(*) FROM parts").fetchone()[0]
+    assert indexed == parts == 2 + 3 * 60
+    found = _cli(home, "search", "entry_w2_059", "--json")
+    assert [(h["session_id"], h["ref"]) for h in json.loads(found.stdout)["hits"]] == [("w2", "m60")]

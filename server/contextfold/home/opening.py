@@ -272,7 +272,7 @@ async def _open_postgres(settings: Settings) -> ContextService:
 
 
 async def _open_normally(settings: Settings) -> ContextService:
-    store = await SQLiteStore.open(settings.database_path)
+    store = await SQLiteStore.open(settings.database_path, index_lag=settings.search_index_lag)
     try:
         files = await _s3_blobs(settings) if settings.spill_url else GuardedFiles(settings)
     except BaseException:

@@ -24,7 +24,7 @@ async def open_backends(settings: Settings) -> tuple[Store, BlobStore]:
     """The session store and the blob store `settings` name, opened (and migrated)."""
     if settings.database_url:
         return await open_postgres(settings)
-    store = await SQLiteStore.open(settings.database_path)
+    store = await SQLiteStore.open(settings.database_path, index_lag=settings.search_index_lag)
     if not settings.spill_url:
         return store, FileBlobs(settings.spill_path)
     from contextfold.blobs.s3 import S3Blobs

@@ -165,8 +165,12 @@ async def _index(scope: Scope) -> list[str]:
     store = scope.runtime.store
     deadline = time.monotonic() + INDEX_SECONDS
     progress = await store.index_step(scope.settings.search_index_batch)
-    while not progress.complete and time.monotonic() < deadline:
+    while not progress.complete and progress.writable and time.monotonic() < deadline:
         progress = await store.index_step(scope.settings.search_index_batch)
+    if progress.waiting:
+        return [
+            f"the home is open only to read: {progress.waiting:,} recently stored parts are not in the search index"
+        ]
     if progress.complete:
         return []
     return [

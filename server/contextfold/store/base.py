@@ -150,10 +150,15 @@ def search_timed_out(timeout: float) -> InvalidInput:
 
 @dataclass(frozen=True)
 class IndexProgress:
-    """How far the search index is built over parts stored before it existed."""
+    """How far the search index is built over parts stored before it existed (`done` of
+    `total`). On a home that cannot be written (`writable` false) nothing more is indexed, and
+    `waiting` parts stored since the last batch are not in the index (on any other home every
+    search indexes them first)."""
 
     done: int
     total: int
+    waiting: int = 0
+    writable: bool = True
 
     @property
     def complete(self) -> bool:

@@ -11,7 +11,7 @@ import time
 from contextfold.cli.commands._home import open_home
 from contextfold.cli.commands._output import print_json
 from contextfold.config import Settings
-from contextfold.errors import UsageError
+from contextfold.errors import ReadOnlyHome, UsageError
 
 
 async def search(args: argparse.Namespace, settings: Settings) -> int:
@@ -51,7 +51,9 @@ async def _build_index(service: object, settings: Settings) -> None:
     store = service._runtime.store
     said = 0.0
     progress = await store.index_step(settings.search_index_batch)
-    while not progress.complete:
+    while not progress.complete or progress.waiting:
+        if not progress.writable:
+            raise ReadOnlyHome(f"the data home {settings.home} cannot be written, so its search index cannot be built")
         if time.monotonic() - said >= 1.0:
             said = time.monotonic()
             print(f"indexing older history for search: {progress.done:,} of {progress.total:,} parts", file=sys.stderr)
