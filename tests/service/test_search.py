@@ -364,3 +364,44 @@ async def test_a_query_matching_too_much_stops_at_its_time_limit_and_the_next_on
         assert (await service.status("s")).tokens_in_view > 0
     finally:
         await service.close()
+
+
+async def test_a_windows_path_typed_as_written_finds_the_tool_call_that_used_it(service):
+    path = "C:\\Users\\me\\proj\\gen_word.py"
+    await service.open_session("w", model="gpt-4o")
+    await service.append(
+        "w",
+        [
+            {"role": "user", "content": "Fix the generator."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "Edit", "arguments": json.dumps({"file_path": path})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "edited"},
+            {"role": "assistant", "content": 'Quoted "as said" and done.'},
+        ],
+    )
+    for query in (f'"{path}"', "Users\\me\\proj", "gen_word.py"):
+        page = await service.search(query, session_id="w")
+        assert _refs(page)[:1] == [("w", "m2")], query
+    assert _refs(await service.search('"as said"', session_id="w")) == [("w", "m3")]
+
+
+async def test_a_two_character_chinese_word_is_found_by_reading_the_scope(service):
+    await service.open_session("z", model="gpt-4o")
+    await service.append("z", [{"role": "user", "content": "请把画册的封面改成蓝色"}])
+    await service.append("z", [{"role": "assistant", "content": "好的，我先看看封面。"}])
+    page = await service.search("画册", session_id="z")
+    assert _refs(page) == [("z", "m1")]
+    assert any("under 3 characters" in note for note in page.notes)
+    assert _refs(await service.search("封面 蓝色", session_id="z"))[0] == ("z", "m1")  # then m2, holding one
+    assert {ref for _, ref in _refs(await service.search("封面", session_id="z"))} == {"m1", "m2"}
+    with pytest.raises(InvalidInput, match="shorter than 3 characters"):
+        await service.search("go", session_id="z")  # one or two Latin letters match nearly everything

@@ -52,7 +52,9 @@ def parse_terms(text: str, *, max_chars: int, max_terms: int) -> Terms:
                 )
     if not terms:
         raise InvalidInput("query", "no words to search for; give one or more words or a quoted phrase")
-    if not any(len(t) >= 3 for t in terms):
+    if not any(len(t) >= 3 or not t.isascii() for t in terms):
+        # A word of one or two Latin letters or digits matches nearly everything; one of two Chinese
+        # or Japanese characters is an ordinary word, found by reading the scope (no index holds it).
         raise InvalidInput(
             "query",
             "every word is shorter than 3 characters; full-text search needs one of 3 or more (mode='regex' "

@@ -96,6 +96,11 @@ async def search(
         **await _where(scope, within, session_id, project),
     )
     notes = await _index(scope)
+    if all(len(term) < 3 for term in terms.terms):
+        notes.append(
+            "no index holds words under 3 characters: every message in scope was read (narrow it with "
+            "within, session_id or since if that is slow)"
+        )
     found = await _ranked(scope, wanted, limit, notes)
     more = len(found) > limit
     sessions: dict[str, Session] = {}

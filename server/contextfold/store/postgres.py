@@ -55,6 +55,7 @@ from contextfold.store.sql import (
     search_hit,
     search_scope,
     session_update,
+    spellings,
     totals,
 )
 
@@ -379,9 +380,10 @@ class PostgresTenant(SQLTenant):
         them comes before a long log that mentions them once."""
         terms = [t.lower() for t in query.terms]
         text = "contextfold_search_text(p.type, p.data)"
-        likes = [f"{text} LIKE ?" for _ in terms]
+        forms = [spellings(t) for t in terms]
+        likes = ["(" + " OR ".join(f"{text} LIKE ?" for _ in spelled) + ")" for spelled in forms]
         matches = f"({' OR '.join(likes)})" if query.any_term else " AND ".join(likes)
-        patterns = ["%" + _like_escape(t) + "%" for t in terms]
+        patterns = ["%" + _like_escape(form) + "%" for spelled in forms for form in spelled]
         occurrences = " + ".join(
             f"ln(1 + (length({text}) - length(replace({text}, ?, ''))) / {len(t)}.0)" for t in terms
         )

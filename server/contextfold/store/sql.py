@@ -233,6 +233,14 @@ def search_scope(db: Db, owner: str, query: SearchQuery) -> tuple[str, list[Any]
     return " AND ".join(where), params
 
 
+def spellings(term: str) -> tuple[str, ...]:
+    """`term`, and how the index holds it inside a tool call's input when that differs: the input
+    is indexed as its JSON text, where a backslash is doubled and a quote escaped, so a Windows
+    path typed as written (`C:\\Users\\me\\a.py`) must also be looked for as `C:\\\\Users…`."""
+    escaped = json.dumps(term, ensure_ascii=False)[1:-1]
+    return (term,) if escaped == term else (term, escaped)
+
+
 def search_hit(row: Row) -> SearchHit:
     return SearchHit(
         session_id=row["session_id"],
@@ -752,6 +760,7 @@ def session_update(columns: Sequence[str] = UPDATABLE) -> str:
 
 
 __all__ = [
+    "spellings",
     "PART_INSERT",
     "Db",
     "Row",

@@ -39,6 +39,7 @@ from contextfold.store.sql import (
     search_hit,
     search_scope,
     session_update,
+    spellings,
     totals,
 )
 
@@ -357,8 +358,8 @@ class SQLiteTenant(SQLTenant):
         long = [t for t in query.terms if len(t) >= 3]
         short = [t.lower() for t in query.terms if len(t) < 3]
         if not long:
-            raise ValueError("full-text search needs a term of three characters or more")
-        match = (" OR " if query.any_term else " ").join('"' + t.replace('"', '""') + '"' for t in long)
+            return await self._scan(query, short)
+        match = (" OR " if query.any_term else " ").join(_either(spellings(t)) for t in long)
         conn = self._store.connection
         deadline = time.monotonic() + (query.timeout or 3600.0)
         async with self._store._reading() as db:
@@ -386,3 +387,40 @@ class SQLiteTenant(SQLTenant):
             finally:
                 await conn.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None removes it
         return [search_hit(r) for r in rows]
+
+    async def _scan(self, query: SearchQuery, terms: list[str]) -> list[SearchHit]:
+        """Words all shorter than a trigram (a two-character Chinese word: the parse lets only those
+        through) are in no index: every part in the scope and time window is read, within
+        `search_timeout_seconds`, and ranked by how often it holds them against its length."""
+        if not terms:
+            raise ValueError("full-text search needs a term")
+        conn = self._store.connection
+        deadline = time.monotonic() + (query.timeout or 3600.0)
+        body = "lower(s.body)"
+        holds = [f"instr({body}, ?) > 0" for _ in terms]
+        occurrences = " + ".join(f"(length({body}) - length(replace({body}, ?, ''))) / {len(t)}.0" for t in terms)
+        async with self._store._reading() as db:
+            where, params = search_scope(db, self.owner, query)
+            await conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+            try:
+                rows = await db.fetchall(
+                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, m.summary, "
+                    f"MAX(p.type = 'text') AS prose, MIN(-({occurrences}) / (1 + length(s.body) / 1000.0)) AS score "
+                    "FROM search_source s JOIN parts p ON p.rowid = s.part_rowid JOIN messages m ON m.id = p.message_id "
+                    f"WHERE ({(' OR ' if query.any_term else ' AND ').join(holds)}) AND {where} "
+                    "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
+                    (*terms, *terms, *params, query.limit, query.offset),
+                )
+            except sqlite3.OperationalError as exc:
+                if "interrupt" not in str(exc):
+                    raise
+                raise search_timed_out(query.timeout or 3600.0) from None
+            finally:
+                await conn.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None removes it
+        return [search_hit(r) for r in rows]
+
+
+def _either(forms: tuple[str, ...]) -> str:
+    """An FTS5 query for any of `forms`, each a phrase: `"a"`, or `("a" OR "b")`."""
+    phrases = ['"' + form.replace('"', '""') + '"' for form in forms]
+    return phrases[0] if len(phrases) == 1 else "(" + " OR ".join(phrases) + ")"
