@@ -174,6 +174,14 @@ async def queries(backend: str, settings: dict[str, Any], texts: list[str], size
             async def scan(word: str, sid: str = sid) -> Any:
                 return await service.search_history(sid, pattern=re.escape(word), ignore_case=True)
 
+            # Words in exactly one message whatever the size: what the index costs per query when
+            # the hits do not grow with the history (the corpus words above match more as it grows).
+            needles = [f"needle{random.Random(n).getrandbits(48):012x}" for n in range(QUERIES)]
+            for n, needle in enumerate(needles):
+                await service.append(sid, [{"role": "user", "content": f"{texts[n % len(texts)][:200]} {needle}"}])
+            await full(needles[0])  # indexes what the appends left waiting, outside the timing
+            assert all([len(await fts(needle)) == 1 for needle in needles])
+            needle_p50, _ = await p50(fts, needles)
             store_p50, store_p95 = await p50(fts, words)
             full_p50, _ = await p50(full, words)
             hits = statistics.mean([len((await full(w)).hits) for w in words])
@@ -192,6 +200,7 @@ async def queries(backend: str, settings: dict[str, Any], texts: list[str], size
                     "FTS store p95": ms(store_p95),
                     "search() p50": ms(full_p50),
                     "hits/query": f"{hits:.1f}",
+                    "1-hit store p50": ms(needle_p50),
                     "regex scan p50": scanned,
                     "regex ÷ search()": ratio(scan_p50, full_p50) if scan_p50 == scan_p50 else "-",
                 }
@@ -400,7 +409,8 @@ async def main(opts: Options, only: str | None, misses: Path | None) -> None:
             cluster.stop()
     notes = [
         f"{QUERIES} queries of one rare corpus word each; texts cycle, so at N messages a word is in about "
-        "N / (corpus messages) of them. FTS store = the ranked index query alone; search() = the whole call "
+        "N / (corpus messages) of them. 1-hit store: the same query for 15 words written into one message each, "
+        "so the hits stay one as the history grows. FTS store = the ranked index query alone; search() = the whole call "
         "(snippets, citing bullets, token bound); regex scan = search_history(pattern=…), as before.",
         f"Appends: {APPENDS} one-message append calls through the service into two homes side by side (with and "
         "without the index), interleaved, median of 3 runs; with the index, the time includes indexing every "

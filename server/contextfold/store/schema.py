@@ -32,6 +32,35 @@ _INDEXED_NOW = (
 )
 """Whether the part is in the search index already (see migration 10)."""
 
+
+def _search_triggers(indexed: str) -> str:
+    """The triggers keeping the search index in step with `parts`, for the parts `indexed` (a
+    condition on `{row}`) says the index holds: migrations 9 and 10 differ only in that."""
+    return _SEARCH_TRIGGERS.format(
+        new_body=SEARCH_TEXT.format(row="NEW."),
+        old_body=SEARCH_TEXT.format(row="OLD."),
+        new_indexed=indexed.format(row="NEW"),
+        old_indexed=indexed.format(row="OLD"),
+    )
+
+
+_SEARCH_TRIGGERS = """\
+    CREATE TRIGGER search_on_insert AFTER INSERT ON parts WHEN {new_indexed}
+    BEGIN
+        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
+    END;
+    CREATE TRIGGER search_on_delete AFTER DELETE ON parts WHEN {old_indexed}
+    BEGIN
+        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
+    END;
+    CREATE TRIGGER search_on_update AFTER UPDATE OF type, data ON parts WHEN {old_indexed}
+    BEGIN
+        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
+        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
+    END;
+"""
+
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: sessions, messages, parts
     """
@@ -385,26 +414,7 @@ MIGRATIONS: tuple[str, ...] = (
         body, content = 'search_source', content_rowid = 'part_rowid', tokenize = 'trigram'
     );
     CREATE INDEX messages_summaries ON messages (owner, session_id, seq) WHERE summary = 1;
-    CREATE TRIGGER search_on_insert AFTER INSERT ON parts WHEN {new_indexed}
-    BEGIN
-        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
-    END;
-    CREATE TRIGGER search_on_delete AFTER DELETE ON parts WHEN {old_indexed}
-    BEGIN
-        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
-    END;
-    CREATE TRIGGER search_on_update AFTER UPDATE OF type, data ON parts WHEN {old_indexed}
-    BEGIN
-        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
-        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
-    END;
-    """.format(
-        body=SEARCH_TEXT.format(row=""),
-        new_body=SEARCH_TEXT.format(row="NEW."),
-        old_body=SEARCH_TEXT.format(row="OLD."),
-        new_indexed=_INDEXED.format(row="NEW"),
-        old_indexed=_INDEXED.format(row="OLD"),
-    ),
+{triggers}    """.format(body=SEARCH_TEXT.format(row=""), triggers=_search_triggers(_INDEXED)),
     # 10: appends no longer index their parts one by one. An FTS5 write transaction flushes what
     # it indexed as a new segment and pays for merging segments: per one-message append that
     # cost 18 to 47 % of the append rate (measured side by side, and in separate runs). New
@@ -415,31 +425,13 @@ MIGRATIONS: tuple[str, ...] = (
     # older home's backfill of migration 9 goes on as it was). A part inserted at or below the
     # watermark (SQLite reuses the rowid of a deleted last row) is indexed at once; deleting or
     # changing a part not yet indexed writes nothing to the index.
-    """
+    f"""
     ALTER TABLE search_backfill ADD COLUMN recent_upto INTEGER NOT NULL DEFAULT 0;
     UPDATE search_backfill SET recent_upto = MAX(backfill_end, (SELECT COALESCE(MAX(rowid), 0) FROM parts));
     DROP TRIGGER search_on_insert;
     DROP TRIGGER search_on_delete;
     DROP TRIGGER search_on_update;
-    CREATE TRIGGER search_on_insert AFTER INSERT ON parts WHEN {new_indexed}
-    BEGIN
-        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
-    END;
-    CREATE TRIGGER search_on_delete AFTER DELETE ON parts WHEN {old_indexed}
-    BEGIN
-        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
-    END;
-    CREATE TRIGGER search_on_update AFTER UPDATE OF type, data ON parts WHEN {old_indexed}
-    BEGIN
-        INSERT INTO search_index (search_index, rowid, body) VALUES ('delete', OLD.rowid, {old_body});
-        INSERT INTO search_index (rowid, body) VALUES (NEW.rowid, {new_body});
-    END;
-    """.format(
-        new_body=SEARCH_TEXT.format(row="NEW."),
-        old_body=SEARCH_TEXT.format(row="OLD."),
-        new_indexed=_INDEXED_NOW.format(row="NEW"),
-        old_indexed=_INDEXED_NOW.format(row="OLD"),
-    ),
+{_search_triggers(_INDEXED_NOW)}    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -360,32 +360,22 @@ class SQLiteTenant(SQLTenant):
         if not long:
             return await self._scan(query, short)
         match = (" OR " if query.any_term else " ").join(_either(spellings(t)) for t in long)
-        conn = self._store.connection
-        deadline = time.monotonic() + (query.timeout or 3600.0)
         async with self._store._reading() as db:
             where, params = search_scope(db, self.owner, query)
             for term in short if not query.any_term else []:
                 where += " AND instr(lower(s.body), ?) > 0"
                 params.append(term)
             source = " JOIN search_source s ON s.part_rowid = f.rowid" if short and not query.any_term else ""
-            # The one connection is this process's for every session: a query matching most of a
-            # huge history is stopped at its deadline rather than hold up the others.
-            await conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
-            try:
-                rows = await db.fetchall(
-                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, m.summary, "
-                    "MAX(p.type = 'text') AS prose, MIN(f.rank) AS score "
-                    f"FROM search_index f JOIN parts p ON p.rowid = f.rowid JOIN messages m ON m.id = p.message_id"
-                    f"{source} WHERE search_index MATCH ? AND {where} "
-                    "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
-                    (match, *params, query.limit, query.offset),
-                )
-            except sqlite3.OperationalError as exc:
-                if "interrupt" not in str(exc):
-                    raise
-                raise search_timed_out(query.timeout or 3600.0) from None
-            finally:
-                await conn.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None removes it
+            rows = await self._within_time(
+                db,
+                query,
+                "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, m.summary, "
+                "MAX(p.type = 'text') AS prose, MIN(f.rank) AS score "
+                f"FROM search_index f JOIN parts p ON p.rowid = f.rowid JOIN messages m ON m.id = p.message_id"
+                f"{source} WHERE search_index MATCH ? AND {where} "
+                "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
+                (match, *params, query.limit, query.offset),
+            )
         return [search_hit(r) for r in rows]
 
     async def _scan(self, query: SearchQuery, terms: list[str]) -> list[SearchHit]:
@@ -394,30 +384,38 @@ class SQLiteTenant(SQLTenant):
         `search_timeout_seconds`, and ranked by how often it holds them against its length."""
         if not terms:
             raise ValueError("full-text search needs a term")
-        conn = self._store.connection
-        deadline = time.monotonic() + (query.timeout or 3600.0)
         body = "lower(s.body)"
         holds = [f"instr({body}, ?) > 0" for _ in terms]
         occurrences = " + ".join(f"(length({body}) - length(replace({body}, ?, ''))) / {len(t)}.0" for t in terms)
         async with self._store._reading() as db:
             where, params = search_scope(db, self.owner, query)
-            await conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
-            try:
-                rows = await db.fetchall(
-                    "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, m.summary, "
-                    f"MAX(p.type = 'text') AS prose, MIN(-({occurrences}) / (1 + length(s.body) / 1000.0)) AS score "
-                    "FROM search_source s JOIN parts p ON p.rowid = s.part_rowid JOIN messages m ON m.id = p.message_id "
-                    f"WHERE ({(' OR ' if query.any_term else ' AND ').join(holds)}) AND {where} "
-                    "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
-                    (*terms, *terms, *params, query.limit, query.offset),
-                )
-            except sqlite3.OperationalError as exc:
-                if "interrupt" not in str(exc):
-                    raise
-                raise search_timed_out(query.timeout or 3600.0) from None
-            finally:
-                await conn.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None removes it
+            rows = await self._within_time(
+                db,
+                query,
+                "SELECT m.session_id, m.id, m.seq, m.role, m.created_at, m.hidden, m.summary, "
+                f"MAX(p.type = 'text') AS prose, MIN(-({occurrences}) / (1 + length(s.body) / 1000.0)) AS score "
+                "FROM search_source s JOIN parts p ON p.rowid = s.part_rowid JOIN messages m ON m.id = p.message_id "
+                f"WHERE ({(' OR ' if query.any_term else ' AND ').join(holds)}) AND {where} "
+                "GROUP BY m.id ORDER BY score, m.created_at DESC, m.id LIMIT ? OFFSET ?",
+                (*terms, *terms, *params, query.limit, query.offset),
+            )
         return [search_hit(r) for r in rows]
+
+    async def _within_time(self, db: Db, query: SearchQuery, sql: str, params: tuple[Any, ...]) -> list[Row]:
+        """`sql`'s rows, stopped at the query's deadline (`search_timeout_seconds`): the one
+        connection is this process's for every session, so a query matching most of a huge history
+        is refused rather than hold up the others."""
+        conn = self._store.connection
+        deadline = time.monotonic() + (query.timeout or 3600.0)
+        await conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+        try:
+            return await db.fetchall(sql, params)
+        except sqlite3.OperationalError as exc:
+            if "interrupt" not in str(exc):
+                raise
+            raise search_timed_out(query.timeout or 3600.0) from None
+        finally:
+            await conn.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None removes it
 
 
 def _either(forms: tuple[str, ...]) -> str:
