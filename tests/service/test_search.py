@@ -405,3 +405,30 @@ async def test_a_two_character_chinese_word_is_found_by_reading_the_scope(servic
     assert {ref for _, ref in _refs(await service.search("封面", session_id="z"))} == {"m1", "m2"}
     with pytest.raises(InvalidInput, match="shorter than 3 characters"):
         await service.search("go", session_id="z")  # one or two Latin letters match nearly everything
+
+
+async def test_a_session_whose_matches_rank_below_another_sessions_hundreds_still_gets_them(service):
+    # Another session holds 500 messages that each say the word many times: they fill the best
+    # few hundred matches (a search reads the best 400 parts first). The session asked for says it
+    # once, in a long message; it is found, and a page reaching past the crowded session's first
+    # hits is complete and in order.
+    await service.open_session("crowd", model="gpt-4o")
+    await service.append(
+        "crowd", [{"role": "user", "content": f"zebrafish {i} " + "zebrafish " * (5 + i % 7)} for i in range(500)]
+    )
+    await service.open_session("quiet", model="gpt-4o")
+    await service.append("quiet", [{"role": "user", "content": "notes " * 400 + "one zebrafish here"}])
+    assert _refs(await service.search("zebrafish", session_id="quiet")) == [("quiet", "m1")]
+    everyone = await service.search("zebrafish", within="all", limit=10)
+    assert len(everyone.hits) == 10 and all(sid == "crowd" for sid, _ in _refs(everyone))
+    deep = await service.search("zebrafish", session_id="crowd", offset=490, limit=20)
+    assert len(deep.hits) == 10 and deep.next_offset is None
+    assert not set(_refs(deep)) & set(
+        _refs(await service.search("zebrafish", session_id="crowd", offset=470, limit=20))
+    )
+    # One strong match among the best and four weak ones below them: all five, the strong first.
+    await service.open_session("mixed", model="gpt-4o")
+    await service.append("mixed", [{"role": "user", "content": "zebrafish " * 20}])
+    await service.append("mixed", [{"role": "user", "content": "notes " * 400 + f"zebrafish {i}"} for i in range(4)])
+    mixed = _refs(await service.search("zebrafish", session_id="mixed"))
+    assert mixed[0] == ("mixed", "m1") and sorted(mixed) == [("mixed", f"m{i}") for i in range(1, 6)]
