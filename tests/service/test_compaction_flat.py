@@ -19,7 +19,7 @@ import pytest
 
 from contextfold.compaction.extractive import SECTION_CAPS, build_summary
 from contextfold.compaction.facts import MAX_EDITED_FILES
-from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS
+from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS, names_file
 from contextfold.compaction.template import (
     CONSTRAINTS,
     DONE,
@@ -123,11 +123,14 @@ async def test_ten_compactions_keep_the_summary_bounded_and_the_newest_facts(tmp
             # The files this stretch edited in the part summarized (its first ones, the tail keeps
             # its end), every file the previous stretch edited, and a file only read stays only
             # while every file edited before is still there (edits outlast reads).
+            # Paths under the root Critical Context states are written relative to it.
             files = "\n".join(b for b in summary[FILES] if listed(b) is None)
-            assert all(edited(stretch, i) in files for i in range(4)), files
-            assert all(edited(s, i) in files for s in range(max(0, stretch - 1), stretch) for i in range(EDITS))
+            assert all(names_file(summary, edited(stretch, i)) for i in range(4)), files
+            assert all(
+                names_file(summary, edited(s, i)) for s in range(max(0, stretch - 1), stretch) for i in range(EDITS)
+            )
             if "/docs/" in files:
-                assert all(edited(s, i) in files for s in range(stretch) for i in range(EDITS)), files
+                assert all(names_file(summary, edited(s, i)) for s in range(stretch) for i in range(EDITS)), files
         # Flat: once its sections are full, the summary stops growing; only the newest requests, one
         # per stretch, still add a line each. Done fills last (a bullet per stretch of work, issue 16),
         # up to its cap or to its room in the account's share of the budget (issue 27).

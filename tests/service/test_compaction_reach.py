@@ -27,6 +27,7 @@ from fake_anthropic import VALID_SUMMARY
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.chain import Sampled
 from contextfold.compaction.extractive import ExtractiveSummarizer
+from contextfold.compaction.pins import names_file
 from contextfold.compaction.template import CONSTRAINTS, CRITICAL, DONE, FILES, parse_summary
 from contextfold.compaction.userwords import MIN_OPENING_CHARS
 from contextfold.compaction.workingset import MAX_SHARE, SHARE, working_set
@@ -141,8 +142,8 @@ async def test_compacting_after_another_agents_compaction_rests_on_the_real_hist
     quotes = " ".join(parse_summary(summary)[CONSTRAINTS])
     # The user's words from before Claude Code's compaction, word for word, and the files edited then.
     assert FIRST in quotes and CORRECTION in quotes and LATER in quotes
-    files = "\n".join(parse_summary(summary)[FILES])
-    assert "/repo/src/export/csv_writer.py" in files and "/repo/src/export/header.py" in files
+    parsed = parse_summary(summary)
+    assert names_file(parsed, "/repo/src/export/csv_writer.py") and names_file(parsed, "/repo/src/export/header.py")
 
 
 async def test_a_models_summary_after_another_agents_compaction_is_pinned_from_the_real_history(
@@ -314,10 +315,8 @@ def test_the_working_set_writes_paths_under_the_project_root_relative_to_it() ->
         ]
     )
     summary = parse_summary(summarize(head))
-    assert (
-        f"Project root: `{ROOT}lib/` (Done and the working set name the files under it relative to it; "
-        "Relevant Files gives each edited file's exact path)"
-    ) in summary[CRITICAL]
+    assert f"Project root: `{ROOT}lib/` (the paths below under it are written relative to it)" in summary[CRITICAL]
+    assert "header.ex — edited (Edit)" in summary[FILES]
     listed = " ".join(b for b in summary[FILES] if b.startswith("Files read: "))
     # Under the root: relative to it. Elsewhere: the whole path.
     assert "exporter/format.ex" in listed.replace("Files read: ", "").split(", ") and ROOT not in listed

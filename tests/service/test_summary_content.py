@@ -19,15 +19,18 @@ from _histories import assistant, call, stored, user
 from fake_anthropic import VALID_SUMMARY, message_reply, serve_fake_anthropic
 
 from contextfold.compaction.base import SummaryRequest
-from contextfold.compaction.extractive import ExtractiveSummarizer
+from contextfold.compaction.extractive import GOAL_OPENING_CHARS, ExtractiveSummarizer
+from contextfold.compaction.pins import pin_facts
 from contextfold.compaction.template import (
     BLOCKED,
     CONSTRAINTS,
     CRITICAL,
     DONE,
     FILES,
+    GOAL,
     HISTORY_NOTE,
     IN_PROGRESS,
+    LATEST_REQUEST,
     NEXT_STEPS,
     cite,
     cited_seqs,
@@ -87,6 +90,35 @@ def test_a_correction_after_the_first_instruction_is_kept_word_for_word() -> Non
         f"User [m3]: {CORRECTION}",
         "User [m5]: Good. Now run the benchmarks.",
     ]
+
+
+def test_a_long_request_quoted_whole_is_named_in_the_goal_by_its_opening() -> None:
+    task = (
+        "Migrate the billing service from the legacy cron jobs to the new scheduler: keep every job's "
+        "timing, move the retry policy into the scheduler's config, and write a note for the on-call "
+        "team describing what changed and how to roll back."
+    )
+    latest = "Now also drop the old cron entries from deploy/crontab once the scheduler runs them."
+    head = stored(
+        [
+            user(task),
+            assistant("Starting with the job list.", bash("crontab -l", "0 * * * * bill.sh")),
+            user(latest),
+            assistant("", bash("cat deploy/crontab", "0 * * * * bill.sh")),
+        ]
+    )
+    text = summarize(head)
+    summary = parse_summary(text)
+    # Constraints quotes both whole; the Goal names the long one by its opening and the message it
+    # came from, and the short one whole.
+    assert f"User [m1]: {task}" in summary[CONSTRAINTS]
+    first, newest = summary[GOAL]
+    assert first.startswith(task[: GOAL_OPENING_CHARS - 10]) and first.endswith("… [m1]"), first
+    assert len(first) < len(task)
+    assert newest == f"{LATEST_REQUEST}{latest} [m3]"
+    # Nothing the pins guard is missing: they add nothing back.
+    pinned, report = pin_facts(text, head)
+    assert report.added == [] and pinned == text
 
 
 def test_harness_text_in_the_users_turn_is_not_quoted() -> None:
@@ -228,10 +260,7 @@ def test_without_a_plan_in_progress_is_the_work_under_way_not_a_sentence() -> No
         # Named relative to the directory the edited files share (Critical Context names it).
         "Changing `reader.py`, `limits.py` (not yet checked) [m2, m4]",
     ]
-    assert (
-        "Project root: `/repo/src/` (Done and the working set name the files under it relative to it; "
-        "Relevant Files gives each edited file's exact path)"
-    ) in summary[CRITICAL]
+    assert "Project root: `/repo/src/` (the paths below under it are written relative to it)" in summary[CRITICAL]
 
 
 # -- Done, Blocked ---------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from _recall import own_words  # noqa: E402
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.extractive import ExtractiveSummarizer
 from contextfold.compaction.facts import extract_facts
-from contextfold.compaction.pins import names_path
+from contextfold.compaction.pins import names_file
 from contextfold.compaction.prose import user_words
-from contextfold.compaction.template import CONSTRAINTS, DONE, FILES, parse_summary
+from contextfold.compaction.template import CONSTRAINTS, DONE, parse_summary
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
@@ -121,7 +121,7 @@ def test_an_edit_without_a_result_names_its_file_but_claims_nothing_done() -> No
     facts = extract_facts(head)
     assert [f.path for f in facts.edited_files] == [WINDOWS]
     summary = parse_summary(summarize(head))
-    assert any(names_path(b, WINDOWS) for b in summary[FILES])
+    assert names_file(summary, WINDOWS)
     assert not any("outline.md" in b for b in summary[DONE])
 
 
@@ -130,8 +130,8 @@ def test_windows_paths_and_paths_with_spaces_are_named_as_edited() -> None:
     head = [user("edit them")]
     for path in paths:
         head.append(assistant("", call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")))
-    files = parse_summary(summarize(head))[FILES]
-    assert all(any(names_path(b, p) for b in files) for p in paths)
+    parsed = parse_summary(summarize(head))
+    assert all(names_file(parsed, p) for p in paths)
 
 
 def test_updated_summaries_keep_every_edited_file_past_the_section_cap() -> None:
@@ -145,6 +145,6 @@ def test_updated_summaries_keep_every_edited_file_past_the_section_cap() -> None
             edited.append(path)
             head.append(assistant("", call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")))
         previous = summarize(head, previous)
-        files = parse_summary(previous)[FILES]
-        missing = [p for p in edited if not any(names_path(b, p) for b in files)]
+        parsed = parse_summary(previous)
+        missing = [p for p in edited if not names_file(parsed, p)]
         assert not missing

@@ -135,7 +135,8 @@ def _edit_cycles(n: int) -> list[Message]:
 def test_edited_files_say_how_not_the_assistants_sentence_again() -> None:
     summary = build_summary(stored(_edit_cycles(2)), previous=None, counter=COUNTER, budget_tokens=3_000)
     files = parse_summary(summary)[FILES]
-    assert "/repo/src/importer/stage_0.py — edited (Edit)" in files
+    # Under the project root Critical Context states, the path is written relative to it.
+    assert "stage_0.py — edited (Edit)" in files
     assert not any("so that step" in bullet for bullet in files)
 
 

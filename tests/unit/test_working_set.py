@@ -19,6 +19,7 @@ from _histories import assistant, call, stored, user
 
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.extractive import ExtractiveSummarizer
+from contextfold.compaction.pins import names_file
 from contextfold.compaction.template import CRITICAL, FILES, parse_summary
 from contextfold.compaction.workingset import (
     RUN_MARK,
@@ -316,6 +317,34 @@ def test_files_of_one_directory_share_it_and_read_back_whole() -> None:
     assert sum(COUNTER.count(b) for b in bullets) <= 1_000
 
 
+def test_paths_that_share_a_long_directory_write_it_once_whatever_the_separator() -> None:
+    downloads = "C:\\Users\\dev\\Downloads\\docs-main\\docs-main\\"
+    items = [
+        downloads + ".claude\\scripts\\README.md",
+        "/home/dev/shop/src/cart/total.py",
+        downloads + ".claude\\enterprise\\CLAUDE.md",
+        "/home/dev/shop/tests/test_total.py",
+        "notes.md",
+        downloads + "README.md",
+    ]
+    bullets = fit_working_set(WorkingSet([(item, "file") for item in items]), COUNTER, 1_000)
+    assert bullets == [
+        "Files named: " + downloads + "{.claude\\scripts\\README.md, .claude\\enterprise\\CLAUDE.md, README.md}, "
+        "/home/dev/shop/{src/cart/total.py, tests/test_total.py}, notes.md"
+    ]
+    # Read back, every path is whole again; the group stands where its first path ranked.
+    assert sorted(name for name, _ in listed(bullets[0]) or []) == sorted(items)
+    # The spelled-out list costs more than the grouped one.
+    assert COUNTER.count(bullets[0]) < COUNTER.count("Files named: " + ", ".join(items))
+
+
+def test_a_short_shared_directory_or_a_name_with_a_space_is_not_grouped() -> None:
+    items = ["/repo/a.py", "/repo/lib/b.py", "/data/My Files/x.csv", "/data/My Files/y.csv"]
+    (bullet,) = fit_working_set(WorkingSet([(item, "file") for item in items]), COUNTER, 1_000)
+    assert bullet == "Files named: " + ", ".join(items)
+    assert [name for name, _ in listed(bullet) or []] == items
+
+
 # -- paths relative to the root, consistently ------------------------------------------------------
 
 
@@ -341,5 +370,7 @@ def test_the_root_is_where_the_agents_relative_paths_resolve_so_every_relative_p
     assert any(b.startswith(f"Project root: `{home}`") for b in summary[CRITICAL]), summary[CRITICAL]
     named = [name for b in summary[FILES] for name, _ in (listed(b) or [])]
     assert "src/lib/money.py" in named and not [n for n in named if n.startswith(home)], named
-    # Edited files keep their exact path (the summary says so where it states the root).
-    assert any(b.startswith(home + "src/cart/view.py — ") for b in summary[FILES])
+    # Edited files too: relative to the root, which the pins read back to the exact path.
+    assert any(b.startswith("src/cart/view.py — ") for b in summary[FILES])
+    assert not [b for b in summary[FILES] if home in b]
+    assert names_file(summary, home + "src/cart/view.py")

@@ -104,10 +104,13 @@ from contextfold.compaction.template import (
     IN_PROGRESS,
     LATEST_REQUEST,
     NEXT_STEPS,
+    PROJECT_ROOT,
     SECTIONS,
     Summary,
     cite,
+    from_root,
     parse_summary,
+    stated_root,
 )
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import TokenCounter
@@ -117,7 +120,6 @@ REQUEST = "Request: "
 LAST_STEP = "Last step: "
 """How older summaries began In Progress (the assistant's last words); dropped when updating one."""
 WORKING_ON = "Changing "
-PROJECT_ROOT = "Project root: "
 FIXING = "Fixing the failure of "
 USER_CHOSE = "User chose "
 TEST_COMMAND = "Test command: "
@@ -241,8 +243,8 @@ def build_summary(
     keywords = focus_keywords(instructions)
     draft = _Draft()
     prior = parse_summary(previous) if previous else None
-    _goal(draft, facts, prior)
     _constraints(draft, facts, prior, userwords.quote_budget(budget_tokens))
+    _goal(draft, facts, prior)
     _progress(draft, facts, prior)
     _decisions(draft, facts, prior)
     _context(draft, facts, prior, head, keywords)
@@ -263,14 +265,16 @@ def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     the user set aside is kept as an earlier request. With an anchor: its Goal, the new history's
     latest request added (a set-aside anchor goal yields to it)."""
     goal = userwords.goal(facts.said, facts.first_instruction)
+    quoted = "\n".join(t for t in draft.texts(CONSTRAINTS) if userwords.parse_quote(t) is not None)
     task, latest = goal.task, goal.latest
+    shown_task, shown_latest = _opening_of(task, quoted), _opening_of(latest, quoted)
     if prior is None:
         if task:
             label = EARLIER_REQUEST if goal.replaced else ""
             tier = _CONTEXT_TIER if goal.replaced else _ESSENTIAL_TIER
-            draft.add(GOAL, _cited(label + task, goal.task_seqs), tier, 0, verbatim=latest is None)
+            draft.add(GOAL, _cited(label + shown_task, goal.task_seqs), tier, 0, verbatim=latest is None)
         if latest:
-            draft.add(GOAL, _cited(LATEST_REQUEST + latest, goal.latest_seqs), _ESSENTIAL_TIER, 1, verbatim=True)
+            draft.add(GOAL, _cited(LATEST_REQUEST + shown_latest, goal.latest_seqs), _ESSENTIAL_TIER, 1, verbatim=True)
         return
     newest, newest_seqs = (latest, goal.latest_seqs) if latest else (task, goal.task_seqs)
     set_aside = goal.replaced or (newest is not None and userwords.redirects(newest))
@@ -285,10 +289,29 @@ def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         tier = _ESSENTIAL_TIER if index == 0 and not set_aside else _CONTEXT_TIER
         draft.add(GOAL, bullet, tier, index, verbatim=newest is not None and newest in bullet, carried=True)
     stated = " ".join(draft.texts(GOAL))
-    if task and latest and task not in stated:
-        draft.add(GOAL, _cited(REQUEST + task, goal.task_seqs), _CONTEXT_TIER, len(bullets))
-    if newest and newest not in stated:
-        draft.add(GOAL, _cited(LATEST_REQUEST + newest, newest_seqs), _ESSENTIAL_TIER, len(bullets) + 1, verbatim=True)
+    if task and latest and task not in stated and shown_task not in stated:
+        draft.add(GOAL, _cited(REQUEST + shown_task, goal.task_seqs), _CONTEXT_TIER, len(bullets))
+    shown_newest = _opening_of(newest, quoted)
+    if newest and newest not in stated and shown_newest not in stated:
+        draft.add(
+            GOAL, _cited(LATEST_REQUEST + shown_newest, newest_seqs), _ESSENTIAL_TIER, len(bullets) + 1, verbatim=True
+        )
+
+
+GOAL_OPENING_CHARS = 160
+"""What the Goal shows of a request that Constraints quotes whole: its opening, cited; the quote
+holds the rest. The same words twice cost the summary about 3 % on the corpus."""
+
+
+def _opening_of(request: str | None, quoted: str) -> str:
+    """`request` as the Goal states it: its opening when `quoted` (the Constraints quotes) holds all
+    of it, else whole. '' for no request."""
+    if not request:
+        return ""
+    whole = collapse(request).removesuffix("…")
+    if len(whole) > GOAL_OPENING_CHARS and whole in quoted:
+        return userwords.clip_quote(whole, GOAL_OPENING_CHARS)
+    return request
 
 
 def _constraints(draft: _Draft, facts: Facts, prior: Summary | None, quote_chars: int) -> None:
@@ -434,6 +457,8 @@ def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[
         for bullet in prior[CRITICAL]:
             if tests and bullet.startswith(TEST_COMMAND):
                 continue  # replaced by the new history's test command below
+            if bullet.startswith(PROJECT_ROOT) and _root(facts):
+                continue  # the new history's root is stated below
             if not _resolved(bullet, facts):
                 draft.add(CRITICAL, bullet, _CONTEXT_TIER, rank)
                 rank += 1
@@ -447,9 +472,8 @@ def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[
     if root:
         draft.add(
             CRITICAL,
-            f"{PROJECT_ROOT}`{root}` (Done and the working set name the files under it relative to it; "
-            "Relevant Files gives each edited file's exact path)",
-            _CONTEXT_TIER,
+            f"{PROJECT_ROOT}`{root}` (the paths below under it are written relative to it)",
+            _ESSENTIAL_TIER,  # the relative paths read from it
             rank,
         )
         rank += 1
@@ -460,7 +484,10 @@ def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[
 
 def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     """Edited files first, then read-only ones. The anchor's entries are kept; a file the new
-    history edits gets the new bullet, and one edited before and only read since keeps its old one."""
+    history edits gets the new bullet, and one edited before and only read since keeps its old one.
+    Paths under the project root are written relative to it (the anchor's read from its own root)."""
+    root = _root(facts)
+    prior_root = stated_root(prior[CRITICAL]) if prior else ""
     new = {f.path: f for f in facts.files}
     edited: list[tuple[str, str, bool]] = []
     read: list[tuple[str, str, bool]] = []
@@ -469,7 +496,10 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         for bullet in prior[FILES]:
             if workingset.listed(bullet) is not None:
                 continue  # merged into the new working set
-            path = _bullet_path(bullet)
+            written = _bullet_path(bullet)
+            path = _absolute(written, prior_root)
+            if bullet.startswith(written + " — "):
+                bullet = from_root(path, root) + bullet[len(written) :]
             was_edited = _looks_edited(bullet)
             touch = new.get(path)
             if touch is not None and (touch.action == "edited" or not was_edited):
@@ -479,11 +509,18 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
             (edited if was_edited else read).append((bullet, path, True))
     for touch in facts.edited_files:
         if touch.path not in kept_edits:
-            edited.append((_file_bullet(touch), touch.path, False))
+            edited.append((_file_bullet(touch, root), touch.path, False))
     for index, (bullet, path, carried) in enumerate(edited):
         draft.add(FILES, bullet, _ESSENTIAL_TIER, index, path=path, carried=carried)
     for index, (bullet, path, carried) in enumerate(read):
         draft.add(FILES, bullet, _READ_FILE_TIER, -1 - index, path=path, carried=carried)
+
+
+def _absolute(path: str, root: str) -> str:
+    """A path an anchor wrote relative to the root it stated, whole again."""
+    if not root or path.startswith(("/", "~", "$", "\\")) or re.match(r"[A-Za-z]:[\\/]", path):
+        return path
+    return root + path
 
 
 ACCOUNT_SECTIONS = (DONE, IN_PROGRESS, BLOCKED, DECISIONS, NEXT_STEPS, CRITICAL)
@@ -590,10 +627,10 @@ def _words_of(text: str) -> frozenset[str]:
 _NAME_RUN = re.compile(r"[\w./-]+")
 
 
-def _file_bullet(touch: FileTouch) -> str:
-    """`path — how` (`edited (Edit ×3)`): the assistant's sentence about it, which Done and the
-    quotes say better, is left out."""
-    return f"{touch.path} — {touch.why.split(' — ', 1)[0]}"
+def _file_bullet(touch: FileTouch, root: str = "") -> str:
+    """`path — how` (`edited (Edit ×3)`), the path relative to `root` when under it: the
+    assistant's sentence about it, which Done and the quotes say better, is left out."""
+    return f"{from_root(touch.path, root)} — {touch.why.split(' — ', 1)[0]}"
 
 
 def _fixed_bullet(error: ErrorFact) -> str:
@@ -799,7 +836,7 @@ def _edited_file(section: str, item: _Item) -> bool:
 def _shortened_file(item: _Item) -> str:
     """A Relevant Files bullet cut to its path; an edited file's keeps saying so, so that the next
     update still reads it as an edit (`_looks_edited`)."""
-    path = item.path or item.text
+    path = _bullet_path(item.text) if item.path is not None else item.text
     return f"{path} — edited" if item.tier >= _ESSENTIAL_TIER else path
 
 

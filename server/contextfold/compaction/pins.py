@@ -4,7 +4,8 @@ A model asked to keep paths, the user's rules and the error that blocks the work
 or forget them. So after any summarizer the summary is parsed into the template (every section
 present, in order) and checked against facts extracted from the head by code:
 
-- every file edited in the head is named, with its exact path string, in Relevant Files;
+- every file edited in the head is named, with its exact path string (or that path relative to the
+  project root Critical Context states), in Relevant Files;
 - the user's own messages are quoted word for word in Constraints (`User [m12]: …`), newest
   first within `userwords.quote_budget` (a quote counts as there when its opening is, word for
   word, anywhere in the summary, whatever label the summarizer gave it);
@@ -36,12 +37,15 @@ from contextfold.compaction.template import (
     GOAL,
     LATEST_REQUEST,
     NEXT_STEPS,
+    Summary,
     cite,
+    from_root,
     parse_summary,
+    stated_root,
 )
 from contextfold.domain import Message
 
-__all__ = ["MAX_PINNED_CONSTRAINTS", "PinReport", "names_path", "newest_constraints", "pin_facts"]
+__all__ = ["MAX_PINNED_CONSTRAINTS", "PinReport", "names_file", "names_path", "newest_constraints", "pin_facts"]
 
 MAX_PINNED_CONSTRAINTS = 30
 """Constraints guaranteed a place, newest first. Real sessions state a handful."""
@@ -69,7 +73,7 @@ def pin_facts(
     added: list[str] = []
 
     for touch in facts.edited_files:
-        if not any(names_path(bullet, touch.path) for bullet in summary[FILES]):
+        if not names_file(summary, touch.path):
             summary.add(FILES, f"{touch.path} — {touch.why}")
             added.append(f"file: {touch.path}")
 
@@ -103,6 +107,13 @@ def pin_facts(
         added.append(f"instruction: {latest}")
 
     return summary.render(), PinReport(added)
+
+
+def names_file(summary: Summary, path: str) -> bool:
+    """Whether `summary`'s Relevant Files names `path`: whole, or relative to the project root its
+    Critical Context states."""
+    written = {path, from_root(path, stated_root(summary[CRITICAL]))}
+    return any(names_path(bullet, form) for bullet in summary[FILES] for form in written)
 
 
 def newest_constraints(rules: list[str]) -> tuple[list[str], list[str]]:

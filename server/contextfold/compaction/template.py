@@ -38,6 +38,9 @@ LATEST_REQUEST = "Latest request: "
 PINNED_NOTE = "Pinned: "
 """How a pinned note opens its bullet in Constraints (carried word for word into every summary)."""
 """Label of the Goal bullet that carries the user's latest instruction."""
+PROJECT_ROOT = "Project root: "
+"""How Critical Context states the project's root: `Project root: `/home/u/proj/` (…)`. Paths
+under it are written relative to it everywhere in the summary."""
 USER_SAID = "User"
 """Label of a Constraints bullet that quotes a message of the user's word for word:
 `User [m12]: <their words>`."""
@@ -73,6 +76,19 @@ def cite(seqs: Iterable[int]) -> str:
         for first, last in runs
     ]
     return "[" + ", ".join(pieces) + "]"
+
+
+def stated_root(critical: Iterable[str]) -> str:
+    """The project root a summary's Critical Context states (`PROJECT_ROOT`), '' when none."""
+    for bullet in critical:
+        if bullet.startswith(PROJECT_ROOT + "`"):
+            return bullet[len(PROJECT_ROOT) + 1 :].split("`", 1)[0]
+    return ""
+
+
+def from_root(path: str, root: str) -> str:
+    """`path` as a summary stating `root` writes it: relative to the root when under it."""
+    return path[len(root) :] if root and path.startswith(root) and len(path) > len(root) else path
 
 
 def cited_seqs(text: str) -> list[int]:

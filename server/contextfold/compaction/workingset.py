@@ -297,6 +297,11 @@ def noise(term: str) -> bool:
     return not (re.search(r"[_.:\-\d$@]|\(\)", core) or _CAMEL_STEP.search(core))
 
 
+_SPECIFIER = re.compile(r"^\.\.?/(?:\.\./)*(?:[^./][^./]*/)*[^./][^./]*$")
+"""`./api`, `../../src/store`: a relative path whose last part has no extension and no `/` after it."""
+_REGEX_LITERAL = re.compile(r"^/[^/\s]+/[dgimsuy]{1,4}$")
+"""`/permission/i`: a search pattern, not a path."""
+
 _REVISION = re.compile(r"^(?:[0-9a-f]{7,40}|HEAD(?:[~^]\d*)*):(?=[\w./])")
 """`c1f44e6:src/a.py`, `HEAD~1:a.py`: a file at a git revision, the name being the file's."""
 
@@ -361,6 +366,9 @@ def _normalized(term: str) -> str | None:
         or term.isdigit()
         or term.casefold() in _NOT_NAMES
         or _JUNK.search(term)
+        or "'" in term
+        or '"' in term
+        or _REGEX_LITERAL.match(term)
         or noise(term)
     ):
         return None
@@ -493,6 +501,14 @@ class _Scores:
         project's: listed only when the agent opened them, not when a traceback or listing showed them."""
         for term in [t for t in self.score if self.kind[t] in ("file", "read") and _system(t)]:
             if term not in self.opened and self.kind[term] != "read":
+                del self.score[term]
+
+    def drop_specifiers(self) -> None:
+        """A relative module path without an extension (`../models`, `./api`) is an import's
+        specifier, written in code: the file it stands for is listed by its own path when the
+        agent opened it. Kept only when someone named it in words."""
+        for term in [t for t in self.score if self.kind[t] == "file" and _SPECIFIER.match(t)]:
+            if term not in self.said:
                 del self.score[term]
 
     def drop_declared(self) -> None:
@@ -766,6 +782,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     scores.drop_cut()
     scores.merge_paths()
     scores.drop_foreign()
+    scores.drop_specifiers()
     scores.drop_declared()
     scores.stems()
     scores.neighbours()
@@ -831,23 +848,56 @@ def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int, root: st
 
 
 def _render(kind: str, items: list[str]) -> str:
-    """A bullet's names, comma separated; files of one directory as `dir/{a.py, b.py}`."""
+    """A bullet's names, comma separated; files sharing a directory written once before their
+    rests (`src/app/{a.py, b.py}`, `C:\\proj\\{src\\a.cs, docs\\b.md}`; see `_groups`)."""
     if kind not in ("file", "read"):
         return ", ".join(items)
-    folders: dict[str, list[str]] = {}
-    for item in items:
-        folder, _, base = item.rpartition("/")
-        alone = not folder or not base or RUN_MARK in item or "{" in item
-        folders.setdefault(item if alone else folder, []).append("" if alone else base)
+    groups = _groups(items)
     parts = []
-    for folder, bases in folders.items():
-        if bases == [""]:
-            parts.append(folder)
-        elif len(bases) == 1:
-            parts.append(f"{folder}/{bases[0]}")
+    for prefix, rests in groups:
+        if not prefix:
+            parts.append(rests[0])
+        elif len(rests) == 1:
+            parts.append(prefix + rests[0])
         else:
-            parts.append(f"{folder}/{{{', '.join(bases)}}}")
+            parts.append(f"{prefix}{{{', '.join(rests)}}}")
     return ", ".join(parts)
+
+
+GROUP_MIN_SAVING = 10
+"""Characters a shared directory must save to be written once: `/repo/{a.py, b/c.py}` saves too
+little to be worth reading paths in two pieces."""
+
+
+def _groups(items: list[str]) -> list[tuple[str, list[str]]]:
+    """`items` as (shared directory with its separator, the rest of each path) in order of each
+    group's first item; a path alone has prefix ''. Greedy: the directory whose sharing saves the
+    most characters first (its length times the paths under it beyond the first), then the next
+    among the paths left. One level only, so that `listed` spells every name out again."""
+    under: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        if RUN_MARK in item or re.search(r"[{},\s]", item):
+            continue  # kept whole: `listed` could not spell it out again
+        for match in re.finditer(r"[\\/]", item.rstrip("/\\")):
+            prefix = item[: match.end()]
+            under.setdefault(prefix, []).append(index)
+    taken: dict[int, str] = {}
+    while True:
+        best, saving = "", GROUP_MIN_SAVING - 1
+        for prefix, members in under.items():
+            free = [i for i in members if i not in taken]
+            gain = (len(free) - 1) * len(prefix) - 2
+            if len(free) >= 2 and (gain > saving or (gain == saving and len(prefix) > len(best))):
+                best, saving = prefix, gain
+        if not best:
+            break
+        for index in under.pop(best):
+            taken.setdefault(index, best)
+    grouped: dict[str | int, tuple[str, list[str]]] = {}
+    for index, item in enumerate(items):
+        prefix = taken.get(index, "")
+        grouped.setdefault(prefix or index, (prefix, []))[1].append(item[len(prefix) :])
+    return list(grouped.values())
 
 
 def _relative(path: str, root: str) -> str:
