@@ -20,7 +20,7 @@ from fake_anthropic import VALID_SUMMARY, message_reply, serve_fake_anthropic
 
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.extractive import GOAL_OPENING_CHARS, ExtractiveSummarizer
-from contextfold.compaction.pins import pin_facts
+from contextfold.compaction.pins import names_file, pin_facts
 from contextfold.compaction.template import (
     BLOCKED,
     CONSTRAINTS,
@@ -119,6 +119,38 @@ def test_a_long_request_quoted_whole_is_named_in_the_goal_by_its_opening() -> No
     # Nothing the pins guard is missing: they add nothing back.
     pinned, report = pin_facts(text, head)
     assert report.added == [] and pinned == text
+
+
+def test_an_anchors_relative_paths_are_read_back_with_the_root_it_stated() -> None:
+    first = stored(
+        [
+            user("Speed up the parser."),
+            assistant("", edit("/repo/src/parser.py")),
+            assistant("", edit("/repo/src/lexer.py")),
+        ]
+    )
+    previous = summarize(first)
+    assert "parser.py — edited (Edit)" in parse_summary(previous)[FILES]
+    # The next stretch works elsewhere: its root is another, so the anchor's files are written whole.
+    later = [
+        m.model_copy(update={"id": f"msg_{m.seq + 10}", "seq": m.seq + 10})
+        for m in stored(
+            [
+                user("Now the docs."),
+                assistant("", edit("/work/site/docs/parser.md")),
+                assistant("", edit("/work/site/docs/index.md")),
+            ]
+        )
+    ]
+    text = summarize(later, previous=previous)
+    summary = parse_summary(text)
+    assert [b for b in summary[CRITICAL] if b.startswith("Project root: ")] == [
+        "Project root: `/work/site/docs/` (the paths below under it are written relative to it)"
+    ]
+    for path in ("/repo/src/parser.py", "/repo/src/lexer.py", "/work/site/docs/parser.md", "/work/site/docs/index.md"):
+        assert names_file(summary, path), (path, summary[FILES])
+    assert "/repo/src/parser.py — edited (Edit)" in summary[FILES]
+    assert pin_facts(text, later, previous=previous)[1].added == []
 
 
 def test_harness_text_in_the_users_turn_is_not_quoted() -> None:

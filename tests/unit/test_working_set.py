@@ -260,6 +260,27 @@ def test_paths_cut_by_a_clip_or_an_ellipsis_are_not_listed() -> None:
     assert "/testbed/requests/adapters.p" not in names and "/testbed/requests/sessions.p" not in names
 
 
+def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:
+    source = (
+        "import { api } from './api'\n"
+        "import { Model } from '../../src/models'\n"
+        "import { store } from '../store'\n"
+        "const PERMISSION = /permission/i\n"
+        'export const load = () => api.get("/v1/users")\n'
+    )
+    names = ranked(
+        [
+            user("Why does the permission screen hang?"),
+            assistant("", call("Read", {"file_path": "/repo/src/screens/permission.ts"}, source)),
+            assistant("The store it imports, `../store`, holds the flag.", call("Grep", {"pattern": "from '"}, "x")),
+        ]
+    )
+    assert "/repo/src/screens/permission.ts" in names
+    # A specifier only code wrote is the import's; one the agent named in words stays.
+    assert "./api" not in names and "../../src/models" not in names and "../store" in names, names
+    assert not [n for n in names if "'" in n or '"' in n or n.startswith("/permission/")], names
+
+
 def test_a_search_context_line_number_is_not_part_of_the_file() -> None:
     output = "src/store/user/actions.js-48-  commit(x)\nsrc/store/user/actions.js:49:  dispatch(y)"
     names = ranked([user("Find the commits."), bash("grep -rn -C1 dispatch src/store", output)])
