@@ -14,7 +14,7 @@ from contextfold.compaction.extractive import ExtractiveSummarizer
 from contextfold.compaction.facts import extract_facts
 from contextfold.compaction.pins import names_file
 from contextfold.compaction.prose import user_words
-from contextfold.compaction.template import CONSTRAINTS, DONE, parse_summary
+from contextfold.compaction.template import CONSTRAINTS, CRITICAL, DONE, FILES, parse_summary
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
@@ -123,6 +123,18 @@ def test_an_edit_without_a_result_names_its_file_but_claims_nothing_done() -> No
     summary = parse_summary(summarize(head))
     assert names_file(summary, WINDOWS)
     assert not any("outline.md" in b for b in summary[DONE])
+
+
+def test_a_windows_project_has_a_root_too_and_its_files_read_from_it() -> None:
+    root = "C:\\Users\\dev\\personal-docs\\"
+    paths = [root + "CLAUDE.md", root + ".claude\\scripts\\setup.ps1", root + "README.md"]
+    head = [user("tidy the setup scripts")]
+    for path in paths:
+        head.append(assistant("", call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")))
+    parsed = parse_summary(summarize(head))
+    assert f"Project root: `{root}` (the paths below under it are written relative to it)" in parsed[CRITICAL]
+    assert ".claude\\scripts\\setup.ps1 — edited (Edit)" in parsed[FILES]
+    assert all(names_file(parsed, p) for p in paths) and not [b for b in parsed[FILES] if root in b]
 
 
 def test_windows_paths_and_paths_with_spaces_are_named_as_edited() -> None:

@@ -11,6 +11,7 @@ cites the stored messages of its stretch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -81,19 +82,24 @@ ROOT_SHARE = 0.6
 
 
 def project_root(paths: Sequence[str]) -> str:
-    """The directory most of the absolute `paths` live under (with a trailing `/`), '' when they
-    share none deeper than two levels: Done names files relative to it."""
-    absolute = [p for p in paths if p.startswith("/")]
+    """The directory most of the absolute `paths` live under (with its trailing separator: `/`, or
+    `\\` for a Windows path), '' when they share none deeper than two levels below the root or the
+    drive: Done names files relative to it."""
+    absolute = [p for p in paths if _ABSOLUTE.match(p)]
     if len(absolute) < 2:
         return ""
     counts: dict[str, int] = {}
     for path in absolute:
-        parts = path.split("/")[1:-1]
-        for depth in range(2, len(parts) + 1):
-            folder = "/" + "/".join(parts[:depth]) + "/"
+        ends = [m.end() for m in _SEPARATOR.finditer(path)]
+        for depth in range(2, len(ends)):
+            folder = path[: ends[depth]]
             counts[folder] = counts.get(folder, 0) + 1
     enough = [f for f, n in counts.items() if n >= ROOT_SHARE * len(absolute)]
     return max(enough, key=len) if enough else ""
+
+
+_ABSOLUTE = re.compile(r"/|[A-Za-z]:\\")
+_SEPARATOR = re.compile(r"[\\/]")
 
 
 def files_phrase(paths: Sequence[str], root: str = "") -> str:
