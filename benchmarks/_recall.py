@@ -453,15 +453,26 @@ def _refused_calls(messages: Iterable[Message]) -> set[str]:
     return refused
 
 
+_WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]|\\\\")
+
+
+def base_name(path: str) -> str:
+    """A path's last part: after the last `/`, or, for a Windows path (`C:\\…`, `\\\\server\\…`),
+    after the last `\\` or `/` as well."""
+    if _WINDOWS_PATH.match(path):
+        return re.split(r"[\\/]", path.rstrip("\\/"))[-1]
+    return PurePosixPath(path).name
+
+
 def _edits(name: str, args: Any) -> list[str]:
     out: list[str] = []
     if isinstance(args, dict) and _EDIT_TOOL.search(name) and args.get("command") != "view":
         for key in _PATH_KEYS:
             if isinstance(args.get(key), str) and args[key].strip():
-                out.append(PurePosixPath(args[key].strip()).name)
+                out.append(base_name(args[key].strip()))
                 break
     for text in _strings(args):
-        out += [PurePosixPath(m.group(1)).name for m in _PATCH_HEADER.finditer(text)]
+        out += [base_name(m.group(1)) for m in _PATCH_HEADER.finditer(text)]
     shell = [args[k] for k in ("command", "cmd") if isinstance(args, dict) and isinstance(args.get(k), str)]
     if isinstance(args, str) and not out:
         shell.append(args)

@@ -150,6 +150,23 @@ def test_edited_files_come_from_edit_calls_and_shell_writes() -> None:
     assert (result.edited.wanted, result.edited.missed) == (("util.py", "log.txt"), ("log.txt",))
 
 
+def test_a_windows_paths_base_name_is_its_last_part() -> None:
+    edits = [
+        {"role": "user", "content": "Tidy the scripts."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                call("w1", "Write", file_path="C:\\Users\\dev\\proj\\setup.ps1", content="x"),
+                call("w2", "Edit", file_path="D:/work/site/index.md", old_string="a", new_string="b"),
+            ],
+        },
+    ]
+    assert edited_files(edits) == ["setup.ps1", "index.md"]
+    # A summary that writes the file relative to its project's root still names it.
+    assert measure(edits, 2, "- setup.ps1 — created; index.md — edited").edited.missed == ()
+
+
 def test_cuts_fall_before_the_users_turn_or_a_clean_step() -> None:
     messages = transcript()
     cuts = {c.label: c for c in cut_points(messages)}
