@@ -147,6 +147,8 @@ def test_an_anchors_relative_paths_are_read_back_with_the_root_it_stated() -> No
     assert [b for b in summary[CRITICAL] if b.startswith("Project root: ")] == [
         "Project root: `/work/site/docs/` (the paths below under it are written relative to it)"
     ]
+    # The earlier root stays, for the Done lines written from it.
+    assert "Earlier project root: `/repo/src/` (earlier Done lines read from it)" in summary[CRITICAL]
     for path in ("/repo/src/parser.py", "/repo/src/lexer.py", "/work/site/docs/parser.md", "/work/site/docs/index.md"):
         assert names_file(summary, path), (path, summary[FILES])
     assert "/repo/src/parser.py — edited (Edit)" in summary[FILES]

@@ -116,6 +116,7 @@ from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import TokenCounter
 
 EARLIER_REQUEST = "Earlier request: "
+EARLIER_ROOT = "Earlier project root: "
 REQUEST = "Request: "
 LAST_STEP = "Last step: "
 """How older summaries began In Progress (the assistant's last words); dropped when updating one."""
@@ -458,7 +459,15 @@ def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[
             if tests and bullet.startswith(TEST_COMMAND):
                 continue  # replaced by the new history's test command below
             if bullet.startswith(PROJECT_ROOT) and _root(facts):
-                continue  # the new history's root is stated below
+                # The new history's root is stated below; an earlier one stays for the Done lines
+                # written from it.
+                earlier = stated_root([bullet])
+                if earlier and earlier != _root(facts):
+                    draft.add(
+                        CRITICAL, f"{EARLIER_ROOT}`{earlier}` (earlier Done lines read from it)", _CONTEXT_TIER, rank
+                    )
+                    rank += 1
+                continue
             if not _resolved(bullet, facts):
                 draft.add(CRITICAL, bullet, _CONTEXT_TIER, rank)
                 rank += 1
