@@ -135,6 +135,8 @@ def test_a_windows_project_has_a_root_too_and_its_files_read_from_it() -> None:
     assert f"Project root: `{root}` (the paths below under it are written relative to it)" in parsed[CRITICAL]
     assert ".claude\\scripts\\setup.ps1 — edited (Edit)" in parsed[FILES]
     assert all(names_file(parsed, p) for p in paths) and not [b for b in parsed[FILES] if root in b]
+    # Done groups them by directory as it does `/` paths.
+    assert any("`setup.ps1` in `.claude\\scripts\\`" in line for line in parsed[DONE]), parsed[DONE]
 
 
 def test_windows_paths_and_paths_with_spaces_are_named_as_edited() -> None:

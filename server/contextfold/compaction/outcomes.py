@@ -108,14 +108,17 @@ def files_phrase(paths: Sequence[str], root: str = "") -> str:
 
 
 def _files(counts: dict[str, int], root: str = "") -> str:
-    """`a.py` ×2, `b.py` in `src/pkg/`; `c.md`: the files by directory, under `root` relative to it
-    (Relevant Files has each full path), at most `MAX_FILES_NAMED`."""
+    """`a.py` ×2, `b.py` in `src/pkg/`; `c.md`: the files by directory (`\\` separated ones too),
+    under `root` relative to it, at most `MAX_FILES_NAMED`."""
     folders: dict[str, list[str]] = {}
     for path, count in list(counts.items())[:MAX_FILES_NAMED]:
         if root and path.startswith(root):
             path = path[len(root) :]
-        folder, _, name = path.rstrip("/").rpartition("/")
-        folders.setdefault(folder + "/" if folder else "", []).append(f"`{name}`" + _times(count))
+        path = path.rstrip("/\\")
+        windows = path[1:3] == ":\\" or "/" not in path
+        cut = max(path.rfind("/"), path.rfind("\\")) if windows else path.rfind("/")
+        folder, name = path[: cut + 1], path[cut + 1 :]
+        folders.setdefault(folder, []).append(f"`{name}`" + _times(count))
     groups = [", ".join(names) + (f" in `{folder}`" if folder else "") for folder, names in folders.items()]
     extra = len(counts) - MAX_FILES_NAMED
     return "; ".join(groups) + (f" and {extra} more" if extra > 0 else "")
