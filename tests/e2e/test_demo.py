@@ -133,9 +133,13 @@ def test_the_whole_summary_is_shown(gpt: str):
     for index, line in enumerate(body):
         if line.startswith("#") and line != f"## {PROGRESS}":
             assert body[index + 1].startswith("- "), (line, body[index + 1 : index + 3])
-    # The goal is the user's task as far as the summary keeps it, not a line cut at 110 characters.
+    # The goal names the user's task by its opening and citation; Constraints quotes it whole, not a
+    # line cut at 110 characters.
     goal = " ".join(body[1 : body.index("")])
-    assert "For example http://amazon.com returns 503" in goal
+    assert goal.startswith("- Consider the following PR description") and "[m" in goal, goal
+    start = body.index("## Constraints & Preferences")
+    constraints = " ".join(body[start + 1 : body.index("", start)])
+    assert "For example http://amazon.com returns 503" in constraints
 
 
 def test_every_line_fits_80_columns_and_the_header_is_not_broken_by_hand(gpt: str):

@@ -21,7 +21,7 @@ import pytest
 from conftest import CORPUS
 
 try:
-    from playwright.sync_api import Browser, Page, sync_playwright
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
 except ImportError:  # pragma: no cover - reported by the fixture
     sync_playwright = None  # type: ignore[assignment]
 
@@ -243,9 +243,10 @@ def test_the_tokens_in_view_change_on_the_open_page_when_another_process_appends
     after = cli_json(home, "stats", "harness-spill")["tokens_in_view"]
     assert after > before
     # No reload: each page's own polling swaps in what changed.
-    page.wait_for_function(f"document.getElementById('tokens-in-view').dataset.tokens === '{after}'", timeout=60_000)
+    # Locator expectations, not wait_for_function: the page's CSP forbids evaluating a string.
+    expect(page.locator("#tokens-in-view")).to_have_attribute("data-tokens", str(after), timeout=60_000)
     assert page.locator(".msg").count() == messages + 2
-    outputs.wait_for_function("document.querySelectorAll('table.list tbody tr').length === 2", timeout=60_000)
+    expect(outputs.locator("table.list tbody tr")).to_have_count(2, timeout=60_000)
 
 
 # -- the export ------------------------------------------------------------------------------------

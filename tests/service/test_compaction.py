@@ -16,7 +16,7 @@ from validators import assert_anthropic_valid, assert_openai_valid
 
 from contextfold.compaction.base import SummaryOutcome, SummaryRequest
 from contextfold.compaction.facts import user_instruction
-from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS, names_path
+from contextfold.compaction.pins import MAX_PINNED_CONSTRAINTS, names_file
 from contextfold.compaction.template import FILES, GOAL, NEXT_STEPS, SECTIONS, missing_sections, parse_summary
 from contextfold.compaction.userwords import QUOTE_CHARS
 from contextfold.config import Settings, load_settings
@@ -82,7 +82,7 @@ async def test_extractive_compaction_of_long_corpus_sessions(service, path: Path
     head_calls = {p.call_id for m in messages if m.id in head_ids for p in m.tool_parts}
     edited_in_head = {file for call in calls(lines) if call.id in head_calls and (file := edited(call)) is not None}
     for file in edited_in_head:
-        assert any(names_path(bullet, file) for bullet in parsed[FILES]), file
+        assert names_file(parsed, file), file  # whole, or relative to the root Critical Context states
 
     # The latest user instruction is kept: in the summary, or verbatim in the tail. (Harness
     # boilerplate in the user role, such as mini-swe-agent's format reminders, is not one.)
