@@ -454,15 +454,16 @@ def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
 def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[Message], keywords: list[str]) -> None:
     rank = 0.0
     tests = [c for c in facts.commands if suite_runner(c)]
+    root = _root(facts)
     if prior:
         for bullet in prior[CRITICAL]:
             if tests and bullet.startswith(TEST_COMMAND):
                 continue  # replaced by the new history's test command below
-            if bullet.startswith(PROJECT_ROOT) and _root(facts):
+            if bullet.startswith(PROJECT_ROOT) and root:
                 # The new history's root is stated below; an earlier one stays for the Done lines
                 # written from it.
                 earlier = stated_root([bullet])
-                if earlier and earlier != _root(facts):
+                if earlier and earlier != root:
                     draft.add(
                         CRITICAL, f"{EARLIER_ROOT}`{earlier}` (earlier Done lines read from it)", _CONTEXT_TIER, rank
                     )
@@ -477,7 +478,6 @@ def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[
     if tests:
         draft.add(CRITICAL, f"{TEST_COMMAND}`{command_key(tests[-1])}`", _CONTEXT_TIER, rank)
         rank += 1
-    root = _root(facts)
     if root:
         draft.add(
             CRITICAL,

@@ -63,6 +63,7 @@ from typing import Any
 from contextfold.compaction.agents import ToolCall, pick
 from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.prose import assistant_prose, user_words
+from contextfold.compaction.template import from_root
 from contextfold.domain import Message
 from contextfold.tokens.counting import TokenCounter
 
@@ -827,7 +828,7 @@ def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int, root: st
         if budget - spent < 3:
             break
         if root and kind in ("file", "read"):
-            item = RUN_MARK.join(_relative(part, root) for part in item.split(RUN_MARK))
+            item = RUN_MARK.join(from_root(part, root) for part in item.split(RUN_MARK))
         items, cost = open_bullet.get(kind, ([], 0))
         grown = items + [(position, item)]
         new_cost = counter.count(_LABELS[kind] + _render(kind, [i for _, i in grown])) + 2
@@ -898,10 +899,6 @@ def _groups(items: list[str]) -> list[tuple[str, list[str]]]:
         prefix = taken.get(index, "")
         grouped.setdefault(prefix or index, (prefix, []))[1].append(item[len(prefix) :])
     return list(grouped.values())
-
-
-def _relative(path: str, root: str) -> str:
-    return path[len(root) :] if path.startswith(root) and len(path) > len(root) else path
 
 
 _GROUPED = re.compile(r"([^,{}]*)\{([^{}]*)\}")
