@@ -14,7 +14,7 @@ from contextfold.compaction.extractive import ExtractiveSummarizer
 from contextfold.compaction.facts import extract_facts
 from contextfold.compaction.pins import names_file
 from contextfold.compaction.prose import user_words
-from contextfold.compaction.template import CONSTRAINTS, CRITICAL, DONE, FILES, parse_summary
+from contextfold.compaction.template import CONSTRAINTS, CRITICAL, DONE, FILES, is_absolute, parse_summary
 from contextfold.domain import Message, TextPart, ToolPart
 from contextfold.tokens.counting import counter_for
 
@@ -137,6 +137,36 @@ def test_a_windows_project_has_a_root_too_and_its_files_read_from_it() -> None:
     assert all(names_file(parsed, p) for p in paths) and not [b for b in parsed[FILES] if root in b]
     # Done groups them by directory as it does `/` paths.
     assert any("`setup.ps1` in `.claude\\scripts\\`" in line for line in parsed[DONE]), parsed[DONE]
+
+
+def test_a_drive_path_written_with_forward_slashes_has_a_root_too() -> None:
+    root = "D:/work/shop/"
+    paths = [root + "src/total.py", root + "tests/test_total.py"]
+    head = [user("fix the totals")]
+    for path in paths:
+        head.append(assistant("", call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")))
+    parsed = parse_summary(summarize(head))
+    assert f"Project root: `{root}` (the paths below under it are written relative to it)" in parsed[CRITICAL]
+    assert all(names_file(parsed, p) for p in paths) and not [b for b in parsed[FILES] if root in b]
+
+
+@pytest.mark.parametrize(
+    ("path", "absolute"),
+    [
+        ("/home/dev/a.py", True),
+        ("C:\\Users\\dev\\a.py", True),
+        ("c:/Users/dev/a.py", True),
+        ("\\\\server\\share\\a.py", True),
+        ("~/notes.md", True),
+        ("$HOME/notes.md", True),
+        ("src/a.py", False),
+        ("./src/a.py", False),
+        ("a.py", False),
+        ("C:notes.md", False),
+    ],
+)
+def test_what_a_summary_reads_as_written_from_a_root(path: str, absolute: bool) -> None:
+    assert is_absolute(path) is absolute
 
 
 def test_windows_paths_and_paths_with_spaces_are_named_as_edited() -> None:

@@ -109,6 +109,7 @@ from contextfold.compaction.template import (
     Summary,
     cite,
     from_root,
+    is_absolute,
     parse_summary,
     stated_root,
 )
@@ -244,14 +245,16 @@ def build_summary(
     keywords = focus_keywords(instructions)
     draft = _Draft()
     prior = parse_summary(previous) if previous else None
+    root = _root(facts)
     _constraints(draft, facts, prior, userwords.quote_budget(budget_tokens))
     _goal(draft, facts, prior)
-    _progress(draft, facts, prior)
+    _progress(draft, facts, prior, root)
     _decisions(draft, facts, prior)
-    _context(draft, facts, prior, head, keywords)
-    _files(draft, facts, prior)
+    _context(draft, facts, prior, root, head, keywords)
+    _files(draft, facts, prior, root)
     _hold_accounts(draft, counter, budget_tokens)
-    _working_set(draft, facts, head, counter, _working_set_budget(draft, counter, budget_tokens), _typed_in(tail))
+    room = _working_set_budget(draft, counter, budget_tokens)
+    _working_set(draft, facts, head, counter, room, root, _typed_in(tail))
     _protect_focus(draft, keywords)
     if prior is not None:
         _cap(draft)
@@ -331,7 +334,7 @@ def _constraints(draft: _Draft, facts: Facts, prior: Summary | None, quote_chars
             rank += 1
 
 
-def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
+def _progress(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> None:
     completed = [text for status, text in facts.todos if status == "completed"]
     rank = 0.0
     # Done: the anchor's first (oldest), then what moved out of In Progress, then the new facts.
@@ -355,7 +358,6 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         # A finished plan item says what was achieved better than the commands behind it.
         draft.add(DONE, _cited(text, facts.sources.get(text, ())), _CONTEXT_TIER, rank)
         rank += 1
-    root = _root(facts)
     for item in outcomes(facts.steps, root):
         draft.add(DONE, item, _DONE_TIER, rank)
         rank += 1
@@ -406,7 +408,7 @@ def _working_directory(paths: Sequence[str]) -> str:
     say `/home/u/proj/`), when at least two such pairs agree; '' otherwise."""
     absolute = [p for p in paths if p.startswith("/")]
     votes: dict[str, int] = {}
-    for relative in {p.removeprefix("./") for p in paths if not p.startswith(("/", "~", "$")) and "/" in p}:
+    for relative in {p.removeprefix("./") for p in paths if not is_absolute(p) and "/" in p}:
         for path in absolute:
             if path.endswith("/" + relative):
                 folder = path[: -len(relative)]
@@ -451,10 +453,11 @@ def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         draft.add(DECISIONS, text, _DECISION_TIER, index)
 
 
-def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[Message], keywords: list[str]) -> None:
+def _context(
+    draft: _Draft, facts: Facts, prior: Summary | None, root: str, head: Sequence[Message], keywords: list[str]
+) -> None:
     rank = 0.0
     tests = [c for c in facts.commands if suite_runner(c)]
-    root = _root(facts)
     if prior:
         for bullet in prior[CRITICAL]:
             if tests and bullet.startswith(TEST_COMMAND):
@@ -491,11 +494,11 @@ def _context(draft: _Draft, facts: Facts, prior: Summary | None, head: Sequence[
         rank += 1
 
 
-def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
+def _files(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> None:
     """Edited files first, then read-only ones. The anchor's entries are kept; a file the new
     history edits gets the new bullet, and one edited before and only read since keeps its old one.
-    Paths under the project root are written relative to it (the anchor's read from its own root)."""
-    root = _root(facts)
+    Paths under the project root (`root`) are written relative to it (the anchor's read from its own
+    root)."""
     prior_root = stated_root(prior[CRITICAL]) if prior else ""
     new = {f.path: f for f in facts.files}
     edited: list[tuple[str, str, bool]] = []
@@ -527,9 +530,7 @@ def _files(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
 
 def _absolute(path: str, root: str) -> str:
     """A path an anchor wrote relative to the root it stated, whole again."""
-    if not root or path.startswith(("/", "~", "$", "\\")) or re.match(r"[A-Za-z]:[\\/]", path):
-        return path
-    return root + path
+    return root + path if root and not is_absolute(path) else path
 
 
 ACCOUNT_SECTIONS = (DONE, IN_PROGRESS, BLOCKED, DECISIONS, NEXT_STEPS, CRITICAL)
@@ -586,7 +587,13 @@ markup and the closing note, counted with the whole summary only at the end."""
 
 
 def _working_set(
-    draft: _Draft, facts: Facts, head: Sequence[Message], counter: TokenCounter, budget: int, typed: str = ""
+    draft: _Draft,
+    facts: Facts,
+    head: Sequence[Message],
+    counter: TokenCounter,
+    budget: int,
+    root: str,
+    typed: str = "",
 ) -> None:
     """The files read, tests and identifiers the history worked with (`workingset`), within
     `budget` tokens, after the edited files; an anchor's lists follow the new history's names.
@@ -601,7 +608,7 @@ def _working_set(
     ranked = [pair for pair in found.ranked if pair[0] not in written and pair[0] not in tail_words]
     names = {name for name, _ in ranked}
     ranked += [pair for pair in prior_names if pair[0] not in names]
-    bullets = workingset.fit_working_set(workingset.WorkingSet(ranked), counter, budget, _root(facts))
+    bullets = workingset.fit_working_set(workingset.WorkingSet(ranked), counter, budget, root)
     for index, bullet in enumerate(bullets):
         draft.add(FILES, bullet, _READ_FILE_TIER, len(bullets) - index)
 

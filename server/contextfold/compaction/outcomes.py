@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from contextfold.compaction.agents.text import clip
 from contextfold.compaction.record import Step
-from contextfold.compaction.template import cite
+from contextfold.compaction.template import cite, is_absolute
 
 MAX_FILES_NAMED = 8
 MAX_COMMANDS_NAMED = 3
@@ -85,7 +85,7 @@ def project_root(paths: Sequence[str]) -> str:
     """The directory most of the absolute `paths` live under (with its trailing separator: `/`, or
     `\\` for a Windows path), '' when they share none deeper than two levels below the root or the
     drive: Done names files relative to it."""
-    absolute = [p for p in paths if _ABSOLUTE.match(p)]
+    absolute = [p for p in paths if is_absolute(p)]
     if len(absolute) < 2:
         return ""
     counts: dict[str, int] = {}
@@ -98,7 +98,6 @@ def project_root(paths: Sequence[str]) -> str:
     return max(enough, key=len) if enough else ""
 
 
-_ABSOLUTE = re.compile(r"/|[A-Za-z]:\\")
 _SEPARATOR = re.compile(r"[\\/]")
 
 

@@ -86,6 +86,16 @@ def stated_root(critical: Iterable[str]) -> str:
     return ""
 
 
+def is_absolute(path: str) -> bool:
+    """Whether `path` is written from a root: POSIX (`/…`), a drive (`C:\\…`, `C:/…`), a UNC or a
+    backslash-rooted path (`\\…`), the home (`~…`) or a variable (`$HOME/…`) — what a summary never
+    reads as relative to the project root."""
+    return path.startswith(("/", "~", "$", "\\")) or _DRIVE.match(path) is not None
+
+
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+
+
 def from_root(path: str, root: str) -> str:
     """`path` as a summary stating `root` writes it: relative to the root when under it."""
     return path[len(root) :] if root and path.startswith(root) and len(path) > len(root) else path
