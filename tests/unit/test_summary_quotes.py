@@ -178,3 +178,26 @@ def test_every_message_keeps_its_opening_however_small_the_quote_budget() -> Non
     chosen = quotes(said, [], budget=1_000)
     assert len(chosen) == 80
     assert all(shown >= MIN_OPENING_CHARS for _, shown in chosen)
+
+
+def test_a_long_message_sent_again_with_changes_is_quoted_once_citing_every_sending() -> None:
+    task = "/ralph-loop Task: rename the GraphQL field deviceGroupID to siteID across the monorepo. " * 3
+    said = [
+        Said(task + "Scope: the portal only.", (3,)),
+        Said("why did the permission check fail?", (5,)),
+        Said(task + "Scope: the portal, the AI modules and core.", (9,)),
+        Said(task + "Scope: the portal, the AI modules and core, and their tests.", (14,)),
+    ]
+    chosen = quotes(said, [], budget=8_000)
+    assert [q.citation for q, _ in chosen] == ["[m5]", "[m3, m9, m14]"]
+    newest, shown = chosen[-1]
+    assert newest.text.endswith("and their tests.") and shown == len(newest.text)
+    # Every sending's opening is still there, word for word.
+    assert all(q.opening() in newest.text for q in (Quote(s.text, "") for s in said if s.seqs != (5,)))
+
+
+def test_short_messages_said_again_cite_every_sending_and_different_long_ones_stay_apart() -> None:
+    said = [Said("continue", (2,)), Said("fix the totals " + "x" * 200, (4,)), Said("continue", (6,))]
+    said.append(Said("fix the tax " + "y" * 200, (8,)))
+    chosen = quotes(said, [], budget=8_000)
+    assert [q.citation for q, _ in chosen] == ["[m4]", "[m2, m6]", "[m8]"]

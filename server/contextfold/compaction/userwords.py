@@ -15,6 +15,9 @@ user's turn) is quoted word for word, with the stored message it came from:
 - a quote is cut by `clip_quote`: markup the user pasted does not count against its length, and
   a cut never leaves a tag open (which would hide, from a reader that drops markup, everything up
   to the next `>`: the next quotes);
+- a long message sent again with changes past its opening (a slash command re-run with edited
+  arguments, a task pasted again) is quoted once, where it was said last, citing every sending
+  (`User [m12, m19, m25]: …`): each older sending would show the same opening again;
 - a previous summary's quotes are older than anything in the new history and are carried first;
 - the same selection is what `pins` guarantees in a summary any model wrote.
 
@@ -158,15 +161,27 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     """(quote, characters to show), oldest first: the previous summary's quote bullets (`carried`,
     other bullets ignored) and then the new history's messages, chosen newest first within
     `budget` characters as the module describes."""
-    items = [q for q in map(parse_quote, carried) if q is not None]
-    items += [Quote(collapse(s.text), cite(s.seqs)) for s in said]
+    items = [(q, ()) for q in map(parse_quote, carried) if q is not None]
+    items += [(Quote(collapse(s.text), cite(s.seqs)), tuple(s.seqs)) for s in said]
     seen: set[str] = set()
     unique: list[Quote] = []
-    for quote in reversed(items):  # newest first; a message said again is quoted where it was said last
+    sent: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for quote, seqs in reversed(items):  # newest first: a message said again is quoted where it was said last
         key = quote.text.casefold()
-        if key not in seen:
-            seen.add(key)
-            unique.append(quote)
+        opening = key[:OPENING_CHARS]
+        if seqs and opening in sent:
+            # Said again, or a long message sent again with changes past its opening (a command
+            # re-run with edited arguments, a task pasted again): quoted once, citing every sending.
+            index, cited = sent[opening]
+            sent[opening] = (index, cited + seqs)
+            unique[index] = Quote(unique[index].text, cite(cited + seqs))
+            continue
+        if key in seen:
+            continue
+        seen.add(key)
+        if seqs:
+            sent[opening] = (len(unique), seqs)
+        unique.append(quote)
     lengths = [len(q.text) for q in unique]
     budget = max(budget, min(QUOTE_CHARS, sum(min(n, MIN_OPENING_CHARS) for n in lengths)))
     cap = _opening_cap(lengths, budget)
