@@ -4,7 +4,8 @@ Synthetic histories only. Each rule is general — by syntax, by role, by what c
 each test names the class of input it stands for:
 - saw, then referred: a header a file it read includes, a file a listing showed whose name the
   agent then typed (even without its extension), a name an output showed that a later call used;
-- noise: test-runner progress glued to a path, sed expressions, placeholders, bare keywords, CSS
+- noise: test-runner progress glued to a path, files far below the work that searches kept
+  hitting, sed expressions, placeholders, bare keywords, CSS
   properties, system and installed-package paths (unless the agent opened one), paths cut by a
   clip or an ellipsis, a search's context-line numbers, glob patterns, product names in prose,
   `a/b/c` alternatives in prose;
@@ -216,6 +217,27 @@ def test_a_system_path_the_agent_opened_stays() -> None:
         ]
     )
     assert path in names and "/opt/py/lib/python3.10/x.py" not in names
+
+
+def test_files_searches_keep_hitting_far_below_the_work_rank_behind_the_works_own() -> None:
+    # The agent works in planner/ and greps the checkout again and again: each search hits a
+    # vendored library four directories down and a sibling package's file, in that order.
+    root = "/home/dev/ws/src/robot/"
+    vendored = root + "sdk/include/boost/asio/serial_port.hpp"
+    sibling = root + "ros_sdk/src/server_params.cpp"
+    messages = [
+        user("Find where the lidar serial port is opened."),
+        assistant("", call("Read", {"file_path": root + "planner/scripts/run.py"}, "import rospy")),
+    ]
+    for word in ("serial", "port", "lidar", "baud", "tty"):
+        messages.append(bash(f"grep -rn {word} {root}", f"{vendored}:12: {word}\n{sibling}:40: {word}\n"))
+    names = ranked(messages)
+    assert names.index(sibling) < names.index(vendored), names
+    # Once the agent opens a file down there, that tree is part of the work: first seen, first.
+    opened = root + "sdk/include/boost/asio/impl/serial_port.ipp"
+    messages.append(assistant("", call("Read", {"file_path": opened}, "")))
+    names = ranked(messages)
+    assert names.index(vendored) < names.index(sibling), names
 
 
 def test_sed_expressions_placeholders_keywords_and_globs_are_not_names() -> None:

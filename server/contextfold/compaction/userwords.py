@@ -161,7 +161,7 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     """(quote, characters to show), oldest first: the previous summary's quote bullets (`carried`,
     other bullets ignored) and then the new history's messages, chosen newest first within
     `budget` characters as the module describes."""
-    items = [(q, ()) for q in map(parse_quote, carried) if q is not None]
+    items: list[tuple[Quote, tuple[int, ...]]] = [(q, ()) for q in map(parse_quote, carried) if q is not None]
     items += [(Quote(collapse(s.text), cite(s.seqs)), tuple(s.seqs)) for s in said]
     seen: set[str] = set()
     unique: list[Quote] = []

@@ -43,7 +43,9 @@ names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format
 or attribute (`margin-top:`, `stroke-width="2"`), not a name; nor are a search path's list
 (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
 (`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
-`site-packages`, `node_modules`) are listed only when the agent opened them; a path cut by a clip
+`site-packages`, `node_modules`) are listed only when the agent opened them; a file tools only
+showed, `FAR_DEPTH` directories or more below everything the agent opened (a vendored
+`include/boost/…` every grep hit), counts `FAR_FACTOR` of its score; a path cut by a clip
 or an ellipsis (`adapters.p` beside `adapters.py`), a search's context-line number (`a.js-48`) and
 escapes shown in string literals (`\nFormat`) are not part of a name; names only directory
 listings showed keep `LISTING_NAMES` a listing; and more than `RUN_NAMES` names the same but for
@@ -166,6 +168,11 @@ FILE_FACTOR = 2.0
 often than an identifier is written again."""
 NEIGHBOUR_BONUS = 1.0
 """A file only shown, in a directory holding a file the agent edited, read or typed."""
+FAR_DEPTH = 3
+"""How many directories below everything the agent opened a file may lie before it counts as far
+from the work (`far_from_work`): `include/boost/asio/` under the checkout the agent works in."""
+FAR_FACTOR = 0.25
+"""What the score of a file far from the work, that tools only showed, counts."""
 LISTING_NAMES = 20
 """Names one directory listing may put in the working set on its own strength alone (more when
 something else names them: the agent's words, another output)."""
@@ -265,6 +272,27 @@ def is_file_name(word: str) -> bool:
 def _base(path: str) -> str:
     """The last part of a path (`/` or `\\` separated)."""
     return re.split(r"[\\/]", path.rstrip("/\\"))[-1]
+
+
+def _parts(folder: str) -> tuple[str, ...]:
+    return tuple(p for p in re.split(r"[\\/]", folder) if p)
+
+
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many leading parts `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _rooted(path: str) -> bool:
+    return path.startswith("/") or _DRIVE_ROOT.match(path) is not None
+
+
+_DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]")
 
 
 def _folder(path: str) -> str:
@@ -545,6 +573,26 @@ class _Scores:
             if self.kind[term] == "file" and term not in self.typed and _tail(_folder(term)) in worked:
                 self.score[term] += NEIGHBOUR_BONUS
 
+    def far_from_work(self) -> None:
+        """A file tools only showed (no one typed, opened or went on with it), `FAR_DEPTH` or more
+        directories below the nearest directory holding a file the agent opened, is someone else's
+        code the searches kept hitting (a vendored `include/boost/…` a hundred greps listed): its
+        score counts `FAR_FACTOR`. Absolute paths only; without an opened absolute path, nothing."""
+        worked = [
+            _parts(_folder(t)) for t in self.opened | self.typed if self.kind.get(t) in ("file", "read") and _rooted(t)
+        ]
+        if not worked:
+            return
+        for term in list(self.score):
+            if self.kind[term] != "file" or not _rooted(term):
+                continue
+            if term in self.typed or term in self.opened or term in self.followed:
+                continue
+            folder = _parts(_folder(term))
+            below = min(len(folder) - _common(folder, w) for w in worked)
+            if below >= FAR_DEPTH:
+                self.score[term] *= FAR_FACTOR
+
     def cap_listings(self) -> None:
         """A listing names many files, each less surely one the work needs: of the names only listings
         show (nothing else named them), each listing keeps its `LISTING_NAMES` best."""
@@ -787,6 +835,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     scores.drop_declared()
     scores.stems()
     scores.neighbours()
+    scores.far_from_work()
     scores.cap_listings()
     scores.collapse_runs()
     for term, kind in scores.kind.items():
