@@ -408,23 +408,16 @@ class Compactor:
                     f"{status.usable:,} usable; the kept tail alone is too large — lower preserve_recent_tokens "
                     "or prune tool outputs"
                 )
-        return CompactResult(
+        return result_of(
+            record,
+            status,
             compacted=not dry_run,
             dry_run=dry_run,
-            summarizer=record.summarizer,
-            fallbacks=record.fallbacks,
-            tokens_before=record.tokens_before,
-            tokens_after=record.tokens_after,
-            summary_tokens=record.summary_tokens,
-            head_messages=record.head_messages,
-            tail_start_id=record.tail_start_id,
-            pinned=record.pinned,
             attempts=attempts,
             outputs_cut=outputs_cut + record.outputs_cut,
             media_omitted=media_omitted,
             reason="; ".join(record.notes) or None,
             summary=summary if dry_run else None,
-            status=Brief.of(status),
         )
 
     async def omit_newest_media(self, session_id: str, counter: TokenCounter) -> int:
@@ -556,6 +549,41 @@ def _not_used(requested: str | None, used: str, fallbacks: Sequence[str]) -> lis
     return [f"the {requested} summarizer was asked for but not used: {why}; the {used} summary was kept instead"]
 
 
+def result_of(
+    record: CompactionRecord,
+    status: Status,
+    *,
+    compacted: bool,
+    reason: str | None,
+    dry_run: bool = False,
+    attempts: int = 1,
+    outputs_cut: int | None = None,
+    media_omitted: int = 0,
+    summary: str | None = None,
+) -> CompactResult:
+    """What a caller is told of the compaction `record` wrote: its summarizer, tokens, head and
+    pins, and the session's `status` after it. `outputs_cut`: all the outputs cut down (the
+    record's by default)."""
+    return CompactResult(
+        compacted=compacted,
+        dry_run=dry_run,
+        summarizer=record.summarizer,
+        fallbacks=record.fallbacks,
+        tokens_before=record.tokens_before,
+        tokens_after=record.tokens_after,
+        summary_tokens=record.summary_tokens,
+        head_messages=record.head_messages,
+        tail_start_id=record.tail_start_id,
+        pinned=record.pinned,
+        attempts=attempts,
+        outputs_cut=record.outputs_cut if outputs_cut is None else outputs_cut,
+        media_omitted=media_omitted,
+        reason=reason,
+        summary=summary,
+        status=Brief.of(status),
+    )
+
+
 def _cut_only(
     before: int, attempts: int, cut: int, status: Status, why: str, *, after: int | None = None
 ) -> CompactResult:
@@ -577,6 +605,7 @@ def _cut_only(
 
 __all__ = [
     "Compactor",
+    "result_of",
     "Given",
     "NothingToCompact",
     "Prepared",

@@ -11,8 +11,8 @@ from contextfold.compaction.engine import NothingToCompact
 from contextfold.config import Settings
 from contextfold.domain import Preview
 from contextfold.errors import CompactionFailed, InvalidInput, NotFoundError
-from contextfold.results import Brief, CompactResult
-from contextfold.service.anchored import Given, Prepared, Progress, outline
+from contextfold.results import CompactResult
+from contextfold.service.anchored import Given, Prepared, Progress, outline, result_of
 from contextfold.service.steering import fingerprint, preview_token, take_preview
 from contextfold.service.strategies import REMOVAL_STRATEGIES
 
@@ -152,16 +152,4 @@ class Compacting:
             session_id, summarizers=[], given=given, prepared=prepared, progress=progress
         )
         status = await self._scope.status(await self._scope.store.get_session(session_id))
-        return CompactResult(
-            compacted=True,
-            summarizer=record.summarizer,
-            tokens_before=record.tokens_before,
-            tokens_after=record.tokens_after,
-            summary_tokens=record.summary_tokens,
-            head_messages=record.head_messages,
-            tail_start_id=record.tail_start_id,
-            pinned=record.pinned,
-            outputs_cut=record.outputs_cut,
-            reason=f"applied preview {token}",
-            status=Brief.of(status),
-        )
+        return result_of(record, status, compacted=True, reason=f"applied preview {token}")
