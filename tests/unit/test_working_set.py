@@ -8,7 +8,8 @@ each test names the class of input it stands for:
   hitting, sed expressions, placeholders, bare keywords, CSS
   properties, system and installed-package paths (unless the agent opened one), paths cut by a
   clip or an ellipsis, a search's context-line numbers, glob patterns, product names in prose,
-  `a/b/c` alternatives in prose;
+  `a/b/c` alternatives in prose, and in any text unless files of the session lie under them,
+  sizes a slash joins (`24pt/18pt/14pt`);
 - a run of generated names is one entry; files of one directory share it in a bullet;
 - the project root is where the agent's relative paths resolve, so every relative path in the
   summary reads from it.
@@ -319,6 +320,23 @@ def test_product_names_and_alternatives_in_plain_words_are_not_names() -> None:
     )
     assert not {"GitHub", "JavaScript", "TypeScript", "green/blue/red"} & set(names), names
     assert "ValueError" in names
+
+
+def test_words_and_sizes_a_slash_joins_in_a_document_are_not_paths_unless_files_lie_under_them() -> None:
+    plan = (
+        "# Guide\nPick a size (Small/Medium/Large) and a framework (Vue/React/Angular); fonts 24pt/18pt/14pt.\n"
+        "Components live in src/components/layouts and hooks in Shared/store/useGlobalValue.\n"
+    )
+    names = ranked(
+        [
+            user("Write the style guide."),
+            assistant("", call("Write", {"file_path": "/repo/docs/guide.md", "content": plan}, "File created")),
+            bash("ls -R /repo/src", "/repo/src/components/layouts/Main.vue\n/repo/Shared/store/useGlobalValue.ts"),
+        ]
+    )
+    assert not {"Small/Medium/Large", "Vue/React/Angular", "24pt/18pt/14pt"} & set(names), names
+    # A directory the session's files lie under, and an import of a file without its extension, stay.
+    assert "src/components/layouts" in names and "Shared/store/useGlobalValue" in names, names
 
 
 # -- runs and bullets -------------------------------------------------------------------------------

@@ -43,7 +43,9 @@ names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format
 or attribute (`margin-top:`, `stroke-width="2"`), not a name; nor are a search path's list
 (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
 (`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
-`site-packages`, `node_modules`) are listed only when the agent opened them; a file tools only
+`site-packages`, `node_modules`) are listed only when the agent opened them; words a slash joins
+(`Low/Medium/High`) are a path only when the session's files lie under them, sizes
+(`24pt/18pt/14pt`) never; a file tools only
 showed, `FAR_DEPTH` directories or more below everything the agent opened (a vendored
 `include/boost/…` every grep hit), counts `FAR_FACTOR` of its score; a path cut by a clip
 or an ellipsis (`adapters.p` beside `adapters.py`), a search's context-line number (`a.js-48`) and
@@ -328,6 +330,11 @@ def noise(term: str) -> bool:
 
 _SPECIFIER = re.compile(r"^\.\.?/(?:\.\./)*(?:[^./][^./]*/)*[^./][^./]*$")
 """`./api`, `../../src/store`: a relative path whose last part has no extension and no `/` after it."""
+_WORDS_BY_SLASHES = re.compile(r"^[^\W\d_]+(?:/[^\W\d_]+)+$")
+"""`Low/Medium/High`, `created/modified/deleted`: words a slash joins, a path only when the
+session's files lie under it (`drop_alternatives`)."""
+_SIZES_BY_SLASHES = re.compile(r"^\d+(?:\.\d+)?[A-Za-z%]*(?:/\d+(?:\.\d+)?[A-Za-z%]*)+$")
+"""`24pt/18pt/14pt`, `16px/24px`: sizes or a ratio, never a path."""
 _REGEX_LITERAL = re.compile(r"^/[^/\s]+/[dgimsuy]{1,4}$")
 """`/permission/i`: a search pattern, not a path."""
 
@@ -530,6 +537,34 @@ class _Scores:
         project's: listed only when the agent opened them, not when a traceback or listing showed them."""
         for term in [t for t in self.score if self.kind[t] in ("file", "read") and _system(t)]:
             if term not in self.opened and self.kind[term] != "read":
+                del self.score[term]
+
+    def drop_alternatives(self) -> None:
+        """Words a slash joins (`Low/Medium/High`, `Vue/React/Angular` in a document the agent
+        wrote or read) are choices, not a path, unless a file of the session lies under them or
+        is them but for its extension; sizes a slash joins (`24pt/18pt/14pt`) never are. A tool's
+        read keeps them."""
+        files = [t for t, k in self.kind.items() if k in ("file", "read") and t in self.score]
+        words = [t for t in files if self.kind[t] == "file" and _WORDS_BY_SLASHES.match(t)]
+        for term in files:
+            if self.kind[term] == "file" and _SIZES_BY_SLASHES.match(term):
+                del self.score[term]
+        if not words:
+            return
+        sizes = {term.count("/") + 1 for term in words}
+        folders: set[str] = set()
+        for path in files:
+            # Its directories, and its name without the extension (`Shared/store/useValue` is an
+            # import of `Shared/store/useValue.ts`).
+            parts = re.split(r"[\\/]", path.strip("/\\"))
+            if "." in parts[-1].strip("."):
+                parts[-1] = parts[-1].rsplit(".", 1)[0]
+            else:
+                parts.pop()
+            for size in sizes:
+                folders.update("/".join(parts[i : i + size]) for i in range(len(parts) - size + 1))
+        for term in words:
+            if term not in folders:
                 del self.score[term]
 
     def drop_specifiers(self) -> None:
@@ -832,6 +867,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     scores.merge_paths()
     scores.drop_foreign()
     scores.drop_specifiers()
+    scores.drop_alternatives()
     scores.drop_declared()
     scores.stems()
     scores.neighbours()
