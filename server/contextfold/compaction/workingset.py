@@ -280,17 +280,9 @@ def _parts(folder: str) -> tuple[str, ...]:
     return tuple(p for p in re.split(r"[\\/]", folder) if p)
 
 
-def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    """How many leading parts `a` and `b` share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _rooted(path: str) -> bool:
+    """Written from the file system's root (`/…`, `C:\\…`): not `~/…` or `$HOME/…`, which name the
+    same places another way and would share no directory with them."""
     return path.startswith("/") or _DRIVE_ROOT.match(path) is not None
 
 
@@ -612,10 +604,13 @@ class _Scores:
         """A file tools only showed (no one typed, opened or went on with it), `FAR_DEPTH` or more
         directories below the nearest directory holding a file the agent opened, is someone else's
         code the searches kept hitting (a vendored `include/boost/…` a hundred greps listed): its
-        score counts `FAR_FACTOR`. Absolute paths only; without an opened absolute path, nothing."""
-        worked = [
-            _parts(_folder(t)) for t in self.opened | self.typed if self.kind.get(t) in ("file", "read") and _rooted(t)
-        ]
+        score counts `FAR_FACTOR`. Paths from the file system's root only; without an opened one,
+        nothing."""
+        worked: set[tuple[str, ...]] = set()  # every directory above a file the agent worked with
+        for term in self.opened | self.typed:
+            if self.kind.get(term) in ("file", "read") and _rooted(term):
+                parts = _parts(_folder(term))
+                worked.update(parts[:i] for i in range(len(parts) + 1))
         if not worked:
             return
         for term in list(self.score):
@@ -624,8 +619,8 @@ class _Scores:
             if term in self.typed or term in self.opened or term in self.followed:
                 continue
             folder = _parts(_folder(term))
-            below = min(len(folder) - _common(folder, w) for w in worked)
-            if below >= FAR_DEPTH:
+            shared = next(i for i in range(len(folder), -1, -1) if folder[:i] in worked)
+            if len(folder) - shared >= FAR_DEPTH:
                 self.score[term] *= FAR_FACTOR
 
     def cap_listings(self) -> None:
