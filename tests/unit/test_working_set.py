@@ -4,7 +4,7 @@ Synthetic histories only. Each rule is general — by syntax, by role, by what c
 each test names the class of input it stands for:
 - saw, then referred: a header a file it read includes, a file a listing showed whose name the
   agent then typed (even without its extension), a name an output showed that a later call used;
-- noise: test-runner progress glued to a path, files far below the work that searches kept
+- noise: a name where a harness cut an output short, test-runner progress glued to a path, files far below the work that searches kept
   hitting, sed expressions, placeholders, bare keywords, CSS
   properties, system and installed-package paths (unless the agent opened one), paths cut by a
   clip or an ellipsis, a search's context-line numbers, glob patterns, product names in prose,
@@ -281,6 +281,30 @@ def test_paths_cut_by_a_clip_or_an_ellipsis_are_not_listed() -> None:
     )
     assert "/testbed/requests/adapters.py" in names
     assert "/testbed/requests/adapters.p" not in names and "/testbed/requests/sessions.p" not in names
+
+
+def test_a_name_where_the_harness_cut_an_output_short_is_not_listed() -> None:
+    # mini-swe-agent shows an output's head and tail around the elided middle; SWE-agent and
+    # OpenHands clip a long file view.
+    elided = (
+        "<returncode>0</returncode>\n<output_head>\nResourceWarning: unclosed <socket family=AddressFamily.AF_INET>"
+        "\nResourceWarning: unclosed <socket family=AddressFa\n</output_head>\n<elided_chars>\n4405 characters "
+        "elided\n</elided_chars>\n<output_tail>\nOK\n</output_tail>"
+    )
+    clipped = (
+        "def build_response(req):\n    return make_respo<response clipped><NOTE>Only part of the file is shown.</NOTE>"
+    )
+    names = ranked(
+        [
+            user("Why the socket warnings?"),
+            bash("python -m pytest test_requests.py", elided),
+            assistant(
+                "", call("str_replace_editor", {"command": "view", "path": "/testbed/requests/adapters.py"}, clipped)
+            ),
+        ]
+    )
+    assert "AddressFamily.AF_INET" in names and "build_response" in names
+    assert "AddressFa" not in names and "make_respo" not in names, names
 
 
 def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:

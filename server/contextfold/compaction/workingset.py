@@ -48,7 +48,8 @@ or attribute (`margin-top:`, `stroke-width="2"`), not a name; nor are a search p
 (`24pt/18pt/14pt`) never; a file tools only
 showed, `FAR_DEPTH` directories or more below everything the agent opened (a vendored
 `include/boost/…` every grep hit), counts `FAR_FACTOR` of its score; a path cut by a clip
-or an ellipsis (`adapters.p` beside `adapters.py`), a search's context-line number (`a.js-48`) and
+or an ellipsis (`adapters.p` beside `adapters.py`) or where a harness cut the output short
+(mini-swe-agent's `</output_head>`, `<response clipped>`), a search's context-line number (`a.js-48`) and
 escapes shown in string literals (`\nFormat`) are not part of a name; names only directory
 listings showed keep `LISTING_NAMES` a listing; and more than `RUN_NAMES` names the same but for
 their numbers are one entry, `func_6_0 … func_6_150` (those someone named in words stay apart).
@@ -128,6 +129,9 @@ _PERMISSIONS = re.compile(r"[-dlcbps][-rwxsStT]{9}[@+.]?")
 MIN_OUTPUTS_FOR_COMMON = 10
 COMMON_SHARE = 0.3
 """A name in more than this share of the tool outputs is the harness's or the format's."""
+_CUT_HERE = re.compile(r"\s*(?:</output_head>|<response clipped>)")
+"""Where a harness cut an output short (mini-swe-agent's head before the elided middle, SWE-agent's
+and OpenHands' clipped file view): the word just before it may be cut mid-name."""
 _MARKUP = re.compile(r"</?[A-Za-z][\w-]*>")
 """A harness's tags around an output (`<returncode>`, `<tool_use_error>`): not the output's names."""
 _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$|^[A-Z][a-z]+(?:-[A-Z][A-Za-z]+)+$")
@@ -845,7 +849,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             clipped = result[:MAX_OUTPUT_CHARS]
             if len(result) > MAX_OUTPUT_CHARS:
                 clipped = clipped[: max(clipped.rfind(" "), clipped.rfind("\n"))]  # not the word cut in two
-            output = _MARKUP.sub(" ", clipped)
+            output = _MARKUP.sub(" ", _CUT_HERE.sub("… ", clipped) if "<" in clipped else clipped)
             scores.outputs += 1
             scores.code(output, OUTPUT_WEIGHT, once=True, file_weight=OUTPUT_FILE_WEIGHT, spread=True)
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
