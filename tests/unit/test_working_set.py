@@ -4,7 +4,7 @@ Synthetic histories only. Each rule is general — by syntax, by role, by what c
 each test names the class of input it stands for:
 - saw, then referred: a header a file it read includes, a file a listing showed whose name the
   agent then typed (even without its extension), a name an output showed that a later call used;
-- noise: a name where a harness cut an output short, test-runner progress glued to a path, files far below the work that searches kept
+- noise: a name where a harness cut an output short, bytes `cat -v` escaped, test-runner progress glued to a path, files far below the work that searches kept
   hitting, sed expressions, placeholders, bare keywords, CSS
   properties, system and installed-package paths (unless the agent opened one), paths cut by a
   clip or an ellipsis, a search's context-line numbers, glob patterns, product names in prose,
@@ -254,6 +254,14 @@ def test_sed_expressions_placeholders_keywords_and_globs_are_not_names() -> None
         assert junk not in names, (junk, names)
     assert not [n for n in names if "<" in n or "*" in n], names
     assert "src/compat.py" in names
+
+
+def test_bytes_shown_as_cat_v_shows_them_are_not_names() -> None:
+    # A Chinese file name through `cat -v`: every byte past ASCII as M-x.
+    listing = "docs/M-eM-/M-9M-fM-/M-.md\n_M-3M-gM-.M-1M-hM-/M-4.md\ndocs/notes.md"
+    names = ranked([user("What is in docs?"), bash("ls docs | cat -v", listing), bash("cat docs/notes.md", "x")])
+    assert not [n for n in names if "M-" in n], names
+    assert "docs/notes.md" in names
 
 
 def test_css_properties_are_the_formats_words_but_class_names_are_names() -> None:

@@ -36,7 +36,8 @@ identifier never does, so numbers, versions, dates, times, sizes and durations (
 listed again.
 
 **Noise**, by syntax and by where a name stood, never by a list of strings seen somewhere: a test
-runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; sed expressions,
+runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; bytes `cat -v` escaped
+(`M-eM-/M-9…`), sed expressions,
 placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare words (`def`,
 `None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
 names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
@@ -195,6 +196,8 @@ _CODE_IDENTIFIER = re.compile(
 markup; a letter of any script (`数据.加载`), never a digit, first."""
 _CAMEL_STEP = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 _SED = re.compile(r"[sy]([/|#,:])(?:(?!\1).)*\1(?:(?!\1).)*\1[gimpIe\d]*")
+_META_ESCAPED = re.compile(r"(?:M-\^?\S){2}")
+"""`M-eM-/M-9…`: bytes past ASCII as `cat -v` shows them (a non-English file name), not a name."""
 """A sed or tr substitution (`s/a/b/g`, `y/ab/cd/`): a script, not a path."""
 _PLACEHOLDER = re.compile(
     r"(?i)(?:^|[\\/_.-])your(?:$|[\\/_.A-Z-])|_here$|(?:^|/)path/to(?:/|$)|^x{3,}$|[<>{}]|YYYY|\*"
@@ -308,7 +311,13 @@ def noise(term: str) -> bool:
     """Whether `term` is, by its syntax alone, not a name worth listing: a sed expression, a
     placeholder, a bare word (`def`, `None`, `POST`), or a word that is no identifier of any
     language (`28px`, `Cmd+Shift+R`, `<template>`, `hide=False`, `h-96`)."""
-    if _SED.fullmatch(term) or _PLACEHOLDER.search(term) or _PERMISSIONS.fullmatch(term):
+    if (
+        _SED.fullmatch(term)
+        or _PLACEHOLDER.search(term)
+        or _PERMISSIONS.fullmatch(term)
+        or "M-" in term
+        and _META_ESCAPED.search(term)
+    ):
         return True
     if term.startswith("@") and _SCOPED.match(term[1:]):
         return False
