@@ -165,23 +165,27 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     items += [(Quote(collapse(s.text), cite(s.seqs)), tuple(s.seqs)) for s in said]
     seen: set[str] = set()
     unique: list[Quote] = []
-    sent: dict[str, tuple[int, tuple[int, ...]]] = {}
+    sendings: list[list[int]] = []  # per quote in `unique`, the stored messages that sent it
+    sent: dict[str, int] = {}  # a sent message's opening (casefolded): its quote's index in `unique`
+    folded: set[int] = set()  # the quotes that more than one message sent
     for quote, seqs in reversed(items):  # newest first: a message said again is quoted where it was said last
         key = quote.text.casefold()
         opening = key[:OPENING_CHARS]
         if seqs and opening in sent:
             # Said again, or a long message sent again with changes past its opening (a command
             # re-run with edited arguments, a task pasted again): quoted once, citing every sending.
-            index, cited = sent[opening]
-            sent[opening] = (index, cited + seqs)
-            unique[index] = Quote(unique[index].text, cite(cited + seqs))
+            sendings[sent[opening]] += seqs
+            folded.add(sent[opening])
             continue
         if key in seen:
             continue
         seen.add(key)
         if seqs:
-            sent[opening] = (len(unique), seqs)
+            sent[opening] = len(unique)
         unique.append(quote)
+        sendings.append(list(seqs))
+    for index in folded:
+        unique[index] = Quote(unique[index].text, cite(sendings[index]))
     lengths = [len(q.text) for q in unique]
     budget = max(budget, min(QUOTE_CHARS, sum(min(n, MIN_OPENING_CHARS) for n in lengths)))
     cap = _opening_cap(lengths, budget)

@@ -69,7 +69,7 @@ from typing import Any
 from contextfold.compaction.agents import ToolCall, pick
 from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.prose import assistant_prose, user_words
-from contextfold.compaction.template import from_root
+from contextfold.compaction.template import from_root, is_absolute
 from contextfold.domain import Message
 from contextfold.tokens.counting import TokenCounter
 
@@ -289,11 +289,8 @@ def _parts(folder: str) -> tuple[str, ...]:
 
 def _rooted(path: str) -> bool:
     """Written from the file system's root (`/…`, `C:\\…`): not `~/…` or `$HOME/…`, which name the
-    same places another way and would share no directory with them."""
-    return path.startswith("/") or _DRIVE_ROOT.match(path) is not None
-
-
-_DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]")
+    same places another way and would share no directory with them, nor a backslash-rooted path."""
+    return is_absolute(path) and not path.startswith(("~", "$", "\\"))
 
 
 def _folder(path: str) -> str:
