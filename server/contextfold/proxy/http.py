@@ -206,7 +206,7 @@ def _sessions(settings: Settings, spec: Any, security: Any, access: Access) -> A
                 body = wire.error(None, -32601, sessionless.unavailable)
                 await Response(json.dumps(body), status_code=404, media_type="application/json")(scope, receive, send)
                 return
-            if scope.get("method") == "POST" and upstreams.free() == 0:
+            if scope.get("method") == "POST" and await upstreams.room() == 0:
                 session_id = headers.get(session_header, b"").decode("latin-1") or None
                 receive, refusal = await self._without_room(scope, receive, modern, session_id)
                 if refusal is not None:

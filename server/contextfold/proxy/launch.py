@@ -14,7 +14,9 @@ a process each:
   `proxy_max_upstreams`: the request that needed it gets an error naming the setting (a 503 when the
   HTTP layer can tell before passing the request on, `Seat.needs`). An upstream holds its place until
   it is stopped, which is when its client's session ends: closed, or idle past
-  `http_session_idle_seconds`.
+  `http_session_idle_seconds`. A request that finds every place taken while an upstream is being
+  stopped waits for that stop (bounded by the stop's own graces, `STOPPING_WAIT` in all) before it
+  is refused: its process may already be gone while the proxy still closes its pipes.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ __all__ = ["Launch", "Seat", "Upstreams"]
 log = logging.getLogger(__name__)
 
 PROBE_ID = "contextfold-probe:1"
+STOPPING_WAIT = 5.0
+"""Seconds a request at the limit waits for upstreams being stopped to finish stopping (each is
+stopped within `channels.STOP_GRACE` + 2 × `KILL_GRACE`; this bounds the wait if one is not)."""
 OTHER_VERSION = "?"
 """The key of the handshake answers to a protocol version the SDK does not know (answered alike)."""
 
@@ -51,6 +56,9 @@ class Upstreams:
         self.settings = settings
         self.limit = settings.proxy_max_upstreams
         self.running = 0
+        self.stopping = 0
+        """Upstreams being stopped: still counted in `running` until they are."""
+        self._stopped = asyncio.Event()
         self._greetings: dict[tuple[int, str], dict[str, Any]] = {}
         self._specs: dict[int, UpstreamSpec] = {}
         """The specs greeted, by id (kept so that an id is never reused for another)."""
@@ -58,6 +66,17 @@ class Upstreams:
 
     def free(self) -> int:
         return max(0, self.limit - self.running)
+
+    async def room(self) -> int:
+        """The places free, once the upstreams being stopped have stopped (within `STOPPING_WAIT`)."""
+        try:
+            async with asyncio.timeout(STOPPING_WAIT):
+                while self.running >= self.limit and self.stopping:
+                    self._stopped.clear()
+                    await self._stopped.wait()
+        except TimeoutError:
+            log.warning("contextfold proxy: an upstream took over %g s to stop", STOPPING_WAIT)
+        return self.free()
 
     def refusal(self) -> str:
         idle = self.settings.http_session_idle_seconds
@@ -70,7 +89,7 @@ class Upstreams:
     async def open(self, spec: UpstreamSpec, stack: AsyncExitStack) -> tuple[Channel | None, str | None, bool]:
         """Start an upstream within the limit: (its channel, None, False); (None, why, False) when it
         cannot be started; (None, the refusal, True) at the limit."""
-        if self.running >= self.limit:
+        if self.running >= self.limit and not await self.room():
             log.warning("contextfold proxy: refused to start an upstream: %d running (proxy_max_upstreams)", self.limit)
             return None, self.refusal(), True
         self.running += 1
@@ -86,6 +105,7 @@ class Upstreams:
 
     def release(self) -> None:
         self.running = max(0, self.running - 1)
+        self._stopped.set()
 
     def greeted(self, spec: UpstreamSpec, message: dict[str, Any]) -> bool:
         """Whether this `initialize` can be answered without starting `spec`."""
@@ -162,12 +182,15 @@ class _Counted:
         await self.channel.send(message, related=related)
 
     async def aclose(self) -> None:
+        upstreams, self._upstreams = self._upstreams, None
+        if upstreams is not None:
+            upstreams.stopping += 1
         try:
             await self.channel.aclose()
         finally:
-            if self._upstreams is not None:
-                self._upstreams.release()
-                self._upstreams = None
+            if upstreams is not None:
+                upstreams.stopping -= 1
+                upstreams.release()
 
     def __getattr__(self, name: str) -> Any:  # describe_exit, wait_exit, when the channel has them
         return getattr(self.channel, name)
