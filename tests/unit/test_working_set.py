@@ -315,6 +315,46 @@ def test_a_name_where_the_harness_cut_an_output_short_is_not_listed() -> None:
     assert "AddressFa" not in names and "make_respo" not in names, names
 
 
+def test_a_command_an_output_puts_in_backticks_is_not_a_file() -> None:
+    # OpenHands answers each command with the command itself in backticks.
+    names = ranked(
+        [
+            user("Make a todo app."),
+            bash("mkdir -p /workspace/todo-app", "Command `mkdir -p /workspace/todo-app` executed with exit code 0."),
+            bash("cat README.md", "Call `python manage.py migrate`, then `app/settings.py` holds `DEBUG`."),
+        ]
+    )
+    assert not [n for n in names if " " in n], names
+    assert "/workspace/todo-app" in names and "app/settings.py" in names
+
+
+def test_the_rest_of_an_address_after_its_at_sign_is_not_a_name() -> None:
+    page = (
+        '<script src="https://unpkg.com/vue@3/dist/vue.global.js"></script>\n'
+        '<script src="/static/js/app.js"></script>\nMail ops@example.org.'
+    )
+    names = ranked(
+        [
+            user("Add Vue."),
+            assistant("", call("Write", {"file_path": "/app/index.html", "content": page}, "ok")),
+            bash("npm ls vue", "vue@3.4.0 deduped"),
+        ],
+        edited={"/app/index.html"},
+    )
+    assert "3/dist/vue.global.js" not in names and "example.org" not in names, names
+    assert "/static/js/app.js" in names and not [n for n in names if n.startswith("3.")], names
+
+
+def test_sentences_joined_without_a_space_are_not_dotted_names() -> None:
+    thought = (
+        "The server returned nothing at this page.Upon revisiting the main page, a form shows. It simply "
+        "returns a static message.Next, I'll check the script.I'll also read parser.Parser and call time.Now()."
+    )
+    names = ranked([user("Solve the challenge."), assistant(thought, call("Bash", {"command": "ls"}, "x"))])
+    assert not {"page.Upon", "message.Next", "script.I"} & set(names), names
+    assert "parser.Parser" in names and "time.Now" in names
+
+
 def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:
     source = (
         "import { api } from './api'\n"

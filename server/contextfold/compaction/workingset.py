@@ -100,13 +100,25 @@ MAX_OUTPUT_CHARS = 40_000
 
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
+_SPACED = re.compile(r"\s")
+_JOINED_SENTENCE = re.compile(
+    r"(?<=[a-z][a-z]\.)(?=(?:I|A|An|The|This|That|These|Those|It|We|Let|Now|Next|Then|To|Upon|Before|After|"
+    r"First|Finally|However|But|And|So|If|In|On|Since|As|Also|Here|There|Once|With|For|Our|You|Please|Note|"
+    r"Looking|Based|Great|Perfect|Okay|Instead|Given|While|When|Which|What|Why|How|Lastly|Additionally|"
+    r"Therefore|Thus|Although|Unfortunately|Alternatively|Otherwise)[\s,'’])"
+)
+"""Where two sentences of someone's words were joined without a space (`this page.Upon
+revisiting`, `message.Next, I'll`, as some harnesses store an agent's thoughts): `page.Upon` is no
+dotted name. Only a word that opens English sentences, then a space, a comma or an apostrophe
+(`points.I'll`); `time.Now()` stays, and so does any name in code or in backticks."""
 _WORD = re.compile(
-    r"(?<![\w./:~<$-])(?:\$?[^\W\d:.]|[:.]|\d(?=[\w.:/-]*[^\W\d_])|~?/(?=[\w.]))[\w.:/-]*[\w)]"
+    r"(?<![\w./:~<$-])(?<!\w@)(?:\$?[^\W\d:.]|[:.]|\d(?=[\w.:/-]*[^\W\d_])|~?/(?=[\w.]))[\w.:/-]*[\w)]"
     r"|(?<![\w./:$-])[A-Za-z_]\w"
 )
 """A word that may be a name: it starts with a letter of any script or `_` (`设计文档.md`), a digit
 when a letter follows (`2024_report.md`, `01-intro.md`; a bare number is none), a `$`, a `.`/`:` or
-a root; whether it is one is `_code_like`'s to say."""
+a root; whether it is one is `_code_like`'s to say. Never the rest of an address after its `@`
+(`vue@3/dist/vue.global.js` is part of a URL, `user@host.com` a mail address)."""
 _BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*\w")
 """A path through a directory named `[param]` (`app/players/[id]/page.tsx`), read whole."""
 _SNAKE = re.compile(r"^_*[^\W\d_][^\W_]*(?:_+[^\W_]+)+_*$")
@@ -673,7 +685,8 @@ class _Scores:
             if _CODE_SPAN.match(span) and re.search(r"[^\W\d_]", span) and _balanced(span):
                 # A plain word in backticks (`threshold`) is named on purpose, but less surely a name.
                 self.add(span, (3 if _code_like(span) or not span.isalpha() else 1) * weight)
-        self.code(_BACKTICKED.sub(" ", text), 1.5 * weight, kebab=False, plain=True)
+        plain = _BACKTICKED.sub(" ", text)
+        self.code(_JOINED_SENTENCE.sub(" ", plain) if "." in plain else plain, 1.5 * weight, kebab=False, plain=True)
         self.saying = False
 
     def code(
@@ -865,7 +878,8 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 # A document's words name these on purpose (`mouseMove` - moves the cursor): the API
                 # a README or a guide the agent read points it to.
                 spans = (m.strip() for m in _BACKTICKED.findall(output))
-                for span in dict.fromkeys(s for s in spans if _code_like(s)):
+                # Not a span with spaces: a command (`mkdir -p /workspace/app`), not a name.
+                for span in dict.fromkeys(s for s in spans if _code_like(s) and not _SPACED.search(s)):
                     scores.add(span, BACKTICKED_OUTPUT_WEIGHT, typed=False)
     scores.settle()
     scores.drop_cut()
