@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import select
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from typing import Any
 import anyio
 import pydantic_core
 import pytest
+from _stdio import Lines
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, currently_in_test_context, event, example, given, reject, settings
 from hypothesis import strategies as st
@@ -838,12 +838,10 @@ def test_deeply_nested_json_over_stdio_leaves_the_server_alive(tmp_path: Path) -
         process.stdin.write(line.encode() + b"\n")
         process.stdin.flush()
 
+    lines = Lines(process.stdout, CALL_TIMEOUT)
+
     def reply() -> dict[str, Any]:
-        ready, _, _ = select.select([process.stdout], [], [], CALL_TIMEOUT)
-        assert ready, "the server stopped answering"
-        line = process.stdout.readline()
-        assert line, "the server closed its output"
-        return json.loads(line)
+        return json.loads(lines.next())
 
     try:
         send(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 import httpx2
 import pytest
 from _servers import serve
+from _stdio import Lines
 
 from contextfold.mcpserver import rawjson
 
@@ -104,6 +104,8 @@ class Stdio:
             stderr=subprocess.DEVNULL,
             env=env,
         )
+        assert self.process.stdout is not None
+        self.lines = Lines(self.process.stdout, CALL_TIMEOUT)
 
     def send(self, line: bytes) -> None:
         assert self.process.stdin is not None
@@ -111,12 +113,7 @@ class Stdio:
         self.process.stdin.flush()
 
     def reply(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], CALL_TIMEOUT)
-        assert ready, "no answer"
-        line = self.process.stdout.readline()
-        assert line, "the server closed its output"
-        answer: dict[str, Any] = json.loads(line)
+        answer: dict[str, Any] = json.loads(self.lines.next())
         return answer
 
     def close(self) -> None:
