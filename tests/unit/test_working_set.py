@@ -355,6 +355,31 @@ def test_sentences_joined_without_a_space_are_not_dotted_names() -> None:
     assert "parser.Parser" in names and "time.Now" in names
 
 
+def test_an_expression_in_backticks_gives_its_names_not_itself() -> None:
+    thought = (
+        "So `Module(test_file.py)` has `Session` as parent, `Package` is made with "
+        "`fspath=.../testmod/__init__.py`, and `isinitpath(x.py)` is true; `perform_collect()` runs."
+    )
+    names = ranked(
+        [user("Why is the package collected twice?"), assistant(thought, call("Bash", {"command": "ls"}, "x"))]
+    )
+    assert not [n for n in names if "(" in n.removesuffix("()") or "=" in n], names
+    assert {"test_file.py", "x.py", "perform_collect()"} <= set(names), names
+
+
+def test_compiled_bytecode_a_listing_shows_is_not_listed() -> None:
+    listing = "src/_pytest/main.py\nsrc/_pytest/__pycache__/main.cpython-39.pyc\nsrc/_pytest/nodes.py"
+    names = ranked(
+        [
+            user("Fix the collection."),
+            bash("find src/_pytest -name 'main*'", listing),
+            bash("cat src/_pytest/main.py src/_pytest/nodes.py", "x"),
+        ]
+    )
+    assert "src/_pytest/main.py" in names
+    assert not [n for n in names if "__pycache__" in n], names
+
+
 def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:
     source = (
         "import { api } from './api'\n"

@@ -101,6 +101,8 @@ MAX_OUTPUT_CHARS = 40_000
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
 _CODE_SPAN = re.compile(r"^[\w.:/@$#<>()\[\]{}*+!?=,'\"-]+$")
 _SPACED = re.compile(r"\s")
+_EXPRESSION = re.compile(r"[=,]|\((?!\)$)")
+"""In a backticked span: an assignment, a list or a call with arguments, not one name."""
 _JOINED_SENTENCE = re.compile(
     r"(?<=[a-z][a-z]\.)(?=(?:I|A|An|The|This|That|These|Those|It|We|Let|Now|Next|Then|To|Upon|Before|After|"
     r"First|Finally|However|But|And|So|If|In|On|Since|As|Also|Here|There|Once|With|For|Our|You|Please|Note|"
@@ -233,9 +235,10 @@ _SYSTEM_ROOTS = (
 )
 _PACKAGE_DIR = re.compile(
     r"(?:^|[\\/])(?:site-packages|dist-packages|node_modules|\.venv|\.nvm|\.npm|\.cache|\.cargo|\.rustup|"
-    r"\.pyenv|\.m2|\.gradle)(?:[\\/]|$)|(?:^|/)lib/python\d"
+    r"\.pyenv|\.m2|\.gradle|__pycache__)(?:[\\/]|$)|(?:^|/)lib/python\d"
 )
-"""Installed packages and tool caches: someone else's code, shown in tracebacks and listings."""
+"""Installed packages, tool caches and compiled bytecode (`__pycache__/x.cpython-39.pyc`): not the
+project's own files, shown in tracebacks and listings."""
 _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
 """`a.js-48`: a line of a search's context (`grep -n -C`), the name being the file's."""
 _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
@@ -683,6 +686,10 @@ class _Scores:
         for span in _BACKTICKED.findall(text):
             span = span.strip()
             if _CODE_SPAN.match(span) and re.search(r"[^\W\d_]", span) and _balanced(span):
+                if _EXPRESSION.search(span):
+                    # `Module(test_file.py)`, `fspath=a/b.py`: an expression; the names in it count.
+                    self.code(span, 3 * weight, kebab=False)
+                    continue
                 # A plain word in backticks (`threshold`) is named on purpose, but less surely a name.
                 self.add(span, (3 if _code_like(span) or not span.isalpha() else 1) * weight)
         plain = _BACKTICKED.sub(" ", text)
