@@ -380,6 +380,25 @@ def test_compiled_bytecode_a_listing_shows_is_not_listed() -> None:
     assert not [n for n in names if "__pycache__" in n], names
 
 
+def test_the_names_of_stack_frames_in_someone_elses_code_are_not_listed() -> None:
+    build = (
+        "SyntaxError: Unexpected token\n"
+        "    at TypeScriptParserMixin.parseExprAtom (/app/node_modules/@babel/parser/lib/index.js:4792:19)\n"
+        "    at TypeScriptParserMixin.parseMaybeUnary (/app/node_modules/@babel/parser/lib/index.js:4801:7)\n"
+        "    at renderRoster (/app/src/RosterView.tsx:12:3)\n"
+    )
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/repo/app/views.py", line 3, in load_roster\n    fetch_players(team)\n'
+        '  File "/usr/lib/python3.10/socket.py", line 9, in create_connection\n    sock.connect(sa)\n'
+        "ConnectionRefusedError: refused"
+    )
+    history = [user("Fix the roster page.")] + [bash("npm run build", build), bash("python app.py", trace)] * 3
+    names = ranked(history)
+    assert not [n for n in names if "Mixin" in n or n in ("create_connection", "sock.connect")], names
+    assert {"renderRoster", "load_roster", "fetch_players"} <= set(names), names
+
+
 def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:
     source = (
         "import { api } from './api'\n"

@@ -239,6 +239,13 @@ _PACKAGE_DIR = re.compile(
 )
 """Installed packages, tool caches and compiled bytecode (`__pycache__/x.cpython-39.pyc`): not the
 project's own files, shown in tracebacks and listings."""
+_FRAME = re.compile(
+    r"^[ \t]*at (?:async )?[^\n()]*\((?:file://)?(?P<js>[^()\s]+?):\d+:\d+\)[ \t]*$"
+    r"|^[ \t]*File \"(?P<py>[^\"\n]+)\", line \d+, in [^\n]*(?:\n[ \t]+[^\n]*)?$",
+    re.MULTILINE,
+)
+"""A stack frame (JavaScript's `at fn (path:line:col)`, Python's `File "path", line N, in fn` and its
+source line): when its file is someone else's (`_system`), so are the names in it."""
 _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
 """`a.js-48`: a line of a search's context (`grep -n -C`), the name being the file's."""
 _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
@@ -316,6 +323,12 @@ def _folder(path: str) -> str:
 def _system(path: str) -> bool:
     """A path into the system or into installed packages and caches (not the project's own)."""
     return path.startswith(_SYSTEM_ROOTS) or _PACKAGE_DIR.search(path) is not None
+
+
+def _own_frames(output: str) -> str:
+    """`output` without the stack frames that run through someone else's code (a parser's
+    `TypeScriptParserMixin.parseExprAtom`, a library's internals): the frames of the project stay."""
+    return _FRAME.sub(lambda m: m[0] if not _system(m["js"] or m["py"] or "") else "", output)
 
 
 @lru_cache(maxsize=16_384)
@@ -876,6 +889,8 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             if len(result) > MAX_OUTPUT_CHARS:
                 clipped = clipped[: max(clipped.rfind(" "), clipped.rfind("\n"))]  # not the word cut in two
             output = _MARKUP.sub(" ", _CUT_HERE.sub("… ", clipped) if "<" in clipped else clipped)
+            if "at " in output or 'File "' in output:
+                output = _own_frames(output)
             scores.outputs += 1
             scores.code(output, OUTPUT_WEIGHT, once=True, file_weight=OUTPUT_FILE_WEIGHT, spread=True)
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
