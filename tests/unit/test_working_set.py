@@ -399,6 +399,21 @@ def test_the_names_of_stack_frames_in_someone_elses_code_are_not_listed() -> Non
     assert {"renderRoster", "load_roster", "fetch_players"} <= set(names), names
 
 
+def test_a_scoped_package_is_a_name_but_a_mail_address_is_not() -> None:
+    names = ranked(
+        [
+            user("Use react-query for the roster; mail ops@example.org when done."),
+            bash("npm install @tanstack/react-query", "added 2 packages"),
+            bash(
+                "grep -rn @tanstack/react-query src",
+                "src/main.tsx:3:import { QueryClient } from '@tanstack/react-query'",
+            ),
+        ]
+    )
+    assert "@tanstack/react-query" in names, names
+    assert not [n for n in names if "example" in n], names
+
+
 def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:
     source = (
         "import { api } from './api'\n"

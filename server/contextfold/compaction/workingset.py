@@ -762,6 +762,8 @@ class _Scores:
             for scoped in _SCOPED_AT.findall(text):
                 if scoped in found:
                     found[found.index(scoped)] = "@" + scoped
+                else:  # `@tanstack/react-query`: one slash, so `scoped` alone was no name
+                    found.append("@" + scoped)
         words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
         names = len(words) + len(tests)
