@@ -52,9 +52,9 @@ async def test_at_the_limit_with_nothing_stopping_the_refusal_is_at_once(tmp_pat
     async with AsyncExitStack() as first_stack, AsyncExitStack() as second_stack:
         first, _, _ = await places.open(SLOW_TO_STOP, first_stack)
         assert first is not None
-        second, problem, refused = await asyncio.wait_for(places.open(SLOW_TO_STOP, second_stack), 1.0)
+        second, problem, refused = await asyncio.wait_for(places.open(SLOW_TO_STOP, second_stack), 3.0)
         assert second is None and refused
         assert problem is not None and "proxy_max_upstreams" in problem
-        assert await asyncio.wait_for(places.room(), 1.0) == 0
+        assert await asyncio.wait_for(places.room(), 3.0) == 0
         await first.aclose()
     assert places.running == 0 and await places.room() == 1
