@@ -117,6 +117,31 @@ async def test_a_one_turn_session_is_refused_and_keeps_its_request_and_answer(se
     assert await service.store.compactions("one") == []
 
 
+async def test_a_head_smaller_than_any_summary_is_refused_before_a_summarizer_runs(tmp_path: Path):
+    # Before: the summarizer (here the client's model, by sampling) wrote a summary, and the engine
+    # threw it away as larger than the 15 tokens it would replace.
+    asked = []
+
+    async def sampling(context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
+        asked.append(params)
+        return CreateMessageResult(
+            role="assistant", model="client-model", content=TextContent(type="text", text=VALID_SUMMARY)
+        )
+
+    server = build_server(_settings(tmp_path))
+    async with Client(server, sampling_callback=sampling) as client:
+        await client.call_tool("session_open", {"session_id": "small", "model": "gpt-4o"})
+        turns = [("hi there, fix the bug", "ok"), ("and the test", "done"), ("thanks, now the docs", "sure")]
+        for request, answer in turns:
+            messages = [{"role": "user", "content": request}, {"role": "assistant", "content": answer}]
+            await client.call_tool("append", {"session_id": "small", "messages": messages})
+        result = await client.call_tool("compact", {"session_id": "small", "summarizer": "sampling"})
+    assert result.is_error
+    text = result.content[0].text
+    assert "nothing to compact: the 15 tokens before the kept tail are fewer than the smallest summary (" in text, text
+    assert asked == []
+
+
 async def test_a_one_turn_agent_session_keeps_the_request_and_the_final_answer_verbatim(service):
     output = "\n".join(f"tests/test_utils.py::test_case_{i} PASSED" for i in range(400))
     await service.open_session("agent", model="gpt-4o")

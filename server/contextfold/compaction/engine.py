@@ -194,6 +194,15 @@ def plan_compaction(
         replaced += previous_summary.in_view_tokens
     if prompt is not None:
         replaced -= prompt.in_view_tokens
+    smallest = counter.count(Summary().render())
+    if replaced <= smallest:
+        # Any summary, even of nothing, takes more room than it would free: say so before a
+        # summarizer (a paid model, maybe) writes one to be thrown away.
+        raise NothingToCompact(
+            f"nothing to compact: the {replaced:,} tokens before the kept tail are fewer than the smallest "
+            f"summary ({smallest:,} tokens)",
+            thread.cuts,
+        )
     previous = previous_summary.text if previous_summary is not None else None
     head, redactor = redact_history(head, previous)
     return Plan(
