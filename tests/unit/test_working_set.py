@@ -414,6 +414,22 @@ def test_a_scoped_package_is_a_name_but_a_mail_address_is_not() -> None:
     assert not [n for n in names if "example" in n], names
 
 
+def test_code_printed_as_an_escaped_string_gives_its_names_without_the_escapes() -> None:
+    # A tool printed a Go file as a JSON string: `\n\t` before each indented line.
+    printed = '{"content": "var (\\n\\teventPool = sync.Pool{\\n\\t\\tNew: newBatch,\\n\\t})\\n"}'
+    names = ranked(
+        [
+            user("Why does the watcher leak?"),
+            bash("gh api repos/o/r/contents/watcher.go", printed),
+            bash("grep -rn 'eventPool\\|newBatch' internal/watcher", "internal/watcher/watcher.go:9: eventPool"),
+            bash("cat 'search_leads\\tests\\test_leads.py'", "x"),
+        ]
+    )
+    assert "eventPool" in names and "newBatch" in names, names
+    assert not [n for n in names if n in ("teventPool", "tNew")], names
+    assert "test_leads.py" in names and "ests" not in names, names
+
+
 def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:
     source = (
         "import { api } from './api'\n"

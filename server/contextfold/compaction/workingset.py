@@ -251,8 +251,10 @@ _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
 _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
 """A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`) or as a
 markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
-_ESCAPE = re.compile(r"\\(?:[ntr](?=[A-Z])|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})")
-"""`\nFormat`, `\u0026`: escapes of text shown as a string literal, not part of the next word."""
+_ESCAPE = re.compile(r"(?:\\[ntr]){2,}|(?<![\w.:\\])\\[ntr]|\\(?:[ntr](?=[A-Z])|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})")
+"""`\nFormat`, `\u0026`, `{\n\teventPool`: escapes of text shown as a string literal (code a tool
+printed as JSON), not part of the next word. A lone `\t` or `\n` right after a word, a dot, a colon
+or a backslash stays: it is a Windows path's (`src\tests`, `C:\new`, `C:\\tools`)."""
 _ELLIPSIS = re.compile(r"…|\.\.\.")
 _LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
 """A word followed right away by an ellipsis was cut there."""
