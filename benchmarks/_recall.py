@@ -712,8 +712,9 @@ class SessionText:
 
     def _find(self, name: str, kind: str, how: str) -> int | None:
         text = self.text[kind]
-        # A name right after a backslash is one only when that is not an escape (`\nFormat`).
-        before = r"(?<![\w.$-])" if how == "path" else r"(?<![\w])(?<!\\(?=[ntrbfux\d]))"
+        # A name right after a backslash is one only when that is not an escape (`\nFormat`); right
+        # after an escape it is one (`{\n\tfw.mutex.Lock()`: code a tool printed as a string).
+        before = r"(?<![\w.$-])" if how == "path" else r"(?:(?<![\w])|(?<=\\[ntr]))(?<!\\(?=[ntrbfux\d]))"
         # A path ends where no name character follows, or where a search's context line number does.
         after = r"(?:(?![\w-]|\.\w)|(?=-\d+[-:]))" if how == "path" else r"(?![\w$])"
         if how == "path" and name.startswith(("/", "\\")):

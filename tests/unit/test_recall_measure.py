@@ -256,3 +256,17 @@ def test_a_run_is_one_entry_and_names_listed_one_by_one_beyond_the_limit_are_noi
     assert noise(session, 2, working_set_summary(f"Identifiers: func_6_0{RUN_MARK}func_6_150")).noisy == ()
     one_by_one = noise(session, 2, working_set_summary("Identifiers: " + ", ".join(f"func_6_{i}" for i in range(10))))
     assert len(one_by_one.noisy) == 9 and one_by_one.noisy[0] == "func_6_1"
+
+
+def test_a_name_right_after_an_escape_stands_there_but_the_escape_letter_glued_to_it_is_noise() -> None:
+    # A tool printed Go source as a JSON string: a backslash-n and a backslash-t before each line.
+    printed = '{"content": "var (\\n\\teventPool = sync.Pool{}\\n\\tfw.mutex.RLock()\\n)"}'
+    messages = [
+        {"role": "assistant", "content": "", "tool_calls": [call("c1", "Bash", command="gh api contents/watcher.go")]},
+        {"role": "tool", "tool_call_id": "c1", "content": printed},
+        {"role": "user", "content": "next"},
+    ]
+    session = SessionText(messages)
+    assert noise(session, 2, working_set_summary("Identifiers: eventPool, fw.mutex.RLock")).noisy == ()
+    glued = noise(session, 2, working_set_summary("Identifiers: teventPool, tfw.mutex.RLock"))
+    assert set(glued.noisy) == {"teventPool", "tfw.mutex.RLock"}
