@@ -452,10 +452,39 @@ def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> 
 
 
 def test_a_search_context_line_number_is_not_part_of_the_file() -> None:
-    output = "src/store/user/actions.js-48-  commit(x)\nsrc/store/user/actions.js:49:  dispatch(y)"
+    output = (
+        "src/store/user/actions.js-48-  commit(x)\nsrc/store/user/actions.js:49:  dispatch(y)\n"
+        "src/store/user/getters.js-1-export const isOwner = (state) => state.owner\n"
+        "src/store/user/getters.js:2:  dispatch(z)"
+    )
     names = ranked([user("Find the commits."), bash("grep -rn -C1 dispatch src/store", output)])
-    assert "src/store/user/actions.js" in names
-    assert not [n for n in names if n.endswith("-48")], names
+    assert {"src/store/user/actions.js", "src/store/user/getters.js"} <= set(names), names
+    # The context line's first word is glued to its number: `getters.js-1-export`.
+    assert not [n for n in names if n.endswith("-48") or "-1-" in n], names
+
+
+def test_module_paths_keep_their_at_sign_and_devices_are_no_files() -> None:
+    source = (
+        "import AppAvatar from '@/components/Avatars/AppAvatar.vue'\n"
+        "import Button from '@jetbrains/ring-ui/components/button/button'\n"
+        "import { invoke } from '@tauri-apps/api/core'\n"
+    )
+    names = ranked(
+        [
+            user("Why is the avatar blank? Mail me at dev@example.org/today."),
+            assistant("", call("Read", {"file_path": "/repo/src/pages/Profile.vue"}, source)),
+            bash("npm test 2>/dev/null | grep AppAvatar", "src/pages/Profile.vue:1: AppAvatar"),
+        ]
+    )
+    # `@/` is the project's alias and `@scope/…` a package: without the `@` they read as paths
+    # from the file system's root (`/components/…`) or as the project's own (`jetbrains/…`).
+    assert {
+        "@/components/Avatars/AppAvatar.vue",
+        "@jetbrains/ring-ui/components/button/button",
+        "@tauri-apps/api/core",
+    } <= set(names), names
+    assert not [n for n in names if n.startswith(("/components", "jetbrains/", "tauri-apps/"))], names
+    assert "/dev/null" not in names and not [n for n in names if "example" in n], names
 
 
 def test_product_names_and_alternatives_in_plain_words_are_not_names() -> None:

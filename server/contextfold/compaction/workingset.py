@@ -246,8 +246,9 @@ _FRAME = re.compile(
 )
 """A stack frame (JavaScript's `at fn (path:line:col)`, Python's `File "path", line N, in fn` and its
 source line): when its file is someone else's (`_system`), so are the names in it."""
-_GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+-?$")
-"""`a.js-48`: a line of a search's context (`grep -n -C`), the name being the file's."""
+_GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+(?:-[\w.:/-]*)?$")
+"""`a.js-48`, `a.js-48-export`: a line of a search's context (`grep -n -C` prints `path-N-line`, the
+line's first word glued on), the name being the file's."""
 _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
 """A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`) or as a
 markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
@@ -258,7 +259,10 @@ or a backslash stays: it is a Windows path's (`src\tests`, `C:\new`, `C:\\tools`
 _ELLIPSIS = re.compile(r"…|\.\.\.")
 _LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
 """A word followed right away by an ellipsis was cut there."""
-_SCOPED_AT = re.compile(r"(?<![\w@])@([a-z0-9][\w.-]*/[a-z0-9][\w.-]*)")
+_SCOPED_AT = re.compile(r"(?<![\w@])@((?:[a-z0-9][\w.-]*)?/[\w.:/-]*[\w)])")
+"""`@tanstack/react-query`, `@jetbrains/ring-ui/components/button`, `@/components/ui/card`: a scoped
+package, a module in one, or a path through the project's `@/` alias. `_WORD` reads each without its
+`@` (which never starts a word, so that `user@host` gives no name); the `@` is given back."""
 _ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
 """`#include <ros/ros.h>`: a file in angle brackets (which the closing-tag rule would otherwise skip)."""
 _WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+[\\/])*[\w.@+$~-]+[\\/]?")
@@ -340,6 +344,7 @@ def noise(term: str) -> bool:
     language (`28px`, `Cmd+Shift+R`, `<template>`, `hide=False`, `h-96`)."""
     if (
         _SED.fullmatch(term)
+        or term.startswith("/dev/")  # `2>/dev/null`: a device, never a file of the work
         or _PLACEHOLDER.search(term)
         or _PERMISSIONS.fullmatch(term)
         or "M-" in term
@@ -426,7 +431,7 @@ def _normalized(term: str) -> str | None:
     if term.endswith(")") and not term.endswith("()"):
         term = term.rstrip(")")
     term = _PROGRESS.sub("", term)
-    if is_file_name(term.rstrip("-0123456789")):
+    if "-" in term and is_file_name(_GREP_CONTEXT.sub(r"\1", term)):
         term = _GREP_CONTEXT.sub(r"\1", term)
     if (
         len(term) < 3
@@ -764,7 +769,7 @@ class _Scores:
             for scoped in _SCOPED_AT.findall(text):
                 if scoped in found:
                     found[found.index(scoped)] = "@" + scoped
-                else:  # `@tanstack/react-query`: one slash, so `scoped` alone was no name
+                elif _SCOPED.match(scoped):  # `@tanstack/react-query`: one slash, so `scoped` alone was no name
                     found.append("@" + scoped)
         words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
