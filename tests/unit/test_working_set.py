@@ -471,7 +471,7 @@ def test_module_paths_keep_their_at_sign_and_devices_are_no_files() -> None:
     )
     names = ranked(
         [
-            user("Why is the avatar blank? Mail me at dev@example.org/today."),
+            user("Why is the avatar blank? See @docs/avatars.md; mail me at dev@example.org/today."),
             assistant("", call("Read", {"file_path": "/repo/src/pages/Profile.vue"}, source)),
             bash("npm test 2>/dev/null | grep AppAvatar", "src/pages/Profile.vue:1: AppAvatar"),
         ]
@@ -484,6 +484,8 @@ def test_module_paths_keep_their_at_sign_and_devices_are_no_files() -> None:
         "@tauri-apps/api/core",
     } <= set(names), names
     assert not [n for n in names if n.startswith(("/components", "jetbrains/", "tauri-apps/"))], names
+    # Claude Code's user points at a file with `@`: the file is `docs/avatars.md`.
+    assert "docs/avatars.md" in names and "@docs/avatars.md" not in names, names
     assert "/dev/null" not in names and not [n for n in names if "example" in n], names
 
 

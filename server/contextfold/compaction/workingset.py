@@ -260,9 +260,11 @@ _ELLIPSIS = re.compile(r"…|\.\.\.")
 _LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
 """A word followed right away by an ellipsis was cut there."""
 _SCOPED_AT = re.compile(r"(?<![\w@])@((?:[a-z0-9][\w.-]*)?/[\w.:/-]*[\w)])")
-"""`@tanstack/react-query`, `@jetbrains/ring-ui/components/button`, `@/components/ui/card`: a scoped
-package, a module in one, or a path through the project's `@/` alias. `_WORD` reads each without its
-`@` (which never starts a word, so that `user@host` gives no name); the `@` is given back."""
+"""`@tanstack/react-query`, `@jetbrains/ring-ui/components/button`, `@/components/ui/card.vue`: a
+scoped package, a module in one, or a path through the project's `@/` alias. `_WORD` reads each
+without its `@` (which never starts a word, so that `user@host` gives no name); the `@` is given
+back, except to a file outside the alias (`@docs/plan.md` is how Claude Code's user points at
+`docs/plan.md`)."""
 _ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
 """`#include <ros/ros.h>`: a file in angle brackets (which the closing-tag rule would otherwise skip)."""
 _WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+[\\/])*[\w.@+$~-]+[\\/]?")
@@ -767,6 +769,8 @@ class _Scores:
             found = kept
         if "@" in text:
             for scoped in _SCOPED_AT.findall(text):
+                if not scoped.startswith("/") and is_file_name(_base(scoped)):
+                    continue  # `@agents/scout.md`: Claude Code's mention of the file `agents/scout.md`
                 if scoped in found:
                     found[found.index(scoped)] = "@" + scoped
                 elif _SCOPED.match(scoped):  # `@tanstack/react-query`: one slash, so `scoped` alone was no name
