@@ -555,6 +555,17 @@ def test_test_invocations_and_resolution_rules() -> None:
             "fatal: The current branch main has no upstream branch.",
             "fatal: The current branch main has no upstream branch.",
         ),
+        # A script that says what it does next, then fails: the line saying what failed.
+        (
+            "IP_ROUTE\ndefault via 10.0.0.1 dev wlan0\n---\nPING\nPING 10.0.0.9 56(84) bytes of data.\n"
+            "--- 10.0.0.9 ping statistics ---\n2 packets transmitted, 0 received, 100% packet loss, time 1007ms\n",
+            "2 packets transmitted, 0 received, 100% packet loss, time 1007ms",
+        ),
+        (
+            "cc -c main.c\ncc -o app main.o\nmake: *** [Makefile:4: app] Error 1\nlint: 0 errors\n",
+            "make: *** [Makefile:4: app] Error 1",
+        ),
+        ("Checking the cluster\nnode-1 ready\n", "Checking the cluster"),
         ("", "(no output)"),
     ],
 )

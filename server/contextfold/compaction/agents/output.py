@@ -64,9 +64,19 @@ _FAILURE_SUMMARY = re.compile(
 )
 
 
+_FAILURE_WORDS = re.compile(
+    r"\b(?:fail(?:ed|s|ure)?|errors?|denied|not found|no such|cannot|can't|could ?n[o']t|unable|refused"
+    r"|timed out|unreachable|invalid|missing|abort(?:ed)?|panic(?:ked)?|packet loss)\b",
+    re.IGNORECASE,
+)
+_NO_FAILURE = re.compile(r"\b0 (?:errors?|failed|failures?)\b|\b(?:errors?|failures?|failed):? 0\b", re.IGNORECASE)
+
+
 def error_line(body: str) -> str:
     """The most telling line of a failed command's output: a failing test, the exception that
-    ended a traceback, an `error:` line, a failure count, or else the first line."""
+    ended a traceback, an `error:` line, a failure count, else the first line that says in words
+    that something failed (not a script's `echo` of what it does next, printed before it failed),
+    else the first line."""
     window = scan_window(body)
     if "\\n" in window.split("\n", 1)[0]:
         # Output that arrived JSON-escaped (a hook's message): read its `\n` as line breaks.
@@ -94,6 +104,10 @@ def error_line(body: str) -> str:
         return "(no output)"
     if lines[0].endswith(":") and len(lines) > 1:
         return clip(f"{lines[0]} {lines[1]}")  # "Pre-commit validation failed:" says what only on the next line
+    if not _FAILED_HEADLINE.search(lines[0]):
+        for line in lines:
+            if _FAILURE_WORDS.search(line) and not _NO_FAILURE.search(line):
+                return clip(line)
     return clip(lines[0])
 
 
