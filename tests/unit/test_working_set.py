@@ -463,6 +463,19 @@ def test_a_search_context_line_number_is_not_part_of_the_file() -> None:
     assert not [n for n in names if n.endswith("-48") or "-1-" in n], names
 
 
+def test_one_file_written_from_several_directories_is_one_entry() -> None:
+    names = ranked(
+        [
+            user("Make the cookie tests pass."),
+            bash("cd / && python -m pytest ./testbed/test_requests.py", "1 failed"),
+            bash("cd /testbed/requests && python ../testbed/test_requests.py", "1 failed"),
+            assistant("", call("Read", {"file_path": "/testbed/test_requests.py"}, "def test_cookie(): ...")),
+            bash("grep -n cookie test_requests.py", "test_requests.py:1:def test_cookie(): ..."),
+        ]
+    )
+    assert [n for n in names if n.endswith("test_requests.py")] == ["/testbed/test_requests.py"], names
+
+
 def test_module_paths_keep_their_at_sign_and_devices_are_no_files() -> None:
     source = (
         "import AppAvatar from '@/components/Avatars/AppAvatar.vue'\n"

@@ -313,6 +313,14 @@ def _base(path: str) -> str:
     return re.split(r"[\\/]", path.rstrip("/\\"))[-1]
 
 
+def _undotted(path: str) -> str:
+    """`path` without a trailing `/` and the `./` and `../` it was written from (`../x/a.py` is `x/a.py`)."""
+    path = path.rstrip("/")
+    while path.startswith(("./", "../")):
+        path = path.partition("/")[2]
+    return path
+
+
 def _parts(folder: str) -> tuple[str, ...]:
     return tuple(p for p in re.split(r"[\\/]", folder) if p)
 
@@ -533,7 +541,9 @@ class _Scores:
     def merge_paths(self) -> None:
         """One file, one name: `pane_view_live.ex`, `live/pane_view_live.ex`, `assets/` and the
         longer path ending with them are the same file when exactly one longer path does. Their uses
-        add up on the longest, which is the one listed; a name several paths end with stays."""
+        add up on the longest, which is the one listed; a name several paths end with stays. A path
+        written from another directory (`./testbed/t.py`, `../testbed/t.py`) reads without its dots,
+        and spellings that differ only in them are one candidate, not several."""
         by_base: dict[str, list[str]] = {}
         for term, kind in self.kind.items():
             if kind in ("file", "read") and term in self.score:
@@ -541,10 +551,10 @@ class _Scores:
         for group in by_base.values():
             alive = sorted(group, key=len, reverse=True)
             for term in list(alive):
-                bare = term.rstrip("/").removeprefix("./")
-                wider = [t for t in alive if t != term and (t == bare or t.rstrip("/").endswith("/" + bare))]
-                if len(wider) == 1:
-                    into = wider[0]
+                bare = _undotted(term)
+                wider = [t for t in alive if t != term and (t == bare or _undotted(t).endswith("/" + bare))]
+                if len({_undotted(t) for t in wider}) == 1:
+                    into = min(wider, key=lambda t: (t != _undotted(t), -len(t)))  # as written from the root
                     self.score[into] += self.score.pop(term)
                     if self.kind[term] == "read":
                         self.kind[into] = "read"
