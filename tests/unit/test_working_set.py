@@ -463,6 +463,33 @@ def test_a_search_context_line_number_is_not_part_of_the_file() -> None:
     assert not [n for n in names if n.endswith("-48") or "-1-" in n], names
 
 
+def test_shapes_that_read_as_names_but_are_none() -> None:
+    listing = '{"stdout": "total 8\\ndrwxr-xr-x 2 u u 4096 app\\n-rw-r--r-- 1 u u 12 mix.exs"}'
+    names = ranked(
+        [
+            user("Why is the modal cut off? т.к. it worked yesterday, z.B. on the roster page."),
+            bash("ls -la", listing),
+            bash("grep -n static config/config.exs", "17:priv/static/assets\n18:priv/static/images"),
+            assistant("Line 17 sets it.", call("Read", {"file_path": "config/config.exs"}, 'static: "priv/static"')),
+            bash("grep -rn className src", 'src/Modal.tsx:3: <div className="max-h-[80vh] md:min-w-[12rem] p-4">'),
+            assistant("The agents match `/agent-[a-zA-Z0-9]+/`; the key was `[redacted]`.", call("Read", {}, "x")),
+            bash(
+                "ls 'app/tournaments/pga/[year]/course/[courseId]/[category]'",
+                "app/tournaments/pga/[year]/course/[courseId]/[category]/page.tsx",
+            ),
+        ]
+    )
+    # A file mode the JSON's `\n` escape glued an `n` to; a path after `grep -n`'s line number.
+    assert "ndrwxr-xr-x" not in names and "config/config.exs" in names, names
+    assert not [n for n in names if n.startswith(("17:", "18:"))], names
+    # A utility class's arbitrary value; a regular expression; abbreviations; a redacted secret.
+    assert not {"max-h", "md:min-w", "min-w", "т.к", "z.B", "[redacted]"} & set(names), names
+    assert not [n for n in names if "[a-zA-Z0-9]" in n], names
+    # A directory named `[category]` keeps its closing bracket.
+    assert "app/tournaments/pga/[year]/course/[courseId]/[category]/page.tsx" in names, names
+    assert not [n for n in names if n.endswith("[category")], names
+
+
 def test_one_file_written_from_several_directories_is_one_entry() -> None:
     names = ranked(
         [

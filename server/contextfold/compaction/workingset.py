@@ -69,6 +69,7 @@ from typing import Any
 from contextfold.compaction.agents import ToolCall, pick
 from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.prose import assistant_prose, user_words
+from contextfold.compaction.secrets import REDACTED
 from contextfold.compaction.template import from_root, is_absolute
 from contextfold.domain import Message
 from contextfold.tokens.counting import TokenCounter
@@ -121,8 +122,9 @@ _WORD = re.compile(
 when a letter follows (`2024_report.md`, `01-intro.md`; a bare number is none), a `$`, a `.`/`:` or
 a root; whether it is one is `_code_like`'s to say. Never the rest of an address after its `@`
 (`vue@3/dist/vue.global.js` is part of a URL, `user@host.com` a mail address)."""
-_BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*\w")
-"""A path through a directory named `[param]` (`app/players/[id]/page.tsx`), read whole."""
+_BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*[\w\]]")
+"""A path through a directory named `[param]` (`app/players/[id]/page.tsx`, `pga/[year]/[category]`),
+read whole; a `]` closing no bracket of its own (`[see app/[id]/x.tsx]`) is not the path's."""
 _SNAKE = re.compile(r"^_*[^\W\d_][^\W_]*(?:_+[^\W_]+)+_*$")
 """`snake_case`, in any script (`数据_加载`): a letter first, never a digit (`2024_01` is a number)."""
 _CAMEL = re.compile(r"^[A-Z]?[a-z0-9]+(?:[A-Z][a-z0-9]+)+$|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
@@ -249,6 +251,15 @@ source line): when its file is someone else's (`_system`), so are the names in i
 _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+(?:-[\w.:/-]*)?$")
 """`a.js-48`, `a.js-48-export`: a line of a search's context (`grep -n -C` prints `path-N-line`, the
 line's first word glued on), the name being the file's."""
+_ARBITRARY_VALUE = re.compile(r"(?<![\w-])[\w:-]*[a-z]-\[[^\]\s]{1,60}\]")
+"""`max-h-[80vh]`, `md:min-w-[12rem]`: a utility class with an arbitrary value (Tailwind), which would
+otherwise read as the name `max-h`."""
+_NUMBERED = re.compile(r"\d+:(?=[\w.~/])")
+"""A line number a search printed before a path (`grep -n` over one file: `17:priv/static/assets`)."""
+_REGEX_CLASS = re.compile(r"\[[^\]\s]*\][+*?{]")
+"""`/agent-[a-zA-Z0-9]+/`: a regular expression (a character class and its quantifier), not a path."""
+_ABBREVIATION = re.compile(r"[^\W\d_](?:\.[^\W\d_])+\.?")
+"""`т.к`, `z.B`, `e.g`: an abbreviation in someone's words, every part one letter."""
 _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
 """A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`) or as a
 markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
@@ -313,6 +324,13 @@ def _base(path: str) -> str:
     return re.split(r"[\\/]", path.rstrip("/\\"))[-1]
 
 
+def _balanced_brackets(path: str) -> str:
+    """`path` without the closing brackets at its end that open nowhere in it."""
+    while path.endswith("]") and path.count("]") > path.count("["):
+        path = path[:-1]
+    return path
+
+
 def _undotted(path: str) -> str:
     """`path` without a trailing `/` and the `./` and `../` it was written from (`../x/a.py` is `x/a.py`)."""
     path = path.rstrip("/")
@@ -356,7 +374,10 @@ def noise(term: str) -> bool:
         _SED.fullmatch(term)
         or term.startswith("/dev/")  # `2>/dev/null`: a device, never a file of the work
         or _PLACEHOLDER.search(term)
-        or _PERMISSIONS.fullmatch(term)
+        or _PERMISSIONS.fullmatch(term[1:] if term[:1] in "ntr" else term)  # `\ndrwxr-xr-x` read as one word
+        or _REGEX_CLASS.search(term)
+        or _ABBREVIATION.fullmatch(term)
+        or term == REDACTED
         or "M-" in term
         and _META_ESCAPED.search(term)
     ):
@@ -443,6 +464,8 @@ def _normalized(term: str) -> str | None:
     term = _PROGRESS.sub("", term)
     if "-" in term and is_file_name(_GREP_CONTEXT.sub(r"\1", term)):
         term = _GREP_CONTEXT.sub(r"\1", term)
+    if term[:1].isdigit() and (numbered := _NUMBERED.match(term)) and is_file_name(term[numbered.end() :]):
+        term = term[numbered.end() :]  # `17:priv/static/assets`: a search's line number, then the path
     if (
         len(term) < 3
         or len(term) > (250 if is_file_name(term) else 120)
@@ -747,8 +770,10 @@ class _Scores:
         whole: list[str] = []
         for pattern, mark in ((_WINDOWS_PATH, ":\\"), (_BRACKET_PATH, "/[")):
             if mark in text and (paths := pattern.findall(text)):
-                whole += paths
+                whole += [_balanced_brackets(p) for p in paths] if mark == "/[" else paths
                 text = pattern.sub(" ", text)
+        if "-[" in text:
+            text = _ARBITRARY_VALUE.sub(" ", text)
         listing = once and _is_listing(text)
         found = whole + ([m for m in _ANGLED.findall(text) if is_file_name(m)] if "<" in text else [])
         if "$" in text:
