@@ -190,6 +190,7 @@ NEAR_MISSES: tuple[tuple[str, str], ...] = (
     ("identifiers", "class TokenCounter: PRIMARY_KEY = True; def check_password(password): ..."),
     ("a validation message", '"password": "must be at least 8 characters"'),
     ("a type annotation", "def login(username: str, password: str) -> Token:"),
+    ("names listed after a secret word", "Identifiers: auth_config.token, status.HTTP_401_UNAUTHORIZED, user.id"),
 )
 """Text that names secrets, or looks random, but holds none: it must come through unchanged."""
 

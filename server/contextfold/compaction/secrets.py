@@ -257,6 +257,14 @@ def _random_name(name: str) -> bool:
     return any(c.isdigit() for c in name) and any(c.isupper() for c in name) and any(c.islower() for c in name)
 
 
+def _code_name(value: str) -> bool:
+    """A member of code (`status.HTTP_401_UNAUTHORIZED`, `settings.api_v2`): parts an identifier
+    each, none random (`_random_name`), as a list of names after a secret word holds; a token's
+    dotted parts (a JWT's) mix cases and digits."""
+    parts = value.split(".")
+    return len(parts) > 1 and all(_IDENTIFIER.match(p) and not _random_name(p) for p in parts)
+
+
 def _placeholder(value: str) -> bool:
     """A value that names or stands for a secret instead of holding one."""
     v = value.strip()
@@ -324,7 +332,7 @@ def find(text: str) -> list[Found]:
             " _-"
         ).endswith(("api", "access")):
             continue
-        if _looks_secret(value, strict=True) and not _placeholder(value):
+        if _looks_secret(value, strict=True) and not _placeholder(value) and not _code_name(value):
             spans.append(Found(match.start("v"), match.start("v") + len(value), value))
     return _disjoint(spans)
 
