@@ -472,7 +472,11 @@ def test_shapes_that_read_as_names_but_are_none() -> None:
             bash("grep -n static config/config.exs", "17:priv/static/assets\n18:priv/static/images"),
             assistant("Line 17 sets it.", call("Read", {"file_path": "config/config.exs"}, 'static: "priv/static"')),
             bash("grep -rn className src", 'src/Modal.tsx:3: <div className="max-h-[80vh] md:min-w-[12rem] p-4">'),
-            assistant("The agents match `/agent-[a-zA-Z0-9]+/`; the key was `[redacted]`.", call("Read", {}, "x")),
+            assistant(
+                "The agents match `/agent-[a-zA-Z0-9]+/`; the key was `[redacted]`; the template says `[Vue/React]`.",
+                call("Read", {}, "x"),
+            ),
+            bash("cat C:\\Users\\me\\notes.txt", "cat: 'C:Usersmenotes.txt': No such file or directory"),
             bash(
                 "ls 'app/tournaments/pga/[year]/course/[courseId]/[category]'",
                 "app/tournaments/pga/[year]/course/[courseId]/[category]/page.tsx",
@@ -483,7 +487,9 @@ def test_shapes_that_read_as_names_but_are_none() -> None:
     assert "ndrwxr-xr-x" not in names and "config/config.exs" in names, names
     assert not [n for n in names if n.startswith(("17:", "18:"))], names
     # A utility class's arbitrary value; a regular expression; abbreviations; a redacted secret.
-    assert not {"max-h", "md:min-w", "min-w", "т.к", "z.B", "[redacted]"} & set(names), names
+    assert not {"max-h", "md:min-w", "min-w", "т.к", "z.B", "[redacted]", "[Vue/React]"} & set(names), names
+    # A Windows path whose backslashes the shell ate names no file.
+    assert "C:Usersmenotes.txt" not in names, names
     assert not [n for n in names if "[a-zA-Z0-9]" in n], names
     # A directory named `[category]` keeps its closing bracket.
     assert "app/tournaments/pga/[year]/course/[courseId]/[category]/page.tsx" in names, names

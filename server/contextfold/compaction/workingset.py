@@ -217,9 +217,11 @@ _META_ESCAPED = re.compile(r"(?:M-\^?\S){2}")
 """A sed or tr substitution (`s/a/b/g`, `y/ab/cd/`): a script, not a path."""
 _PLACEHOLDER = re.compile(
     r"(?i)(?:^|[\\/_.-])your(?:$|[\\/_.A-Z-])|_here$|(?:^|/)path/to(?:/|$)|^x{3,}$|[<>{}]|YYYY|\*"
+    r"|^\[[^\W\d_]+(?:/[^\W\d_]+)+\]$"
 )
 """Words a prompt or document puts where a real name goes (`your_command_here`, `path/to/file`,
-`<file>`, `{name}/x`, `YYYY-MM-DD`, `XXX`), and glob patterns (`src/*.py`): not one name."""
+`<file>`, `{name}/x`, `YYYY-MM-DD`, `XXX`, a choice to fill in: `[Vue/React/Angular]`), and glob
+patterns (`src/*.py`): not one name."""
 _PROGRESS = re.compile(r"^(?=[^/]*[EF])(?=[^/]*\.)[.EFsx]{2,}(?=/)")
 """A test runner's progress marks (`EEEE.E`, `.F`) printed right before a path, glued to it."""
 _SYSTEM_ROOTS = (
@@ -256,6 +258,9 @@ _ARBITRARY_VALUE = re.compile(r"(?<![\w-])[\w:-]*[a-z]-\[[^\]\s]{1,60}\]")
 otherwise read as the name `max-h`."""
 _NUMBERED = re.compile(r"\d+:(?=[\w.~/])")
 """A line number a search printed before a path (`grep -n` over one file: `17:priv/static/assets`)."""
+_EATEN_SEPARATORS = re.compile(r"[A-Z]:(?![\\/])[^\s:]{8,}\.[A-Za-z]")
+"""`C:Usersmeprojectsa.txt`: a Windows path whose backslashes a shell ate (an unquoted `cat C:\\Users\\…`
+in bash), which names no file."""
 _REGEX_CLASS = re.compile(r"\[[^\]\s]*\][+*?{]")
 """`/agent-[a-zA-Z0-9]+/`: a regular expression (a character class and its quantifier), not a path."""
 _ABBREVIATION = re.compile(r"[^\W\d_](?:\.[^\W\d_])+\.?")
@@ -377,6 +382,7 @@ def noise(term: str) -> bool:
         or _PERMISSIONS.fullmatch(term[1:] if term[:1] in "ntr" else term)  # `\ndrwxr-xr-x` read as one word
         or _REGEX_CLASS.search(term)
         or _ABBREVIATION.fullmatch(term)
+        or _EATEN_SEPARATORS.match(term)
         or term == REDACTED
         or "M-" in term
         and _META_ESCAPED.search(term)
