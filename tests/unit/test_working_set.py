@@ -477,6 +477,7 @@ def test_shapes_that_read_as_names_but_are_none() -> None:
                 call("Read", {}, "x"),
             ),
             bash("cat C:\\Users\\me\\notes.txt", "cat: 'C:Usersmenotes.txt': No such file or directory"),
+            assistant("", call("Read", {"file_path": "x.h"}, "int x;")),
             bash(
                 "ls 'app/tournaments/pga/[year]/course/[courseId]/[category]'",
                 "app/tournaments/pga/[year]/course/[courseId]/[category]/page.tsx",
@@ -488,6 +489,7 @@ def test_shapes_that_read_as_names_but_are_none() -> None:
     assert not [n for n in names if n.startswith(("17:", "18:"))], names
     # A utility class's arbitrary value; a regular expression; abbreviations; a redacted secret.
     assert not {"max-h", "md:min-w", "min-w", "т.к", "z.B", "[redacted]", "[Vue/React]"} & set(names), names
+    assert "x.h" in names, names  # one letter, a dot, one letter: a file when the letter is a file type
     # A Windows path whose backslashes the shell ate names no file.
     assert "C:Usersmenotes.txt" not in names, names
     assert not [n for n in names if "[a-zA-Z0-9]" in n], names

@@ -382,6 +382,7 @@ def noise(term: str) -> bool:
         or _PERMISSIONS.fullmatch(term[1:] if term[:1] in "ntr" else term)  # `\ndrwxr-xr-x` read as one word
         or _REGEX_CLASS.search(term)
         or _ABBREVIATION.fullmatch(term)
+        and not is_file_name(term)  # `a.c`, `x.h`: files
         or _EATEN_SEPARATORS.match(term)
         or term == REDACTED
         or "M-" in term
