@@ -469,8 +469,8 @@ def _normalized(term: str) -> str | None:
     if term.endswith(")") and not term.endswith("()"):
         term = term.rstrip(")")
     term = _PROGRESS.sub("", term)
-    if "-" in term and is_file_name(_GREP_CONTEXT.sub(r"\1", term)):
-        term = _GREP_CONTEXT.sub(r"\1", term)
+    if "-" in term and is_file_name(in_file := _GREP_CONTEXT.sub(r"\1", term)):
+        term = in_file
     if term[:1].isdigit() and (numbered := _NUMBERED.match(term)) and is_file_name(term[numbered.end() :]):
         term = term[numbered.end() :]  # `17:priv/static/assets`: a search's line number, then the path
     if (
@@ -580,11 +580,12 @@ class _Scores:
                 by_base.setdefault(_base(term), []).append(term)
         for group in by_base.values():
             alive = sorted(group, key=len, reverse=True)
+            undotted = {t: _undotted(t) for t in alive}
             for term in list(alive):
-                bare = _undotted(term)
-                wider = [t for t in alive if t != term and (t == bare or _undotted(t).endswith("/" + bare))]
-                if len({_undotted(t) for t in wider}) == 1:
-                    into = min(wider, key=lambda t: (t != _undotted(t), -len(t)))  # as written from the root
+                bare = undotted[term]
+                wider = [t for t in alive if t != term and (t == bare or undotted[t].endswith("/" + bare))]
+                if len({undotted[t] for t in wider}) == 1:
+                    into = min(wider, key=lambda t: (t != undotted[t], -len(t)))  # as written from the root
                     self.score[into] += self.score.pop(term)
                     if self.kind[term] == "read":
                         self.kind[into] = "read"
