@@ -24,7 +24,9 @@ from contextfold.compaction.extractive import ExtractiveSummarizer
 from contextfold.compaction.pins import names_file
 from contextfold.compaction.template import CRITICAL, FILES, parse_summary
 from contextfold.compaction.workingset import (
+    LISTING_NAMES,
     RUN_MARK,
+    WORKED_LISTING_NAMES,
     WorkingSet,
     fit_working_set,
     listed,
@@ -77,6 +79,24 @@ def test_a_file_a_listing_showed_ranks_first_once_the_agent_types_its_name() -> 
     )
     shown = [n for n in names if n.startswith("hooks/")]
     assert shown[0] == "hooks/notify-session.sh", shown
+
+
+def test_a_listing_of_the_directory_the_agent_edits_in_keeps_more_names_than_one_elsewhere() -> None:
+    count = WORKED_LISTING_NAMES + 5
+    work = "\n".join(f"/repo/internal/server/module_{chr(97 + i // 26)}{chr(97 + i % 26)}.go" for i in range(count))
+    other = "\n".join(f"/repo/docs/guide/page_{chr(97 + i // 26)}{chr(97 + i % 26)}.md" for i in range(count))
+    names = ranked(
+        [
+            user("Split the server's handlers."),
+            assistant("", call("Glob", {"pattern": "internal/server/*.go"}, work)),
+            assistant("", call("Glob", {"pattern": "docs/guide/*.md"}, other)),
+            assistant("", call("Edit", {"file_path": "/repo/internal/server/server.go"}, "ok")),
+        ],
+        edited={"/repo/internal/server/server.go"},
+    )
+    # The map of the directory the work is in keeps more of its names; another listing its best few.
+    assert sum("/internal/server/module_" in n for n in names) == WORKED_LISTING_NAMES
+    assert sum("/docs/guide/page_" in n for n in names) == LISTING_NAMES
 
 
 def test_a_name_an_output_showed_and_a_later_call_used_outranks_one_typed_twice_unseen() -> None:

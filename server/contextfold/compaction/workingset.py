@@ -52,7 +52,8 @@ showed, `FAR_DEPTH` directories or more below everything the agent opened (a ven
 or an ellipsis (`adapters.p` beside `adapters.py`) or where a harness cut the output short
 (mini-swe-agent's `</output_head>`, `<response clipped>`), a search's context-line number (`a.js-48`) and
 escapes shown in string literals (`\nFormat`) are not part of a name; names only directory
-listings showed keep `LISTING_NAMES` a listing; and more than `RUN_NAMES` names the same but for
+listings showed keep `LISTING_NAMES` a listing (`WORKED_LISTING_NAMES` in a directory the agent
+worked in); and more than `RUN_NAMES` names the same but for
 their numbers are one entry, `func_6_0 … func_6_150` (those someone named in words stay apart).
 Ties rank by first use, so the same history always gives the same list.
 """
@@ -199,6 +200,9 @@ FAR_FACTOR = 0.25
 LISTING_NAMES = 20
 """Names one directory listing may put in the working set on its own strength alone (more when
 something else names them: the agent's words, another output)."""
+WORKED_LISTING_NAMES = 40
+"""Names one listing may put in the working set from a directory holding a file the agent worked
+on (edited, read, typed), where `LISTING_NAMES` holds for the rest."""
 RUN_NAMES = 6
 """Names of one shape (the same but for their numbers: `func_6_0`, `func_6_1` …) beyond which
 the ones the agent never typed are listed as one run, `func_6_0 … func_6_150`."""
@@ -682,8 +686,7 @@ class _Scores:
         """A file only shown, beside one the agent worked on (same directory), gets `NEIGHBOUR_BONUS`."""
         if not NEIGHBOUR_BONUS:
             return
-        worked = {_tail(_folder(t)) for t in self.typed if self.kind.get(t) in ("file", "read")}
-        worked.discard("")
+        worked = self.worked_folders()
         for term in list(self.score):
             if self.kind[term] == "file" and term not in self.typed and _tail(_folder(term)) in worked:
                 self.score[term] += NEIGHBOUR_BONUS
@@ -713,15 +716,24 @@ class _Scores:
 
     def cap_listings(self) -> None:
         """A listing names many files, each less surely one the work needs: of the names only listings
-        show (nothing else named them), each listing keeps its `LISTING_NAMES` best."""
-        only: dict[int, list[str]] = {}
+        show (nothing else named them), each listing keeps its `LISTING_NAMES` best, and of those beside a
+        file the agent worked on its `WORKED_LISTING_NAMES` best (a listing of the directory the
+        work is in is that directory's map)."""
+        worked = self.worked_folders()
+        only: dict[tuple[int, bool], list[str]] = {}
         for term, seen in self.listings.items():
             if term in self.score and term not in self.typed and term not in self.elsewhere:
-                only.setdefault(max(seen), []).append(term)
-        for names in only.values():
+                only.setdefault((max(seen), _tail(_folder(term)) in worked), []).append(term)
+        for (_, beside), names in only.items():
             names.sort(key=lambda t: -self.score[t])
-            for term in names[LISTING_NAMES:]:
+            for term in names[WORKED_LISTING_NAMES if beside else LISTING_NAMES :]:
                 del self.score[term]
+
+    def worked_folders(self) -> set[str]:
+        """The directories (as `_tail` spells them) holding a file the agent typed."""
+        worked = {_tail(_folder(t)) for t in self.typed if self.kind.get(t) in ("file", "read")}
+        worked.discard("")
+        return worked
 
     def collapse_runs(self) -> None:
         """Names the same but for their numbers (`func_6_0` … `func_6_150`, generated or listed by the
