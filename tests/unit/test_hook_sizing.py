@@ -114,3 +114,13 @@ def test_a_bigger_budget_reaches_further_down_the_working_set() -> None:
     large = handover(history, session_id="s", counter=CLAUDE, budget=3_000, root="/w", depth=3_000)
     assert CLAUDE.count(small.text) <= 700 < large.tokens <= 3_000
     assert small.keys < large.keys
+
+
+def test_every_name_the_handover_counts_as_given_stands_in_its_text() -> None:
+    # A name counted as given is never given again: one dropped to fit the budget must stay
+    # free for the handover with the next prompt.
+    history = session(120)
+    for budget in range(300, 2_000, 23):
+        given = handover(history, session_id="s", counter=CLAUDE, budget=budget, root="/w", depth=budget)
+        names = [key.removeprefix("name:") for key in given.keys if key.startswith("name:")]
+        assert all(name in given.text for name in names), budget

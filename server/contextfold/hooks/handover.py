@@ -134,6 +134,8 @@ def handover(
     while counter.count(text) > budget and names:
         names.pop()  # the least relevant bullet of the working set
         text = sections.render(HEADER, closing, names)
+        # Only the names given are sent: a later handover may still give the ones left out.
+        name_keys = _name_keys(names)
     keys = frozenset(i.key for i in sections.items()) | frozenset(name_keys)
     if not keys:
         return Handover("", 0)  # the summary holds it all, or it was all given already
@@ -263,7 +265,7 @@ def _working_set(
     )
     spent = sum(counter.count(b) for b in bullets)
     bullets += workingset.fit_working_set(workingset.WorkingSet(others), counter, max(0, budget - spent))
-    keys = [f"name:{name}" for bullet in bullets for name, _ in (workingset.listed(bullet) or [])]
+    keys = _name_keys(bullets)
     if prefix and any(
         not name.startswith("/")
         for b in bullets
@@ -272,6 +274,11 @@ def _working_set(
     ):
         bullets.insert(0, f"(file paths not starting with / are under {prefix})")
     return [f"- {b}" for b in bullets], keys
+
+
+def _name_keys(bullets: Sequence[str]) -> list[str]:
+    """The keys (`name:…`) of the names working-set bullets list (with or without their `- `)."""
+    return [f"name:{name}" for bullet in bullets for name, _ in (workingset.listed(bullet.removeprefix("- ")) or [])]
 
 
 def _within(names: list[tuple[str, str]], counter: TokenCounter, tokens: int) -> list[tuple[str, str]]:
