@@ -681,3 +681,25 @@ def test_the_root_is_where_the_agents_relative_paths_resolve_so_every_relative_p
     assert any(b.startswith("src/cart/view.py — ") for b in summary[FILES])
     assert not [b for b in summary[FILES] if home in b]
     assert names_file(summary, home + "src/cart/view.py")
+
+
+def test_a_name_a_longer_listed_name_spells_out_is_left_out_and_its_room_goes_to_the_next() -> None:
+    ranked = [
+        ("thread_key", "name"),
+        ("state.thread_key", "name"),
+        ("render", "name"),
+        ("Repo::render", "name"),
+        ("flush()", "name"),
+        ("flush", "name"),
+    ] + [(f"helper_{chr(97 + i)}", "name") for i in range(26)]
+    whole = fit_working_set(WorkingSet(ranked), COUNTER, 2_000)
+    listed_names = [name for bullet in whole for name, _ in listed(bullet) or []]
+    assert "state.thread_key" in listed_names and "thread_key" not in listed_names
+    assert "Repo::render" in listed_names and "render" not in listed_names
+    assert "flush()" in listed_names and "flush" not in listed_names
+    # Within a budget the spelled-out names would fill, the room they leave takes the next names.
+    budget = COUNTER.count("Identifiers: " + ", ".join(name for name, _ in ranked[:14])) + 2
+    tight = [
+        name for bullet in fit_working_set(WorkingSet(ranked), COUNTER, budget) for name, _ in listed(bullet) or []
+    ]
+    assert "helper_j" in tight, tight

@@ -1013,12 +1013,48 @@ def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int, root: st
     `Files read: a, b`, `Files named: …`, `Tests: …`, `Identifiers: …`, at most `CHUNK` names a
     bullet. Names are taken in order of relevance until the budget is spent. Paths under `root`
     (the project's, with a trailing `/`, which the summary states once) are written relative to it;
-    files of one directory in one bullet share it: `src/app/{a.py, b.py}`."""
+    files of one directory in one bullet share it: `src/app/{a.py, b.py}`. A name another listed
+    name spells out whole (`thread_key` beside `state.thread_key`, `send` beside `send()`) is
+    left out and its room given to the next (`_covered`)."""
+    bullets = _fit(ws.ranked, counter, budget, root)
+    covered = _covered([item for kind, chunk in bullets if kind in ("name", "test") for _, item in chunk])
+    if covered:
+        kept = [pair for pair in ws.ranked if pair[1] not in ("name", "test") or pair[0] not in covered]
+        bullets = _fit(kept, counter, budget, root)
+    chunks: list[tuple[float, str]] = []
+    for kind, chunk in bullets:
+        relevance = sum(position for position, _ in chunk) / len(chunk)
+        chunks.append((relevance, _LABELS[kind] + _render(kind, [item for _, item in chunk])))
+    chunks.sort(key=lambda pair: pair[0])
+    return [bullet for _, bullet in chunks]
+
+
+_JOINED = re.compile(r"(?:\.|::|->)")
+
+
+def _covered(names: list[str]) -> set[str]:
+    """Of `names` (identifiers, tests), those another of them holds whole as its first or last part (`state.thread_key`
+    holds `thread_key` and `state`; `Repo::Schema` holds `Schema`) or with a call's `()`: a reader
+    meets them there, so listing them again only takes room."""
+    parts: set[str] = set()
+    for name in names:
+        if name.endswith("()"):
+            parts.add(name[:-2])
+        pieces = _JOINED.split(name.removesuffix("()"))
+        if len(pieces) > 1 and all(pieces):
+            parts.update((pieces[0], pieces[-1]))
+    return {name for name in names if name in parts}
+
+
+def _fit(
+    ranked: list[tuple[str, str]], counter: TokenCounter, budget: int, root: str
+) -> list[tuple[str, list[tuple[int, str]]]]:
+    """The greedy fill `fit_working_set` makes: per bullet its kind and (rank, name) items."""
     spent = 0
     bullets: list[tuple[str, list[tuple[int, str]]]] = []
     open_bullet: dict[str, tuple[list[tuple[int, str]], int]] = {}
     """Per kind: the bullet being filled and its cost so far."""
-    for position, (item, kind) in enumerate(ws.ranked):
+    for position, (item, kind) in enumerate(ranked):
         if budget - spent < 3:
             break
         if root and kind in ("file", "read"):
@@ -1034,12 +1070,7 @@ def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int, root: st
         else:
             bullets[next(i for i, (k, b) in enumerate(bullets) if b is items)] = (kind, grown)
         open_bullet[kind] = (grown, new_cost) if len(grown) < CHUNK else ([], 0)
-    chunks: list[tuple[float, str]] = []
-    for kind, chunk in bullets:
-        relevance = sum(position for position, _ in chunk) / len(chunk)
-        chunks.append((relevance, _LABELS[kind] + _render(kind, [item for _, item in chunk])))
-    chunks.sort(key=lambda pair: pair[0])
-    return [bullet for _, bullet in chunks]
+    return bullets
 
 
 def _render(kind: str, items: list[str]) -> str:
