@@ -298,6 +298,27 @@ def test_css_properties_are_the_formats_words_but_class_names_are_names() -> Non
     assert "focus-ring" in names and "card-body" in names
 
 
+def test_utility_classes_are_styling_but_a_projects_own_classes_and_one_named_in_words_are_names() -> None:
+    markup = (
+        '<div className="flex items-center justify-between px-4 py-2 md:grid-cols-2 text-gray-500 glass-card">\n'
+        '  <span className="rounded-lg bg-gradient-to-br -mt-2 is-active text-muted">{title}</span>\n</div>'
+    )
+    names = ranked(
+        [
+            user("Make the header's title grey."),
+            assistant("", call("Write", {"file_path": "/repo/src/Header.tsx", "content": markup}, "ok")),
+            bash("cat /repo/src/Header.tsx", markup),
+            assistant("The title keeps `text-gray-500`; the row uses its own `glass-card` class."),
+        ],
+        edited={"/repo/src/Header.tsx"},
+    )
+    for utility in ("items-center", "justify-between", "px-4", "py-2", "md:grid-cols-2", "rounded-lg", "-mt-2"):
+        assert utility not in names, utility
+    assert "bg-gradient-to-br" not in names
+    assert "text-gray-500" in names  # the agent named it in its words
+    assert "glass-card" in names and "is-active" in names and "text-muted" in names
+
+
 def test_paths_cut_by_a_clip_or_an_ellipsis_are_not_listed() -> None:
     names = ranked(
         [
