@@ -712,14 +712,19 @@ def test_a_name_a_longer_listed_name_spells_out_is_left_out_and_its_room_goes_to
         ("Repo::render", "name"),
         ("flush()", "name"),
         ("flush", "name"),
+        ("getAll()", "name"),
+        ("Service.getAll()", "name"),
+        ("close()", "name"),
     ] + [(f"helper_{chr(97 + i)}", "name") for i in range(26)]
     whole = fit_working_set(WorkingSet(ranked), COUNTER, 2_000)
     listed_names = [name for bullet in whole for name, _ in listed(bullet) or []]
     assert "state.thread_key" in listed_names and "thread_key" not in listed_names
     assert "Repo::render" in listed_names and "render" not in listed_names
     assert "flush()" in listed_names and "flush" not in listed_names
+    assert "Service.getAll()" in listed_names and "getAll()" not in listed_names
+    assert "close()" in listed_names  # nothing else holds it
     # Within a budget the spelled-out names would fill, the room they leave takes the next names.
-    budget = COUNTER.count("Identifiers: " + ", ".join(name for name, _ in ranked[:14])) + 2
+    budget = COUNTER.count("Identifiers: " + ", ".join(name for name, _ in ranked[:17])) + 2
     tight = [
         name for bullet in fit_working_set(WorkingSet(ranked), COUNTER, budget) for name, _ in listed(bullet) or []
     ]

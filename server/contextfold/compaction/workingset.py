@@ -1062,17 +1062,21 @@ _JOINED = re.compile(r"(?:\.|::|->)")
 
 
 def _covered(names: list[str]) -> set[str]:
-    """Of `names` (identifiers, tests), those another of them holds whole as its first or last part (`state.thread_key`
-    holds `thread_key` and `state`; `Repo::Schema` holds `Schema`) or with a call's `()`: a reader
-    meets them there, so listing them again only takes room."""
-    parts: set[str] = set()
+    """Of `names` (identifiers, tests), those another of them holds whole as its first or last part
+    (`state.thread_key` holds `thread_key` and `state`; `Repo::Schema` holds `Schema`), or holds
+    with a call's `()` (`flush()` holds `flush`, `app.mount()` holds `app.mount`): a reader meets
+    them there, so listing them again only takes room. A name's `()` aside, it is what is held
+    (`getAll()` is held by `Service.getAll()`)."""
+    holders: dict[str, set[str]] = {}
     for name in names:
-        if name.endswith("()"):
-            parts.add(name[:-2])
-        pieces = _JOINED.split(name.removesuffix("()"))
+        core = name.removesuffix("()")
+        pieces = _JOINED.split(core)
+        held = {core} if core != name else set()
         if len(pieces) > 1 and all(pieces):
-            parts.update((pieces[0], pieces[-1]))
-    return {name for name in names if name in parts}
+            held.update((pieces[0], pieces[-1]))
+        for part in held:
+            holders.setdefault(part, set()).add(name)
+    return {name for name in names if holders.get(name.removesuffix("()"), set()) - {name}}
 
 
 def _fit(
