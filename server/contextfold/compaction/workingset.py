@@ -202,7 +202,7 @@ LISTING_NAMES = 20
 something else names them: the agent's words, another output)."""
 WORKED_LISTING_NAMES = 40
 """Names one listing may put in the working set from a directory holding a file the agent worked
-on (edited, read, typed), where `LISTING_NAMES` holds for the rest."""
+on (`worked_folders`), where `LISTING_NAMES` holds for the rest."""
 RUN_NAMES = 6
 """Names of one shape (the same but for their numbers: `func_6_0`, `func_6_1` …) beyond which
 the ones the agent never typed are listed as one run, `func_6_0 … func_6_150`."""
@@ -758,7 +758,8 @@ class _Scores:
                 del self.score[term]
 
     def worked_folders(self) -> set[str]:
-        """The directories (as `_tail` spells them) holding a file the agent typed."""
+        """The directories (as `_tail` spells them) holding a file the agent worked on: one it named
+        in a call (edited, read) or in its words."""
         worked = {_tail(_folder(t)) for t in self.typed if self.kind.get(t) in ("file", "read")}
         worked.discard("")
         return worked
