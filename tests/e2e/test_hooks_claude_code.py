@@ -298,7 +298,9 @@ def test_sessionstart_compact_hands_over_files_words_error_and_the_searchable_hi
     )
     assert start.code == 0 and start.answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     text = start.context
-    assert f"- {t.cwd}/src/client.py" in text and f"- {t.cwd}/src/backoff.py" in text  # exact paths
+    # The edited files, relative to the working directory the heading names.
+    assert f"paths not starting with / are under {t.cwd}/):" in text
+    assert "\n- src/client.py\n" in text and "\n- src/backoff.py\n" in text
     assert "Add retries to `fetch_page` in src/client.py. Never retry on a 4xx." in text  # word for word
     assert "Actually, keep the backoff under 2 seconds in total." in text
     assert text.index("Actually, keep") < text.index("Add retries")  # newest first
@@ -321,7 +323,7 @@ def test_the_handover_gives_no_secret_away_and_the_history_still_finds_it(tmp_pa
     t.tool("Edit", {"file_path": f"{t.cwd}/deploy.sh", "old_string": "a", "new_string": "b"}, "The file was updated.")
     run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
     text = run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact")).context
-    assert text and "Deploy to staging and fix the health check." in text and f"{t.cwd}/deploy.sh" in text
+    assert text and "Deploy to staging and fix the health check." in text and "\n- deploy.sh\n" in text
     assert not leaks(text, seeded), leaks(text, seeded)
 
 

@@ -90,9 +90,9 @@ def test_what_the_agents_summary_holds_is_not_repeated() -> None:
     blind = handover(history, session_id="s", counter=CLAUDE, budget=6_000, summary=None, root="/w", depth=6_000)
     held = "Renamed handlers in /w/src/router.py; `handler_079_name` and `handler_078_name` are next."
     seen = handover(history, session_id="s", counter=CLAUDE, budget=6_000, summary=held, root="/w", depth=6_000)
-    assert "/w/src/router.py" in blind.text and "handler_079_name" in blind.text
-    assert "/w/src/router.py" not in seen.text and "handler_079_name" not in seen.text
-    assert "/w/src/aliases.py" in seen.text  # the summary does not name it
+    assert "\n- src/router.py\n" in blind.text and "handler_079_name" in blind.text
+    assert "src/router.py" not in seen.text and "handler_079_name" not in seen.text
+    assert "\n- src/aliases.py\n" in seen.text  # the summary does not name it
 
 
 def test_a_summary_that_holds_much_leaves_the_handover_smaller_not_deeper() -> None:
@@ -124,3 +124,15 @@ def test_every_name_the_handover_counts_as_given_stands_in_its_text() -> None:
         given = handover(history, session_id="s", counter=CLAUDE, budget=budget, root="/w", depth=budget)
         names = [key.removeprefix("name:") for key in given.keys if key.startswith("name:")]
         assert all(name in given.text for name in names), budget
+
+
+def test_edited_files_under_the_working_directory_are_written_relative_to_it() -> None:
+    history = session(3) + stored(
+        [assistant("", call("Write", {"file_path": "/etc/app/app.conf", "content": "x"}, "ok"))]
+    )
+    within = handover(history, session_id="s", counter=CLAUDE, budget=3_000, root="/w")
+    assert "Files edited before the compaction (paths not starting with / are under /w/):" in within.text
+    assert "\n- src/router.py\n" in within.text and "\n- /etc/app/app.conf" in within.text
+    assert "file:/w/src/router.py" in within.keys  # known by its exact path
+    unrooted = handover(history, session_id="s", counter=CLAUDE, budget=3_000, root=None)
+    assert "(exact paths):" in unrooted.text and "\n- /w/src/router.py\n" in unrooted.text

@@ -108,7 +108,8 @@ def handover(
     messages, redactor = redact_history(messages)
     facts = extract_facts(messages)
     known = _Known(summary)
-    files = [i for i in _files(facts) if i.key not in sent and not known.path(i.key[5:])]
+    under = root.rstrip("/") + "/" if root and root.startswith("/") else None
+    files = [i for i in _files(facts, under) if i.key not in sent and not known.path(i.key[5:])]
     quotes = [i for i in _quotes(facts, budget) if i.key not in sent and not known.opening(i.key[5:])]
     error = [i for i in _error(facts) if i.key not in sent and not known.text(i.key[6:])]
     plan = [i for i in _plan(facts) if i.key not in sent and not known.text(i.key[5:])]
@@ -119,7 +120,7 @@ def handover(
         f'The full history before the compaction is stored: search_history(session_id="{session_id}", '
         'query="…") finds any earlier message, hidden ones included (within="project": also this project\'s earlier sessions); read_output(id=…) reads a spilled output whole.'
     )
-    sections = _Sections(files, quotes, error, plan, spilled, gaps)
+    sections = _Sections(files, quotes, error, plan, spilled, gaps, under)
     fixed = sections.render(HEADER, closing, [])
     while counter.count(fixed) > budget and sections.trim():
         fixed = sections.render(HEADER, closing, [])
@@ -177,8 +178,14 @@ def _said(message: Message) -> str:
 # -- items ---------------------------------------------------------------------------------------------
 
 
-def _files(facts: Facts) -> list[_Item]:
-    return [_Item(f"file:{touch.path}", f"- {touch.path}") for touch in facts.edited_files]
+def _files(facts: Facts, under: str | None) -> list[_Item]:
+    """The edited files, those under `under` (the working directory, with its `/`) written relative
+    to it: a third of the tokens for the same files."""
+    return [_Item(f"file:{touch.path}", f"- {_relative(touch.path, under)}") for touch in facts.edited_files]
+
+
+def _relative(path: str, under: str | None) -> str:
+    return path[len(under) :] if under and path.startswith(under) and len(path) > len(under) else path
 
 
 def _quotes(facts: Facts, budget: int) -> list[_Item]:
@@ -301,8 +308,11 @@ class _Sections:
         plan: list[_Item],
         outputs: list[_Item],
         gaps: list[_Item],
+        under: str | None = None,
     ) -> None:
         self.files, self.quotes, self.error, self.plan, self.outputs = files, quotes, error, plan, outputs
+        self.under = under
+        """The directory the edited files are written relative to, when some are."""
         self.gaps = gaps
         """What the import could not read: short, and never trimmed."""
 
@@ -312,7 +322,7 @@ class _Sections:
     def render(self, header: str, closing: str, names: list[str]) -> str:
         parts = [header]
         for title, items in (
-            ("Files edited before the compaction (exact paths):", self.files),
+            (self.files_title(), self.files),
             ("The user's own words, newest first (cited messages can be read back with search_history):", self.quotes),
             ("Latest error not fixed since:", self.error),
             ("The agent's plan:", self.plan),
@@ -325,6 +335,11 @@ class _Sections:
             parts.append("Working set (files, tests and names used):\n" + "\n".join(names))
         parts.append(closing)
         return "\n\n".join(parts)
+
+    def files_title(self) -> str:
+        if self.under and any(not i.line.startswith("- /") for i in self.files):
+            return f"Files edited before the compaction (paths not starting with / are under {self.under}):"
+        return "Files edited before the compaction (exact paths):"
 
     def trim(self) -> bool:
         """Make the fixed part smaller by one step; False when nothing is left to take."""
