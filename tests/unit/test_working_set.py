@@ -729,3 +729,18 @@ def test_a_name_a_longer_listed_name_spells_out_is_left_out_and_its_room_goes_to
         name for bullet in fit_working_set(WorkingSet(ranked), COUNTER, budget) for name, _ in listed(bullet) or []
     ]
     assert "helper_j" in tight, tight
+
+
+def test_a_directory_a_listed_file_lies_in_is_not_listed_again() -> None:
+    ranked = [
+        ("/repo/src/app", "read"),
+        ("/repo/src/app/main.py", "read"),
+        ("/repo/docs", "file"),
+        ("/repo/docs/guide.md", "file"),
+        ("/repo/assets", "file"),
+    ]
+    bullets = fit_working_set(WorkingSet(ranked), COUNTER, 1_000, "/repo/")
+    written = [name for bullet in bullets for name, _ in listed(bullet) or []]
+    assert "src/app/main.py" in written and "docs/guide.md" in written
+    assert "src/app" not in written and "docs" not in written
+    assert "assets" in written  # no listed file lies in it

@@ -1044,12 +1044,16 @@ def fit_working_set(ws: WorkingSet, counter: TokenCounter, budget: int, root: st
     bullet. Names are taken in order of relevance until the budget is spent. Paths under `root`
     (the project's, with a trailing `/`, which the summary states once) are written relative to it;
     files of one directory in one bullet share it: `src/app/{a.py, b.py}`. A name another listed
-    name spells out whole (`thread_key` beside `state.thread_key`, `send` beside `send()`) is
-    left out and its room given to the next (`_covered`)."""
+    name spells out whole (`thread_key` beside `state.thread_key`, `send` beside `send()`), and
+    a directory a listed file lies in, are left out and their room given to the next (`_covered`,
+    `_inside`)."""
     bullets = _fit(ws.ranked, counter, budget, root)
-    covered = _covered([item for kind, chunk in bullets if kind in ("name", "test") for _, item in chunk])
-    if covered:
-        kept = [pair for pair in ws.ranked if pair[1] not in ("name", "test") or pair[0] not in covered]
+    names = [(position, item) for kind, chunk in bullets if kind in ("name", "test") for position, item in chunk]
+    paths = [(position, item) for kind, chunk in bullets if kind in ("file", "read") for position, item in chunk]
+    covered = _covered([item for _, item in names])
+    left_out = {position for position, item in names if item in covered} | _inside(paths)
+    if left_out:
+        kept = [pair for position, pair in enumerate(ws.ranked) if position not in left_out]
         bullets = _fit(kept, counter, budget, root)
     chunks: list[tuple[float, str]] = []
     for kind, chunk in bullets:
@@ -1078,6 +1082,19 @@ def _covered(names: list[str]) -> set[str]:
         for part in held:
             holders.setdefault(part, set()).add(name)
     return {name for name in names if holders.get(name.removesuffix("()"), set()) - {name}}
+
+
+def _inside(paths: list[tuple[int, str]]) -> set[int]:
+    """Of the listed paths (rank, path as written), the directories another listed path lies in
+    (`src/app` beside `src/app/main.py`): the file's path names them already."""
+    written = [item.rstrip("/\\") for _, item in paths]
+    return {
+        position
+        for position, item in paths
+        if (folder := item.rstrip("/\\"))
+        and RUN_MARK not in item
+        and any(other != folder and other.startswith((folder + "/", folder + "\\")) for other in written)
+    }
 
 
 def _fit(
