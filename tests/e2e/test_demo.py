@@ -167,3 +167,20 @@ def test_claude_tells_the_same_story(claude: str):
     assert [s for i, s in enumerate(states.values()) if s not in list(states.values())[:i]] == order
     check_spill_and_prune(claude)
     check_tail(claude)
+
+
+def test_the_readme_the_docs_and_the_picture_quote_the_numbers_the_demo_prints(gpt: str):
+    # The README's picture and caption and the docs' home page describe this run: a change to what
+    # compaction writes must bring them along (docs/img/demo.svg is rich's export of the output).
+    root = Path(__file__).resolve().parents[2]
+    pruned, compacted = (re.search(rf"│ {step}[^│]*│\s*([\d,]+) │\s*([\d,]+) │", gpt) for step in ("prune", "compact"))
+    assert pruned and compacted, gpt
+    summary = re.search(r"summarized in ([\d,]+) tokens", gpt)
+    assert summary, gpt
+    before, after = pruned.group(2), compacted.group(2)
+    readme = " ".join((root / "README.md").read_text("utf-8").split())
+    assert f"from {before} to {after} tokens](docs/img/demo.svg)" in readme
+    index = " ".join((root / "docs" / "index.md").read_text("utf-8").split())
+    assert f"brings {before} tokens down to {after}: the 63 older messages become a {summary.group(1)}-token" in index
+    picture = (root / "docs" / "img" / "demo.svg").read_text("utf-8").replace("&#160;", " ")
+    assert after in picture and f"summarized in {summary.group(1)} tokens" in picture
