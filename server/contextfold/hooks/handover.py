@@ -126,18 +126,16 @@ def handover(
         fixed = sections.render(HEADER, closing, [])
     room = budget - counter.count(fixed) - 8
     names: list[str] = []
-    name_keys: list[str] = []
     if room > 10:
-        names, name_keys = _working_set(
+        names = _working_set(
             messages, facts, known, sent, counter, min(room, depth or workingset.MAX_TOKENS), root, depth
         )
     text = sections.render(HEADER, closing, names)
     while counter.count(text) > budget and names:
         names.pop()  # the least relevant bullet of the working set
         text = sections.render(HEADER, closing, names)
-        # Only the names given are sent: a later handover may still give the ones left out.
-        name_keys = _name_keys(names)
-    keys = frozenset(i.key for i in sections.items()) | frozenset(name_keys)
+    # Only the names given are sent: a later handover may still give the ones trimmed away.
+    keys = frozenset(i.key for i in sections.items()) | frozenset(_name_keys(names))
     if not keys:
         return Handover("", 0)  # the summary holds it all, or it was all given already
     text = redactor.text(text)
@@ -238,7 +236,7 @@ def _working_set(
     budget: int,
     root: str | None,
     depth: int | None = None,
-) -> tuple[list[str], list[str]]:
+) -> list[str]:
     """Working-set bullets within `budget` tokens: files first (those the agent read, then those it
     named, by relevance) in `FILE_SHARE` of it, then tests and identifiers in the rest. Files under
     `root` are named relative to it (they are the longest names, and the agent works from there).
@@ -272,7 +270,6 @@ def _working_set(
     )
     spent = sum(counter.count(b) for b in bullets)
     bullets += workingset.fit_working_set(workingset.WorkingSet(others), counter, max(0, budget - spent))
-    keys = _name_keys(bullets)
     if prefix and any(
         not name.startswith("/")
         for b in bullets
@@ -280,7 +277,7 @@ def _working_set(
         if kind in ("read", "file")
     ):
         bullets.insert(0, f"(file paths not starting with / are under {prefix})")
-    return [f"- {b}" for b in bullets], keys
+    return [f"- {b}" for b in bullets]
 
 
 def _name_keys(bullets: Sequence[str]) -> list[str]:
