@@ -319,6 +319,37 @@ def test_utility_classes_are_styling_but_a_projects_own_classes_and_one_named_in
     assert "glass-card" in names and "is-active" in names and "text-muted" in names
 
 
+def test_compound_words_of_sentences_are_english_but_in_code_a_command_or_backticks_they_are_names() -> None:
+    page = (
+        "# Choosing a chart library\n"
+        "12→- ✅ **Recharts** gives a high-level API that is production-ready for most dashboards.\n"
+        "13→A well-documented library with real-time updates and `chart-tooltip` hooks built in.\n"
+        "14→It ships framer-motion transitions and a glass-panel look out of the box, we read.\n"
+    )
+    names = ranked(
+        [
+            user("Which chart library should the dashboard use?"),
+            assistant("", call("WebFetch", {"url": "https://example.org/charts"}, page)),
+            assistant(
+                "",
+                call(
+                    "Edit",
+                    {
+                        "file_path": "/repo/src/App.tsx",
+                        "new_string": "import { motion } from 'framer-motion'\n<div class='glass-panel'>",
+                    },
+                    "ok",
+                ),
+            ),
+            assistant("Recharts, then."),
+        ]
+    )
+    for english in ("high-level", "production-ready", "well-documented", "real-time"):
+        assert english not in names, english
+    assert "chart-tooltip" in names  # in backticks
+    assert "framer-motion" in names and "glass-panel" in names  # also in code
+
+
 def test_paths_cut_by_a_clip_or_an_ellipsis_are_not_listed() -> None:
     names = ranked(
         [

@@ -41,7 +41,8 @@ runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; by
 placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare words (`def`,
 `None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
 names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
-or attribute (`margin-top:`, `stroke-width="2"`), not a name; nor are a search path's list
+or attribute (`margin-top:`, `stroke-width="2"`), not a name; words a hyphen joins that only ever
+stood in sentences (`high-level` in a web page, `production-ready` in a document) are English; nor are a search path's list
 (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
 (`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
 `site-packages`, `node_modules`) are listed only when the agent opened them; words a slash joins
@@ -293,6 +294,18 @@ _ABBREVIATION = re.compile(r"[^\W\d_](?:\.[^\W\d_])+\.?")
 _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
 """A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`) or as a
 markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
+_WORD_COMPOUND = re.compile(r"(?<![\w./:~<$@#-])[A-Za-z][a-z]+(?:-[A-Za-z][a-z]+)+(?![\w/-])")
+"""Words a hyphen joins, letters only (`high-level`, `production-ready`, `glass-card`)."""
+_SENTENCE_MARKS = re.compile(r"^\s*(?:\d+(?:→|\t))?[\W_]*(?:\d{1,3}[.)]\s)?")
+"""Before a line's first word: a file's line number as a read shows it (`12→`, `12<tab>`), list and
+check marks (`- [ ]`, `✅`, `**`), a comment's `//`, a step's number."""
+_SENTENCE_WORD = re.compile(r"^[(\[*_]*[A-Za-z][A-Za-z'’-]*[)\],.;:!?*_]*$")
+_MARKS_ONLY = re.compile(r"^[\W_]+$")
+_NOT_SENTENCE = re.compile(r"[=<>{};\"\\]")
+SENTENCE_WORDS = 6
+SENTENCE_SHARE = 0.75
+"""A line of at least `SENTENCE_WORDS` words, this share of them plain words, and no mark of code
+(`=`, `<`, `{`, `;`, a double quote): a sentence of a document or a web page."""
 _ESCAPE = re.compile(r"(?:\\[ntr]){2,}|(?<![\w.:\\])\\[ntr]|\\(?:[ntr](?=[A-Z])|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})")
 """`\nFormat`, `\u0026`, `{\n\teventPool`: escapes of text shown as a string literal (code a tool
 printed as JSON), not part of the next word. A lone `\t` or `\n` right after a word, a dot, a colon
@@ -537,6 +550,10 @@ class _Scores:
         """Names shown in an output that is not a listing."""
         self.declared: set[str] = set()
         """Kebab-case words seen as a property or key (`margin-top:`), and nowhere as a name."""
+        self.worded: set[str] = set()
+        """Compound words (`_WORD_COMPOUND`) seen in a sentence of an output or a document."""
+        self.coded: set[str] = set()
+        """Compound words seen anywhere else: in code, a command, a quoted value, backticks."""
         self.said: set[str] = set()
         """Names in the user's or the agent's own words (not in code they wrote)."""
         self.saying = False
@@ -690,6 +707,14 @@ class _Scores:
     def drop_declared(self) -> None:
         for term in self.declared:
             if term in self.score and term not in self.typed and term not in self.elsewhere:
+                del self.score[term]
+
+    def drop_worded(self) -> None:
+        """Compound words that only ever stood in sentences (`high-level`, `production-ready` in a
+        web page or a document the agent wrote) are English, not names; one seen in code, a
+        command or backticks, or named in someone's words, stays."""
+        for term in self.worded - self.coded - self.said:
+            if term in self.score and self.kind[term] == "name":
                 del self.score[term]
 
     def stems(self) -> None:
@@ -859,6 +884,8 @@ class _Scores:
                     found[found.index(scoped)] = "@" + scoped
                 elif _SCOPED.match(scoped):  # `@tanstack/react-query`: one slash, so `scoped` alone was no name
                     found.append("@" + scoped)
+        if kebab and any("-" in w and _WORD_COMPOUND.fullmatch(w) for w in found):
+            _compound_contexts(text, self.worded, self.coded)
         words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
         names = len(words) + len(tests)
@@ -928,6 +955,30 @@ def _is_listing(text: str) -> bool:
         if name and " " not in name and (is_file_name(name) or "." in name or name.endswith("/")):
             entries += 1
     return entries >= LISTING_SHARE * len(lines)
+
+
+def _compound_contexts(text: str, worded: set[str], coded: set[str]) -> None:
+    """Sort the compound words of `text` by where they stand: in a sentence (`worded`) or
+    elsewhere (`coded`). The text is an output already clipped to `MAX_OUTPUT_CHARS`."""
+    for line in text.splitlines():
+        if "-" not in line:
+            continue
+        if "`" in line:
+            for span in _BACKTICKED.findall(line):
+                coded.update(_WORD_COMPOUND.findall(span))
+            line = _BACKTICKED.sub(" ", line)
+        compounds = _WORD_COMPOUND.findall(line)
+        if compounds:
+            (worded if _is_sentence(line) else coded).update(compounds)
+
+
+def _is_sentence(line: str) -> bool:
+    if _NOT_SENTENCE.search(line):
+        return False
+    words = [w for w in _SENTENCE_MARKS.sub("", line, count=1).split() if not _MARKS_ONLY.match(w)]
+    if len(words) < SENTENCE_WORDS:
+        return False
+    return sum(1 for w in words if _SENTENCE_WORD.match(w)) >= SENTENCE_SHARE * len(words)
 
 
 def _balanced(span: str) -> bool:
@@ -1008,6 +1059,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     scores.drop_alternatives()
     scores.drop_utility_classes()
     scores.drop_declared()
+    scores.drop_worded()
     scores.stems()
     scores.neighbours()
     scores.far_from_work()
