@@ -329,7 +329,7 @@ def test_compound_words_of_sentences_are_english_but_in_code_a_command_or_backti
     names = ranked(
         [
             user("Which chart library should the dashboard use?"),
-            assistant("", call("WebFetch", {"url": "https://example.org/charts"}, page)),
+            assistant("", call("Read", {"file_path": "/repo/docs/charts.md"}, page)),
             assistant(
                 "",
                 call(
@@ -348,6 +348,34 @@ def test_compound_words_of_sentences_are_english_but_in_code_a_command_or_backti
         assert english not in names, english
     assert "chart-tooltip" in names  # in backticks
     assert "framer-motion" in names and "glass-panel" in names  # also in code
+
+
+def test_a_web_pages_names_count_as_in_plain_words_where_a_project_files_stay_names() -> None:
+    page = (
+        "LangChain and LlamaIndex lead; HubSpot and DeepMind wrote about graph-based retrieval.\n"
+        "Call `createRetriever` with a ChromaStore, then await results.\n"
+    )
+    searches = (
+        ("WebSearch", {"query": "rag frameworks"}),
+        ("WebFetch", {"url": "https://example.org/rag"}),
+        ("web_search", {"query": "rag frameworks"}),  # Codex's, Gemini CLI's
+        ("browser", {"code": "goto('https://example.org/rag')"}),  # OpenHands'
+    )
+    for tool, args in searches:
+        names = ranked(
+            [
+                user("Which retrieval library fits?"),
+                assistant("", call(tool, args, page)),
+                assistant(
+                    "", call("Read", {"file_path": "/repo/docs/notes.md"}, "The RetrieverPool wraps a ChromaStore.")
+                ),
+                assistant("Done reading."),
+            ]
+        )
+        for product in ("LangChain", "LlamaIndex", "HubSpot", "DeepMind", "graph-based"):
+            assert product not in names, (tool, product)
+        assert "createRetriever" in names  # in backticks
+        assert "RetrieverPool" in names and "ChromaStore" in names  # a project file's names
 
 
 def test_paths_cut_by_a_clip_or_an_ellipsis_are_not_listed() -> None:

@@ -14,6 +14,7 @@ Where names are found, and what one use of a name is worth:
   CamelCase word alone a product's name, unless it names an error or a test);
 - a tool call's arguments: paths, patterns, code (1);
 - a tool's output: a name it shows, once per output (0.4; a file name 1) — seen, not yet used;
+  a web page or search results (an adapter's `web_tools`) are others' prose, read as plain words;
   exception names, and test names on a line that reports a failure, count as in the agent's text
   (a failing test is worth keeping, a passing one listed among hundreds is not); a name an output
   puts in backticks (a README naming its API) `BACKTICKED_OUTPUT_WEIGHT` more;
@@ -1025,7 +1026,8 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
         scores.prose(assistant_prose(message), 1.0)
         for part in message.tool_parts:
             call = ToolCall.of(part)
-            plan = pick(call, adapters).plan(call)
+            adapter = pick(call, adapters)
+            plan = adapter.plan(call)
             if plan is not None:
                 # A plan's items are prose (and its statuses are not names).
                 scores.prose("\n".join(item.text for item in plan), 1.0)
@@ -1040,7 +1042,11 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             if "at " in output or 'File "' in output:
                 output = _own_frames(output)
             scores.outputs += 1
-            scores.code(output, OUTPUT_WEIGHT, once=True, file_weight=OUTPUT_FILE_WEIGHT, spread=True)
+            # A web page or search results are others' prose: names count as in plain words there.
+            web = adapter.reads_web(call)
+            scores.code(
+                output, OUTPUT_WEIGHT, once=True, file_weight=OUTPUT_FILE_WEIGHT, spread=True, kebab=not web, plain=web
+            )
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
                 scores.add(name, 1.5, typed=False)
@@ -1049,7 +1055,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 # a README or a guide the agent read points it to.
                 spans = (m.strip() for m in _BACKTICKED.findall(output))
                 # Not a span with spaces: a command (`mkdir -p /workspace/app`), not a name.
-                for span in dict.fromkeys(s for s in spans if _code_like(s) and not _SPACED.search(s)):
+                for span in dict.fromkeys(s for s in spans if _code_like(s, kebab=True) and not _SPACED.search(s)):
                     scores.add(span, BACKTICKED_OUTPUT_WEIGHT, typed=False)
     scores.settle()
     scores.drop_cut()

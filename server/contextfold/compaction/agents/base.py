@@ -152,6 +152,9 @@ class AgentAdapter:
     """Tools that write the plan or todo list."""
     other_tools: ClassVar[frozenset[str]] = frozenset()
     """The agent's other tools: recognized as its own, they touch no file (a failure is still one)."""
+    web_tools: ClassVar[frozenset[str]] = frozenset()
+    """Tools that bring back a web page or search results (others' prose, whose names count as
+    in plain words); otherwise like `other_tools`."""
     path_keys: ClassVar[tuple[str, ...]] = COMMON_PATH_KEYS
     """Argument names tried, in order, for the path a file tool works on."""
     injected_prefixes: ClassVar[tuple[str, ...]] = ()
@@ -165,12 +168,14 @@ class AgentAdapter:
 
     _names: ClassVar[frozenset[str]] = frozenset()
     _kinds: ClassVar[dict[str, Kind]] = {}
+    _web: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # A name in two sets takes the kind listed last.
         sets: tuple[tuple[Kind, frozenset[str]], ...] = (
             ("other", cls.other_tools),
+            ("other", cls.web_tools),
             ("search", cls.search_tools),
             ("read", cls.read_tools),
             ("edit", cls.edit_tools),
@@ -180,6 +185,7 @@ class AgentAdapter:
         )
         cls._kinds = {tool.casefold(): kind for kind, tools in sets for tool in tools}
         cls._names = frozenset(tool for _, tools in sets for tool in tools)
+        cls._web = frozenset(tool.casefold() for tool in cls.web_tools)
 
     # -- choosing the adapter --
 
@@ -194,6 +200,10 @@ class AgentAdapter:
 
     def kind(self, call: ToolCall) -> Kind | None:
         return self._kinds.get(call.name)
+
+    def reads_web(self, call: ToolCall) -> bool:
+        """The call brings back a web page or search results (`web_tools`)."""
+        return call.name in self._web
 
     # -- reading a call --
 

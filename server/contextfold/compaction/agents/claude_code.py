@@ -24,14 +24,13 @@ class ClaudeCode(AgentAdapter):
     read_tools = frozenset({"Read", "LS"})
     search_tools = frozenset({"Grep", "Glob"})
     plan_tools = frozenset({"TodoWrite"})
+    web_tools = frozenset({"WebFetch", "WebSearch"})
     other_tools = frozenset(
         {
             "Task",
             "TaskOutput",
             "BashOutput",
             "KillShell",
-            "WebFetch",
-            "WebSearch",
             "AskUserQuestion",
             "EnterPlanMode",
             "ExitPlanMode",

@@ -21,7 +21,8 @@ class Codex(AgentAdapter):
     name = "Codex"
     shell_tools = frozenset({"exec_command", "shell", "local_shell", "container.exec"})
     plan_tools = frozenset({"update_plan"})
-    other_tools = frozenset({"write_stdin", "apply_patch", "view_image", "web_search"})
+    other_tools = frozenset({"write_stdin", "apply_patch", "view_image"})
+    web_tools = frozenset({"web_search"})
     injected_prefixes = (
         "<environment_context>",
         "<user_instructions>",

@@ -47,6 +47,7 @@ class Generic(AgentAdapter):
     )
     editor_tools = frozenset({"str_replace_based_edit_tool", "text_editor"})
     plan_tools = frozenset({"todo_write", "todo", "write_todos"})
+    web_tools = frozenset({"web_fetch", "web_search", "google_web_search"})
 
     def recognizes(self, call: ToolCall) -> bool:
         return self.knows(call) or self.is_shell(call)

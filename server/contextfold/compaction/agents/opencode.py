@@ -14,13 +14,12 @@ class OpenCode(AgentAdapter):
     read_tools = frozenset({"read"})
     search_tools = frozenset({"glob", "grep"})
     plan_tools = frozenset({"todowrite"})
+    web_tools = frozenset({"webfetch", "websearch"})
     other_tools = frozenset(
         {
             "apply_patch",
             "list",
             "task",
-            "webfetch",
-            "websearch",
             "todoread",
             "skill",
             "question",

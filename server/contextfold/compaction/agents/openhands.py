@@ -16,7 +16,8 @@ class OpenHands(AgentAdapter):
     name = "OpenHands"
     shell_tools = frozenset({"execute_bash"})
     editor_tools = frozenset({"str_replace_editor"})
-    other_tools = frozenset({"finish", "think", "execute_ipython_cell", "browser"})
+    other_tools = frozenset({"finish", "think", "execute_ipython_cell"})
+    web_tools = frozenset({"browser"})
     injected_prefixes = ("Please continue working on the task on whatever approach you think is suitable",)
     """The reply OpenHands' headless runs send in the user's turn when the agent asks something:
     a nudge to go on, not the user's words."""
