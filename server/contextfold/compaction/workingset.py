@@ -43,8 +43,8 @@ placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare
 `None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
 names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
 or attribute (`margin-top:`, `stroke-width="2"`), not a name; words a hyphen joins that only ever
-stood in sentences (`high-level` in a web page, `production-ready` in a document) are English; nor are a search path's list
-(`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
+stood in sentences (`high-level`, `production-ready` in a document) are English; nor are a search
+path's list (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
 (`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
 `site-packages`, `node_modules`) are listed only when the agent opened them; words a slash joins
 (`Low/Medium/High`) are a path only when the session's files lie under them, sizes
@@ -712,8 +712,8 @@ class _Scores:
 
     def drop_worded(self) -> None:
         """Compound words that only ever stood in sentences (`high-level`, `production-ready` in a
-        web page or a document the agent wrote) are English, not names; one seen in code, a
-        command or backticks, or named in someone's words, stays."""
+        document the agent read or wrote) are English, not names; one seen in code, a command, quotes
+        or backticks, or named in someone's words, stays."""
         for term in self.worded - self.coded - self.said:
             if term in self.score and self.kind[term] == "name":
                 del self.score[term]
