@@ -350,6 +350,22 @@ def test_compound_words_of_sentences_are_english_but_in_code_a_command_or_backti
     assert "framer-motion" in names and "glass-panel" in names  # also in code
 
 
+def test_in_a_document_a_heading_or_a_short_bullet_is_prose_but_a_code_block_is_code() -> None:
+    spec = (
+        "## Mobile-First Layout\n- Course-specific stats\n- two-phase rollout\n```bash\nnpm install lucide-react\n```\n"
+    )
+    names = ranked(
+        [
+            user("Write the spec."),
+            assistant("", call("Write", {"file_path": "/repo/specs/layout.md", "content": spec}, "ok")),
+            assistant("Spec written."),
+        ]
+    )
+    for english in ("Mobile-First", "Course-specific", "two-phase"):
+        assert english not in names, english
+    assert "lucide-react" in names  # in the document's code block
+
+
 def test_a_web_pages_names_count_as_in_plain_words_where_a_project_files_stay_names() -> None:
     page = (
         "LangChain and LlamaIndex lead; HubSpot and DeepMind wrote about graph-based retrieval.\n"

@@ -303,6 +303,10 @@ check marks (`- [ ]`, `✅`, `**`), a comment's `//`, a step's number."""
 _SENTENCE_WORD = re.compile(r"^[(\[*_]*[A-Za-z][A-Za-z'’-]*[)\],.;:!?*_]*$")
 _MARKS_ONLY = re.compile(r"^[\W_]+$")
 _NOT_SENTENCE = re.compile(r"[=<>{};\"\\]")
+_FENCE = re.compile(r"^\s*(?:\d+(?:→|\t))?\s*(?:```|~~~)")
+"""A Markdown code block's fence (after the line number a read shows)."""
+DOCUMENTS = frozenset({".md", ".mdx", ".markdown", ".rst", ".txt", ".adoc"})
+"""Files of prose: outside their code blocks, a compound word is English wherever it stands."""
 SENTENCE_WORDS = 6
 SENTENCE_SHARE = 0.75
 """A line of at least `SENTENCE_WORDS` words, this share of them plain words, and no mark of code
@@ -837,6 +841,7 @@ class _Scores:
         spread: bool = False,
         opened: bool = False,
         plain: bool = False,
+        document: bool = False,
     ) -> None:
         """Names in `text`, each use worth `weight`. `once`: a tool output (each name once, shown
         not used); `plain`: someone's plain words, where `a/b` is an alternative, not a path, and a
@@ -886,7 +891,7 @@ class _Scores:
                 elif _SCOPED.match(scoped):  # `@tanstack/react-query`: one slash, so `scoped` alone was no name
                     found.append("@" + scoped)
         if kebab and any("-" in w and _WORD_COMPOUND.fullmatch(w) for w in found):
-            _compound_contexts(text, self.worded, self.coded)
+            _compound_contexts(text, self.worded, self.coded, document)
         words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
         names = len(words) + len(tests)
@@ -958,11 +963,20 @@ def _is_listing(text: str) -> bool:
     return entries >= LISTING_SHARE * len(lines)
 
 
-def _compound_contexts(text: str, worded: set[str], coded: set[str]) -> None:
+def _compound_contexts(text: str, worded: set[str], coded: set[str], document: bool = False) -> None:
     """Sort the compound words of `text` by where they stand: in a sentence (`worded`) or
-    elsewhere (`coded`). The text is an output already clipped to `MAX_OUTPUT_CHARS`."""
+    elsewhere (`coded`). `document`: the text is a document's (`DOCUMENTS`), where any line of
+    plain words outside a code block is prose, a heading or a short bullet too. The text is an
+    output already clipped to `MAX_OUTPUT_CHARS`."""
+    fenced = False
     for line in text.splitlines():
+        if document and _FENCE.match(line):
+            fenced = not fenced
+            continue
         if "-" not in line:
+            continue
+        if fenced:
+            coded.update(_WORD_COMPOUND.findall(line))
             continue
         if "`" in line:
             for span in _BACKTICKED.findall(line):
@@ -970,14 +984,14 @@ def _compound_contexts(text: str, worded: set[str], coded: set[str]) -> None:
             line = _BACKTICKED.sub(" ", line)
         compounds = _WORD_COMPOUND.findall(line)
         if compounds:
-            (worded if _is_sentence(line) else coded).update(compounds)
+            (worded if _is_sentence(line, 1 if document else SENTENCE_WORDS) else coded).update(compounds)
 
 
-def _is_sentence(line: str) -> bool:
+def _is_sentence(line: str, least: int = SENTENCE_WORDS) -> bool:
     if _NOT_SENTENCE.search(line):
         return False
     words = [w for w in _SENTENCE_MARKS.sub("", line, count=1).split() if not _MARKS_ONLY.match(w)]
-    if len(words) < SENTENCE_WORDS:
+    if len(words) < least:
         return False
     return sum(1 for w in words if _SENTENCE_WORD.match(w)) >= SENTENCE_SHARE * len(words)
 
@@ -1032,8 +1046,10 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 # A plan's items are prose (and its statuses are not names).
                 scores.prose("\n".join(item.text for item in plan), 1.0)
                 continue
+            target = adapter.path(call)
+            document = target is not None and target[target.rfind(".") :].casefold() in DOCUMENTS
             for text in _strings(part.input):
-                scores.code(text, 1.0, opened=True)
+                scores.code(text, 1.0, opened=True, document=document)
             result = part.result_text
             clipped = result[:MAX_OUTPUT_CHARS]
             if len(result) > MAX_OUTPUT_CHARS:
@@ -1045,7 +1061,14 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             # A web page or search results are others' prose: names count as in plain words there.
             web = adapter.reads_web(call)
             scores.code(
-                output, OUTPUT_WEIGHT, once=True, file_weight=OUTPUT_FILE_WEIGHT, spread=True, kebab=not web, plain=web
+                output,
+                OUTPUT_WEIGHT,
+                once=True,
+                file_weight=OUTPUT_FILE_WEIGHT,
+                spread=True,
+                kebab=not web,
+                plain=web,
+                document=document,
             )
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
