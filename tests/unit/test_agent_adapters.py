@@ -110,6 +110,37 @@ def test_opencode_calls_are_recognized_by_opencode_only_and_read() -> None:
     assert any(d.startswith("Tests passed: `bun test`") for d in facts.done)
 
 
+def test_claude_codes_task_tools_change_the_plan_one_task_at_a_time() -> None:
+    def create(subject: str, number: int) -> ToolPart:
+        return call(
+            "TaskCreate", {"subject": subject, "description": "…"}, f"Task #{number} created successfully: {subject}"
+        )
+
+    def update(number: int | str, **fields: str) -> ToolPart:
+        return call("TaskUpdate", {"taskId": str(number), **fields}, f"Updated task #{number}")
+
+    facts = extract_facts(
+        [
+            Message(role="user", parts=[TextPart(text="Port the parser and its tests")]),
+            assistant(create("Port the lexer", 1), create("Port the parser", 2), create("Port the tests", 3)),
+            assistant(create("Write docs", 4), update(1, status="in_progress")),
+            assistant(update(1, status="completed"), update(2, status="in_progress")),
+            assistant(update(3, subject="Port the parser's tests"), update(4, status="deleted")),
+            assistant(update(9, status="completed")),  # a task this history never created
+            assistant(
+                call("TaskCreate", {"subject": "Refused"}, "<tool_use_error>InputValidationError</tool_use_error>")
+            ),
+        ]
+    )
+    assert facts.todos == [
+        ("completed", "Port the lexer"),
+        ("in_progress", "Port the parser"),
+        ("pending", "Port the parser's tests"),
+    ]
+    for each in ("TaskCreate", "TaskUpdate", "TaskList", "TaskGet"):
+        assert pick(ToolCall.of(call(each, {})), adapters()).name == "Claude Code"
+
+
 def test_a_shared_tool_reads_the_same_whichever_adapter_reads_it() -> None:
     messages = [
         assistant(call("str_replace_editor", {"command": "view", "path": "/repo/a.py"}, "1\timport os")),

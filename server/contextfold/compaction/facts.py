@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from contextfold.compaction.agents import AgentAdapter, Outcome, PlanItem, ToolCall, pick
+from contextfold.compaction.agents import AgentAdapter, Outcome, PlanEdit, PlanItem, ToolCall, pick
 from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.agents.output import error_line, judged, suite_verdict
 from contextfold.compaction.agents.shell import (
@@ -103,6 +103,8 @@ MAX_READ_FILES = 20
 MAX_DONE = 50
 MAX_ERRORS = 30
 MAX_TODOS = 30
+MAX_TASKS = 200
+"""Tasks a history's task tools created that are remembered by id (the oldest are forgotten)."""
 MAX_DECISIONS = 12
 MAX_COMMANDS = 40
 _COMMITTED = re.compile(r"^\[[^\]\n]*?\b([0-9a-f]{7,40})\]", re.MULTILINE)
@@ -251,6 +253,8 @@ class _Walker:
         """The message of each success in `success_log`."""
         """Every success in order, repeats included."""
         self.todos: dict[str, str] = {}
+        self.tasks: dict[str, str] = {}
+        """Per task id (`PlanEdit.key`): the task's text in `todos`."""
         self.decisions: list[str] = []
         self.latest_assistant_text: str | None = None
         self.latest_prose = ""
@@ -353,6 +357,10 @@ class _Walker:
         if items is not None:
             self.todo(items)
             return
+        edit = adapter.plan_edit(call)
+        if edit is not None:
+            self.task(edit)
+            return
         if _ASKS_USER.search(call.name) and part.state == "completed" and part.result_text.strip():
             # The user answered through a tool: their choice, whatever the agent.
             question = clip(json_text(call.raw), 200)
@@ -368,6 +376,31 @@ class _Walker:
             if self.todos.get(text) != status:
                 self.sources[text] = [self.seq]  # where the item got the status it has now
         self.todos = {**kept, **latest}
+        self.plan_seq = self.seq
+
+    def task(self, edit: PlanEdit) -> None:
+        """One task created, updated, renamed or deleted (task tools that change the plan one item
+        at a time); an update to a task this history never created is not known."""
+        old = self.tasks.get(edit.key)
+        text = clip(edit.text) if edit.text else old
+        if text is None:
+            return
+        if edit.removed:
+            self.todos.pop(text, None)
+            self.tasks.pop(edit.key, None)
+            return
+        status = edit.status or self.todos.get(old or text, "pending")
+        if old is not None and old != text:
+            self.todos.pop(old, None)
+        self.tasks[edit.key] = text
+        while len(self.tasks) > MAX_TASKS:
+            del self.tasks[next(iter(self.tasks))]
+        if self.todos.get(text) != status:
+            self.sources[text] = [self.seq]
+        self.todos.pop(text, None)  # newest last, as a rewritten list would hold it
+        self.todos[text] = status
+        while len(self.todos) > MAX_TASKS:
+            del self.todos[next(iter(self.todos))]
         self.plan_seq = self.seq
 
     def cite(self, item: str) -> None:

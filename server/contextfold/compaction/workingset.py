@@ -1042,9 +1042,13 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             call = ToolCall.of(part)
             adapter = pick(call, adapters)
             plan = adapter.plan(call)
+            edit = adapter.plan_edit(call) if plan is None else None
             if plan is not None:
                 # A plan's items are prose (and its statuses are not names).
                 scores.prose("\n".join(item.text for item in plan), 1.0)
+                continue
+            if edit is not None:
+                scores.prose(edit.text or "", 1.0)  # one task of the plan: prose too
                 continue
             target = adapter.path(call)
             document = target is not None and target[target.rfind(".") :].casefold() in DOCUMENTS

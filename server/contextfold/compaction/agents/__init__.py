@@ -6,7 +6,18 @@ call. `shell` and `output` read what every agent's shell tool runs and prints. S
 agent is one more module and one `register` call.
 """
 
-from contextfold.compaction.agents.base import AgentAdapter, Outcome, PlanItem, ToolCall, Walk
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, PlanEdit, PlanItem, ToolCall, Walk
 from contextfold.compaction.agents.registry import adapters, pick, register, unregister
 
-__all__ = ["AgentAdapter", "Outcome", "PlanItem", "ToolCall", "Walk", "adapters", "pick", "register", "unregister"]
+__all__ = [
+    "AgentAdapter",
+    "Outcome",
+    "PlanEdit",
+    "PlanItem",
+    "ToolCall",
+    "Walk",
+    "adapters",
+    "pick",
+    "register",
+    "unregister",
+]

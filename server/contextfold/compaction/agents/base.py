@@ -95,6 +95,21 @@ class PlanItem:
     status: PlanStatus
 
 
+@dataclass(frozen=True)
+class PlanEdit:
+    """One change a task tool makes to the plan, item by item (Claude Code's `TaskCreate` and
+    `TaskUpdate`), where a todo tool writes the whole list at once."""
+
+    key: str
+    """The task's id, as the agent's tools name it."""
+    text: str | None = None
+    """The task's text when the call sets it (creating or renaming it)."""
+    status: PlanStatus | None = None
+    """Its new status; None: unchanged."""
+    removed: bool = False
+    """The task was deleted."""
+
+
 class Walk(Protocol):
     """What an adapter reports a tool call did; the walker records it."""
 
@@ -220,6 +235,11 @@ class AgentAdapter:
                 return None
         return plan_items(items)
 
+    def plan_edit(self, call: ToolCall) -> PlanEdit | None:
+        """The change the call makes to one task of the plan, for agents whose task tools change
+        one item at a time; None for any other call."""
+        return None
+
     def report(self, call: ToolCall, walk: Walk) -> None:
         """Tell `walk` what the call did. The default dispatches on the declared tool sets."""
         command = self.command(call)
@@ -324,6 +344,11 @@ class AgentAdapter:
         return text
 
 
+def plan_status(value: Any) -> PlanStatus | None:
+    """A plan item's status as agents write it (`done`, `in progress`, `Completed` …)."""
+    return _PLAN_STATUS.get(str(value).casefold().replace(" ", "_"))
+
+
 def plan_items(items: Sequence[Any]) -> list[PlanItem]:
     """Plan or todo items as agents write them: an object with `content` (Claude Code, OpenCode),
     `step` (Codex), `text` or `title`, and a `status`; anything else is skipped."""
@@ -332,7 +357,7 @@ def plan_items(items: Sequence[Any]) -> list[PlanItem]:
         if not isinstance(item, dict):
             continue
         text = item.get("content") or item.get("step") or item.get("text") or item.get("title")
-        status = _PLAN_STATUS.get(str(item.get("status", "pending")).casefold().replace(" ", "_"))
+        status = plan_status(item.get("status", "pending"))
         if isinstance(text, str) and text.strip() and status is not None:
             found.append(PlanItem(text, status))
     return found

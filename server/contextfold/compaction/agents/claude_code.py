@@ -1,5 +1,6 @@
 """Claude Code: capitalized tools (`Bash`, `Read`, `Edit`, `Write`, `MultiEdit`, `NotebookEdit`,
-`Grep`, `Glob`, `LS`, `TodoWrite`); a command's result starts `Exit code N` when it failed and a
+`Grep`, `Glob`, `LS`, `TodoWrite`, or the task tools that change the plan one task at a time:
+`TaskCreate`, answered `Task #N created…`, and `TaskUpdate` with its `taskId`); a command's result starts `Exit code N` when it failed and a
 refused call is `<tool_use_error>…`; the harness adds system reminders, slash commands, hook output
 and its own notices to the user's turn."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from contextfold.compaction.agents.base import AgentAdapter, Outcome, ToolCall
+from contextfold.compaction.agents.base import AgentAdapter, Outcome, PlanEdit, ToolCall, plan_status
 from contextfold.domain import ToolPart
 
 _EXIT = re.compile(r"^Exit code (-?\d+)\s*\n?")
@@ -15,6 +16,7 @@ _TOOL_USE_ERROR = re.compile(r"<tool_use_error>(.*?)(?:</tool_use_error>|\Z)", r
 _REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.DOTALL)
 _COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.DOTALL)
+_TASK_CREATED = re.compile(r"^Task #(\w+) created")
 
 
 class ClaudeCode(AgentAdapter):
@@ -23,12 +25,14 @@ class ClaudeCode(AgentAdapter):
     edit_tools = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
     read_tools = frozenset({"Read", "LS"})
     search_tools = frozenset({"Grep", "Glob"})
-    plan_tools = frozenset({"TodoWrite"})
+    plan_tools = frozenset({"TodoWrite", "TaskCreate", "TaskUpdate"})
     web_tools = frozenset({"WebFetch", "WebSearch"})
     other_tools = frozenset(
         {
             "Task",
             "TaskOutput",
+            "TaskList",
+            "TaskGet",
             "BashOutput",
             "KillShell",
             "AskUserQuestion",
@@ -63,6 +67,25 @@ class ClaudeCode(AgentAdapter):
         if call.name == "write" and call.result.startswith("File created"):
             return "created (Write)"
         return super().edit_how(call)
+
+    def plan_edit(self, call: ToolCall) -> PlanEdit | None:
+        if call.name == "taskcreate":
+            created = _TASK_CREATED.match(call.result.lstrip())
+            subject = call.args.get("subject")
+            if created is None or not isinstance(subject, str) or not subject.strip():
+                return None  # refused, or not yet answered: no task exists
+            return PlanEdit(created.group(1), subject, "pending")
+        if call.name == "taskupdate":
+            key, status, subject = call.args.get("taskId"), call.args.get("status"), call.args.get("subject")
+            if not isinstance(key, (str, int)) or call.result.lstrip().startswith("<tool_use_error>"):
+                return None
+            return PlanEdit(
+                str(key),
+                subject if isinstance(subject, str) and subject.strip() else None,
+                plan_status(status) if status is not None else None,
+                removed=str(status).casefold() == "deleted",
+            )
+        return None
 
     def outcome(self, part: ToolPart) -> Outcome | None:
         text = part.result_text
