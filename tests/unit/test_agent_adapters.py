@@ -141,6 +141,15 @@ def test_claude_codes_task_tools_change_the_plan_one_task_at_a_time() -> None:
         assert pick(ToolCall.of(call(each, {})), adapters()).name == "Claude Code"
 
 
+def test_claude_codes_powershell_tool_is_its_shell_on_windows() -> None:
+    failing = call("PowerShell", {"command": "cd X:/app; pytest -q"}, "Exit code 1\nFAILED tests/test_a.py::test_x")
+    claude = pick(ToolCall.of(failing), adapters())
+    assert claude.name == "Claude Code" and claude.is_shell(ToolCall.of(failing))
+    outcome = claude.outcome(failing)
+    assert outcome is not None and outcome.ok is False and outcome.exit_code == 1
+    assert pick(ToolCall.of(call("Agent", {"prompt": "look"})), adapters()).name == "Claude Code"
+
+
 def test_a_shared_tool_reads_the_same_whichever_adapter_reads_it() -> None:
     messages = [
         assistant(call("str_replace_editor", {"command": "view", "path": "/repo/a.py"}, "1\timport os")),

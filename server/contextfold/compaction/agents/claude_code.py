@@ -21,7 +21,7 @@ _TASK_CREATED = re.compile(r"^Task #(\w+) created")
 
 class ClaudeCode(AgentAdapter):
     name = "Claude Code"
-    shell_tools = frozenset({"Bash"})
+    shell_tools = frozenset({"Bash", "PowerShell"})
     edit_tools = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
     read_tools = frozenset({"Read", "LS"})
     search_tools = frozenset({"Grep", "Glob"})
@@ -30,6 +30,7 @@ class ClaudeCode(AgentAdapter):
     other_tools = frozenset(
         {
             "Task",
+            "Agent",
             "TaskOutput",
             "TaskList",
             "TaskGet",
