@@ -336,7 +336,8 @@ def test_compound_words_of_sentences_are_english_but_in_code_a_command_or_backti
                     "Edit",
                     {
                         "file_path": "/repo/src/App.tsx",
-                        "new_string": "import { motion } from 'framer-motion'\n<div class='glass-panel'>",
+                        "new_string": "import { motion } from 'framer-motion'\n"
+                        "{/* Category cards grid - mobile-first responsive */}\n<div class='glass-panel'>",
                     },
                     "ok",
                 ),
@@ -344,7 +345,7 @@ def test_compound_words_of_sentences_are_english_but_in_code_a_command_or_backti
             assistant("Recharts, then."),
         ]
     )
-    for english in ("high-level", "production-ready", "well-documented", "real-time"):
+    for english in ("high-level", "production-ready", "well-documented", "real-time", "mobile-first"):
         assert english not in names, english
     assert "chart-tooltip" in names  # in backticks
     assert "framer-motion" in names and "glass-panel" in names  # also in code

@@ -305,6 +305,13 @@ _MARKS_ONLY = re.compile(r"^[\W_]+$")
 _NOT_SENTENCE = re.compile(r"[=<>{};\"\\]")
 _FENCE = re.compile(r"^\s*(?:\d+(?:→|\t))?\s*(?:```|~~~)")
 """A Markdown code block's fence (after the line number a read shows)."""
+_COMMENT = re.compile(
+    r"^\s*(?:\d+(?:→|\t))?\s*(?:\{?/\*+|//+|#(?![!\w])|<!--|--(?!-)|\*(?!\*))\s*(.*?)\s*(?:\*+/\}?|-->)?\s*$"
+)
+"""A line that is only a comment (`// …`, `# …`, `/* … */`, `{/* … */}`, `<!-- … -->`, `-- …`,
+a block comment's `* …`): its words, which are prose."""
+COMMENT_WORDS = 3
+"""A comment of at least this many plain words is a sentence."""
 DOCUMENTS = frozenset({".md", ".mdx", ".markdown", ".rst", ".txt", ".adoc"})
 """Files of prose: outside their code blocks, a compound word is English wherever it stands."""
 SENTENCE_WORDS = 6
@@ -966,8 +973,9 @@ def _is_listing(text: str) -> bool:
 def _compound_contexts(text: str, worded: set[str], coded: set[str], document: bool = False) -> None:
     """Sort the compound words of `text` by where they stand: in a sentence (`worded`) or
     elsewhere (`coded`). `document`: the text is a document's (`DOCUMENTS`), where any line of
-    plain words outside a code block is prose, a heading or a short bullet too. The text is an
-    output already clipped to `MAX_OUTPUT_CHARS`."""
+    plain words outside a code block is prose, a heading or a short bullet too; elsewhere a line
+    that is only a comment is prose from `COMMENT_WORDS` words. The text is an output already
+    clipped to `MAX_OUTPUT_CHARS`."""
     fenced = False
     for line in text.splitlines():
         if document and _FENCE.match(line):
@@ -983,8 +991,14 @@ def _compound_contexts(text: str, worded: set[str], coded: set[str], document: b
                 coded.update(_WORD_COMPOUND.findall(span))
             line = _BACKTICKED.sub(" ", line)
         compounds = _WORD_COMPOUND.findall(line)
-        if compounds:
-            (worded if _is_sentence(line, 1 if document else SENTENCE_WORDS) else coded).update(compounds)
+        if not compounds:
+            continue
+        comment = None if document else _COMMENT.match(line)
+        if comment is not None:
+            prose = _is_sentence(comment.group(1), COMMENT_WORDS)
+        else:
+            prose = _is_sentence(line, 1 if document else SENTENCE_WORDS)
+        (worded if prose else coded).update(compounds)
 
 
 def _is_sentence(line: str, least: int = SENTENCE_WORDS) -> bool:
