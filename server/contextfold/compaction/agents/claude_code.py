@@ -1,8 +1,9 @@
-"""Claude Code: capitalized tools (`Bash`, `Read`, `Edit`, `Write`, `MultiEdit`, `NotebookEdit`,
-`Grep`, `Glob`, `LS`, `TodoWrite`, or the task tools that change the plan one task at a time:
-`TaskCreate`, answered `Task #N created…`, and `TaskUpdate` with its `taskId`); a command's result starts `Exit code N` when it failed and a
-refused call is `<tool_use_error>…`; the harness adds system reminders, slash commands, hook output
-and its own notices to the user's turn."""
+"""Claude Code: capitalized tools (`Bash`, `PowerShell` on Windows, `Read`, `Edit`, `Write`,
+`MultiEdit`, `NotebookEdit`, `Grep`, `Glob`, `LS`, `TodoWrite`, or the task tools that change the
+plan one task at a time: `TaskCreate`, answered `Task #N created…`, and `TaskUpdate` with its
+`taskId`); a command's result starts `Exit code N` when it failed and a refused call is
+`<tool_use_error>…`; the harness adds system reminders, slash commands, hook output and its own
+notices to the user's turn."""
 
 from __future__ import annotations
 
