@@ -297,16 +297,18 @@ _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"
 markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
 _WORD_COMPOUND = re.compile(r"(?<![\w./:~<$@#-])[A-Za-z][a-z]+(?:-[A-Za-z][a-z]+)+(?![\w/-])")
 """Words a hyphen joins, letters only (`high-level`, `production-ready`, `glass-card`)."""
-_SENTENCE_MARKS = re.compile(r"^\s*(?:\d+(?:→|\t))?[\W_]*(?:\d{1,3}[.)]\s)?")
+_READ_LINE = r"^\s*(?:\d+(?:→|\t))?"
+"""A line's start as a read shows it: its number, then `→` or a tab (`12→`, `12<tab>`), if any."""
+_SENTENCE_MARKS = re.compile(_READ_LINE + r"[\W_]*(?:\d{1,3}[.)]\s)?")
 """Before a line's first word: a file's line number as a read shows it (`12→`, `12<tab>`), list and
 check marks (`- [ ]`, `✅`, `**`), a comment's `//`, a step's number."""
 _SENTENCE_WORD = re.compile(r"^[(\[*_]*[A-Za-z][A-Za-z'’-]*[)\],.;:!?*_]*$")
 _MARKS_ONLY = re.compile(r"^[\W_]+$")
 _NOT_SENTENCE = re.compile(r"[=<>{};\"\\]")
-_FENCE = re.compile(r"^\s*(?:\d+(?:→|\t))?\s*(?:```|~~~)")
+_FENCE = re.compile(_READ_LINE + r"\s*(?:```|~~~)")
 """A Markdown code block's fence (after the line number a read shows)."""
 _COMMENT = re.compile(
-    r"^\s*(?:\d+(?:→|\t))?\s*(?:\{?/\*+|//+|#(?![!\w])|<!--|--(?!-)|\*(?!\*))\s*(.*?)\s*(?:\*+/\}?|-->)?\s*$"
+    _READ_LINE + r"\s*(?:\{?/\*+|//+|#(?![!\w])|<!--|--(?!-)|\*(?!\*))\s*(.*?)\s*(?:\*+/\}?|-->)?\s*$"
 )
 """A line that is only a comment (`// …`, `# …`, `/* … */`, `{/* … */}`, `<!-- … -->`, `-- …`,
 a block comment's `* …`): its words, which are prose."""
