@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from contextfold.compaction import userwords, workingset
 from contextfold.compaction.facts import Facts, collapse, extract_facts, names_path
 from contextfold.compaction.secrets import redact_history
-from contextfold.compaction.template import cite
+from contextfold.compaction.template import cite, from_root
 from contextfold.domain import Message, Pin
 from contextfold.tokens.counting import TokenCounter
 
@@ -179,11 +179,7 @@ def _said(message: Message) -> str:
 def _files(facts: Facts, under: str | None) -> list[_Item]:
     """The edited files, those under `under` (the working directory, with its `/`) written relative
     to it: a third of the tokens for the same files."""
-    return [_Item(f"file:{touch.path}", f"- {_relative(touch.path, under)}") for touch in facts.edited_files]
-
-
-def _relative(path: str, under: str | None) -> str:
-    return path[len(under) :] if under and path.startswith(under) and len(path) > len(under) else path
+    return [_Item(f"file:{touch.path}", f"- {from_root(touch.path, under or '')}") for touch in facts.edited_files]
 
 
 def _quotes(facts: Facts, budget: int) -> list[_Item]:
