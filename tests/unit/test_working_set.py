@@ -395,6 +395,40 @@ def test_a_web_pages_names_count_as_in_plain_words_where_a_project_files_stay_na
         assert "RetrieverPool" in names and "ChromaStore" in names  # a project file's names
 
 
+def test_the_harness_settings_and_handles_a_call_names_are_not_the_works_names() -> None:
+    names = ranked(
+        [
+            user("Find where parse_config is used, then restart the dev server."),
+            assistant(
+                "",
+                call(
+                    "Grep",
+                    {"pattern": "parse_config", "path": "src", "output_mode": "files_with_matches"},
+                    "src/app/loader.py\nsrc/app/cli_main.py",
+                ),
+            ),
+            assistant(
+                "", call("Bash", {"command": "npm run dev", "run_in_background": True}, "Running with ID: bash_5")
+            ),
+            assistant("", call("BashOutput", {"bash_id": "bash_5"}, "ready on http://localhost:3000")),
+            assistant(
+                "",
+                call(
+                    "Task",
+                    {"subagent_type": "general-purpose", "model": "claude_opus", "prompt": "Review loader.py"},
+                    "No issues in loader.py.",
+                ),
+            ),
+            assistant("", call("exec_command", {"cmd": "make serve", "sandbox_permissions": "require_escalated"}, "")),
+            assistant("The server runs as bash_5; `parse_config` is used in loader.py and cli_main.py."),
+        ]
+    )
+    for harness in ("files_with_matches", "bash_5", "general-purpose", "claude_opus", "require_escalated"):
+        assert harness not in names, harness
+    assert "parse_config" in names
+    assert any(name.endswith("loader.py") for name in names)
+
+
 def test_paths_cut_by_a_clip_or_an_ellipsis_are_not_listed() -> None:
     names = ranked(
         [

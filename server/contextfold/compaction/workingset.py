@@ -723,6 +723,12 @@ class _Scores:
             if term in self.score and term not in self.typed and term not in self.elsewhere:
                 del self.score[term]
 
+    def drop_handles(self, handles: Sequence[re.Pattern[str]]) -> None:
+        """The ids a harness gives its own processes (`AgentAdapter.handles`: `bash_5`) are its,
+        not the work's, wherever they stood."""
+        for term in [t for t in self.score if self.kind[t] == "name" and any(h.fullmatch(t) for h in handles)]:
+            del self.score[term]
+
     def drop_worded(self) -> None:
         """Compound words that only ever stood in sentences (`high-level`, `production-ready` in a
         document the agent read or wrote) are English, not names; one seen in code, a command, quotes
@@ -1068,7 +1074,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 continue
             target = adapter.path(call)
             document = target is not None and target[target.rfind(".") :].casefold() in DOCUMENTS
-            for text in _strings(part.input):
+            for text in _strings(adapter.named_input(call)):
                 scores.code(text, 1.0, opened=True, document=document)
             result = part.result_text
             clipped = result[:MAX_OUTPUT_CHARS]
@@ -1109,6 +1115,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     scores.drop_utility_classes()
     scores.drop_declared()
     scores.drop_worded()
+    scores.drop_handles([a.handles for a in adapters if a.handles is not None])
     scores.stems()
     scores.neighbours()
     scores.far_from_work()

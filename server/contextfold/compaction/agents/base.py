@@ -15,6 +15,7 @@ adapter overrides a method only where its agent differs. Pure: no I/O, no state.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,13 @@ COMMON_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "absolute_
 """Argument names tools give a file path under, in the order they are tried: Claude Code's
 `file_path` and `notebook_path`, SWE-agent's and OpenHands' `path`, SWE-agent's `filename` and
 `file`, Gemini CLI's `absolute_path`, Cursor's `target_file`."""
+
+COMMON_OPTION_KEYS = frozenset(
+    {"output_mode", "sandbox_permissions", "model", "shell_id", "bash_id", "task_id", "subagent_type"}
+)
+"""Argument names whose values are the harness's own settings or handles, not names of the work:
+Claude Code's `output_mode` (`files_with_matches`), `model` (`opus`) and the ids of its background
+shells and tasks (`bash_5`), Codex's `sandbox_permissions` (`require_escalated`)."""
 
 PlanStatus = Literal["completed", "in_progress", "pending"]
 _PLAN_STATUS: dict[str, PlanStatus] = {
@@ -172,6 +180,11 @@ class AgentAdapter:
     in plain words); otherwise like `other_tools`."""
     path_keys: ClassVar[tuple[str, ...]] = COMMON_PATH_KEYS
     """Argument names tried, in order, for the path a file tool works on."""
+    option_keys: ClassVar[frozenset[str]] = COMMON_OPTION_KEYS
+    """Argument names whose values are the harness's settings or handles (see `named_input`)."""
+    handles: ClassVar[re.Pattern[str] | None] = None
+    """The ids the harness gives its own processes (Claude Code's background shells, `bash_5`):
+    its outputs and the agent's words name them, but they are no name of the work."""
     injected_prefixes: ClassVar[tuple[str, ...]] = ()
     """How text the harness puts in the user's turn begins: not the user's words."""
     looking_commands: ClassVar[frozenset[str]] = frozenset()
@@ -221,6 +234,13 @@ class AgentAdapter:
         return call.name in self._web
 
     # -- reading a call --
+
+    def named_input(self, call: ToolCall) -> Any:
+        """The arguments that may name the work: all of them but the harness's own settings and
+        handles (`option_keys`), which the agent typed but are no file or identifier of the work."""
+        if not call.args or self.option_keys.isdisjoint(call.args):
+            return call.raw
+        return {key: value for key, value in call.args.items() if key not in self.option_keys}
 
     def plan(self, call: ToolCall) -> list[PlanItem] | None:
         """The plan or todo list the call writes, replacing the previous one; None when it writes

@@ -37,6 +37,7 @@ class ClaudeCode(AgentAdapter):
             "TaskGet",
             "BashOutput",
             "KillShell",
+            "KillBash",
             "AskUserQuestion",
             "EnterPlanMode",
             "ExitPlanMode",
@@ -44,6 +45,7 @@ class ClaudeCode(AgentAdapter):
             "SlashCommand",
         }
     )
+    handles = re.compile(r"bash_\d+")
     injected_prefixes = (
         "<system-reminder>",
         "<local-command-",
