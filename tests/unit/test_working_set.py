@@ -578,7 +578,7 @@ def test_code_printed_as_an_escaped_string_gives_its_names_without_the_escapes()
     )
     assert "eventPool" in names and "newBatch" in names, names
     assert not [n for n in names if n in ("teventPool", "tNew")], names
-    assert "test_leads.py" in names and "ests" not in names, names
+    assert "search_leads\\tests\\test_leads.py" in names and "ests" not in names, names
 
 
 def test_import_specifiers_quoted_strings_and_regex_literals_are_not_files() -> None:
@@ -660,6 +660,27 @@ def test_one_file_written_from_several_directories_is_one_entry() -> None:
         ]
     )
     assert [n for n in names if n.endswith("test_requests.py")] == ["/testbed/test_requests.py"], names
+
+
+def test_a_windows_path_written_from_the_working_directory_keeps_its_directories() -> None:
+    listing = "hr_recruitment\\models\\applicant_fields.py\nhr_recruitment\\views\\applicant_views.xml\n"
+    names = ranked(
+        [
+            user("Add a quiz field to the applicant form."),
+            bash("dir /s /b hr_recruitment", listing),
+            assistant(
+                "", call("Read", {"file_path": "C:\\odoo\\addons\\hr_recruitment\\models\\applicant_fields.py"}, "x")
+            ),
+            bash("python -c \"print('a.txt\\nb.txt')\"", "a.txt\nb.txt"),
+            assistant("Next: .\\deploy.ps1 and hr_recruitment\\views\\applicant_views.xml."),
+        ],
+        edited={"C:\\odoo\\addons\\hr_recruitment\\views\\applicant_views.xml"},
+    )
+    files = {n for n in names if "applicant" in n or "deploy" in n}
+    # One entry for the file read, by its whole path; the edited file not at all (the summary lists
+    # it apart); the script run from here whole.
+    assert files == {"C:\\odoo\\addons\\hr_recruitment\\models\\applicant_fields.py", ".\\deploy.ps1"}, names
+    assert not [n for n in names if "\\" in n and ".txt" in n], names  # an escaped newline joins no files
 
 
 def test_module_paths_keep_their_at_sign_and_devices_are_no_files() -> None:

@@ -336,6 +336,12 @@ back, except to a file outside the alias (`@docs/plan.md` is how Claude Code's u
 _ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
 """`#include <ros/ros.h>`: a file in angle brackets (which the closing-tag rule would otherwise skip)."""
 _WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+[\\/])*[\w.@+$~-]+[\\/]?")
+_RELATIVE_WINDOWS_PATH = re.compile(
+    r"(?<![\w.\\/:$-])(?:\.{1,2}\\(?:[\w@~-][\w.@~-]*\\)*|(?:[\w@~-][\w.@~-]*\\)+)[\w@~-][\w.@~-]*\.[A-Za-z]\w*"
+)
+"""A Windows path written from the working directory (`src\\utils\\retry.ts`, `.\\setup.ps1`): read
+whole when it ends in a known file type and no directory of it does (`a.txt\\nb.txt` is two files
+an escaped newline joins)."""
 _LS_COLUMNS = re.compile(r"^[-dlcbps][-rwxsStT]{9}[@+.]?\s.*\s(\S+)$")
 """`ls -l`'s line: permissions, links, owner, size, date, then the name."""
 _TREE = re.compile(r"^[\s│├└─|`*•-]+")
@@ -376,6 +382,16 @@ def is_file_name(word: str) -> bool:
     return word.startswith(("/", "./", "../", "~/")) or word.endswith("/") or word.count("/") >= 2
 
 
+def _windows_file(path: str) -> bool:
+    """`path` (backslash separated) names a file of a known type, and none of its directories does."""
+    *folders, name = path.split("\\")
+    return _known_type(name) and not any(_known_type(folder) for folder in folders)
+
+
+def _known_type(name: str) -> bool:
+    return "." in name.strip(".") and name.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS
+
+
 def _base(path: str) -> str:
     """The last part of a path (`/` or `\\` separated)."""
     return re.split(r"[\\/]", path.rstrip("/\\"))[-1]
@@ -389,8 +405,9 @@ def _balanced_brackets(path: str) -> str:
 
 
 def _undotted(path: str) -> str:
-    """`path` without a trailing `/` and the `./` and `../` it was written from (`../x/a.py` is `x/a.py`)."""
-    path = path.rstrip("/")
+    """`path` without a trailing `/` and the `./` and `../` it was written from (`../x/a.py` is `x/a.py`),
+    its separators written `/` (a Windows path is the same file as the `/` spelling it ends with)."""
+    path = path.rstrip("/\\").replace("\\", "/")
     while path.startswith(("./", "../")):
         path = path.partition("/")[2]
     return path
@@ -629,7 +646,8 @@ class _Scores:
         longer path ending with them are the same file when exactly one longer path does. Their uses
         add up on the longest, which is the one listed; a name several paths end with stays. A path
         written from another directory (`./testbed/t.py`, `../testbed/t.py`) reads without its dots,
-        and spellings that differ only in them are one candidate, not several."""
+        and spellings that differ only in them or in their separators (`src\\app\\t.py`, `src/app/t.py`)
+        are one candidate, not several."""
         by_base: dict[str, list[str]] = {}
         for term, kind in self.kind.items():
             if kind in ("file", "read") and term in self.score:
@@ -639,9 +657,13 @@ class _Scores:
             undotted = {t: _undotted(t) for t in alive}
             for term in list(alive):
                 bare = undotted[term]
-                wider = [t for t in alive if t != term and (t == bare or undotted[t].endswith("/" + bare))]
-                if len({undotted[t] for t in wider}) == 1:
-                    into = min(wider, key=lambda t: (t != undotted[t], -len(t)))  # as written from the root
+                wider = [t for t in alive if t != term and (undotted[t] == bare or undotted[t].endswith("/" + bare))]
+                longer = {undotted[t] for t in wider} - {bare}  # the same spelling but for dots is this file
+                if wider and len(longer) <= 1:
+                    into = min(
+                        [t for t in wider if undotted[t] in longer] or wider,
+                        key=lambda t: (t.startswith(("./", "../", ".\\", "..\\")), -len(t)),  # from the root
+                    )
                     self.score[into] += self.score.pop(term)
                     if self.kind[term] == "read":
                         self.kind[into] = "read"
@@ -867,6 +889,10 @@ class _Scores:
             if mark in text and (paths := pattern.findall(text)):
                 whole += [_balanced_brackets(p) for p in paths] if mark == "/[" else paths
                 text = pattern.sub(" ", text)
+        if "\\" in text and (relative := [p for p in _RELATIVE_WINDOWS_PATH.findall(text) if _windows_file(p)]):
+            whole += relative
+            for path in relative:
+                text = text.replace(path, " ")
         if "-[" in text:
             text = _ARBITRARY_VALUE.sub(" ", text)
         listing = once and _is_listing(text)
@@ -1124,17 +1150,19 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     for term, kind in scores.kind.items():
         if kind in ("file", "read") and term in scores.score:
             scores.score[term] *= FILE_FACTOR
-    edited_paths = {p.rstrip("/") for p in edited}
+    edited_paths = {_undotted(p) for p in edited}  # `/` separated, as `_undotted` writes them
     ranked = [
         (term, scores.kind[term])
         for term in sorted(scores.score, key=lambda t: -scores.score[t])
         if scores.score[term] >= MIN_SCORE
-        and (
-            scores.kind[term] not in ("file", "read")
-            or not any(p == term or p.endswith("/" + term.lstrip("./")) for p in edited_paths)
-        )
+        and (scores.kind[term] not in ("file", "read") or not _edited(_undotted(term), edited_paths))
     ]
     return WorkingSet(ranked)
+
+
+def _edited(path: str, edited: set[str]) -> bool:
+    """`path` is an edited file, or the end of one's path (both written as `_undotted` writes them)."""
+    return path in edited or any(p.endswith("/" + path) for p in edited)
 
 
 READ = "Files read: "
