@@ -683,6 +683,22 @@ def test_a_windows_path_written_from_the_working_directory_keeps_its_directories
     assert not [n for n in names if "\\" in n and ".txt" in n], names  # an escaped newline joins no files
 
 
+def test_a_dotted_name_the_code_calls_is_a_member_whatever_its_last_part_looks_like() -> None:
+    source = "func (w *Watcher) Add() {\n\tw.mu.Lock()\n\tdefer w.mu.Unlock()\n}\nconst data = await response.json();\n"
+    history = stored(
+        [
+            user("Why does the watcher deadlock? It also reads package.json."),
+            assistant("", call("Read", {"file_path": "/repo/watcher.go"}, source)),
+            bash("python -c 'import threading; threading.Lock()'", ""),
+            assistant("`w.mu.Lock` is taken twice; response.json is parsed once. See package.json."),
+        ]
+    )
+    kinds = dict(working_set(history, set()).ranked)
+    for member in ("w.mu.Lock", "response.json", "threading.Lock"):
+        assert kinds.get(member) == "name", (member, kinds)
+    assert kinds.get("package.json") == "file", kinds
+
+
 def test_module_paths_keep_their_at_sign_and_devices_are_no_files() -> None:
     source = (
         "import AppAvatar from '@/components/Avatars/AppAvatar.vue'\n"

@@ -336,6 +336,8 @@ back, except to a file outside the alias (`@docs/plan.md` is how Claude Code's u
 _ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
 """`#include <ros/ros.h>`: a file in angle brackets (which the closing-tag rule would otherwise skip)."""
 _WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+[\\/])*[\w.@+$~-]+[\\/]?")
+_CALLED = re.compile(r"(?<![\w.])([\w.]+)\(")
+"""A word a `(` follows right away: a call (linear: a word is read once from its start)."""
 _RELATIVE_WINDOWS_PATH = re.compile(
     r"(?<![\w.\\/:$-])(?:\.{1,2}\\(?:[\w@~-][\w.@~-]*\\)*|(?:[\w@~-][\w.@~-]*\\)+)[\w@~-][\w.@~-]*\.[A-Za-z]\w*"
 )
@@ -591,6 +593,8 @@ class _Scores:
         """Whether what is being read now is someone's words."""
         self.last_typed: dict[str, int] = {}
         """Per name typed: the last message that did."""
+        self.called: set[str] = set()
+        """Dotted names written as a call (`mu.Lock()`, `fields.Html(…)`): members, not files."""
 
     def add(
         self,
@@ -640,6 +644,14 @@ class _Scores:
         for term, (count, total) in self.shown.items():
             if count > COMMON_SHARE * self.outputs:
                 self.score[term] -= total
+
+    def calls_are_names(self) -> None:
+        """A dotted name the code calls is a member whatever its last part looks like (`mu.Lock()`,
+        `threading.Lock()`, `fields.Html(…)`): no file is called. A path or a file a tool read stays one."""
+        for word in self.called:
+            term = _normalized(word)
+            if term is not None and self.kind.get(term) == "file" and not re.search(r"[\\/]", term):
+                self.kind[term] = "name"
 
     def merge_paths(self) -> None:
         """One file, one name: `pane_view_live.ex`, `live/pane_view_live.ex`, `assets/` and the
@@ -933,6 +945,8 @@ class _Scores:
                     found.append("@" + scoped)
         if kebab and any("-" in w and _WORD_COMPOUND.fullmatch(w) for w in found):
             _compound_contexts(text, self.worded, self.coded, document)
+        if "(" in text:
+            self.called.update(w for w in _CALLED.findall(text) if "." in w.strip("."))
         words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
         names = len(words) + len(tests)
@@ -1133,6 +1147,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 for span in dict.fromkeys(s for s in spans if _code_like(s, kebab=True) and not _SPACED.search(s)):
                     scores.add(span, BACKTICKED_OUTPUT_WEIGHT, typed=False)
     scores.settle()
+    scores.calls_are_names()
     scores.drop_cut()
     scores.merge_paths()
     scores.drop_foreign()
