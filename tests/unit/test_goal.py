@@ -39,7 +39,16 @@ def work() -> list[Message]:
 
 @pytest.mark.parametrize(
     "opener",
-    ["hi", "Hello there!", "i am you and you are me", "hey, how are you?", "Warmup", "你好", "olá, tudo bem"],
+    [
+        "hi",
+        "Hello there!",
+        "i am you and you are me",
+        "hey, how are you?",
+        "Warmup",
+        "你好",
+        "olá, tudo bem",
+        "claude --c",
+    ],
 )
 def test_a_greeting_before_the_task_is_not_the_goal(opener: str) -> None:
     messages = [user(opener), assistant("Hello! What can I do for you?"), user(TASK), *work()]
@@ -177,6 +186,9 @@ def test_is_request_by_rule() -> None:
     assert not is_request("[The result of tool call toolu_01, made before this transcript begins:]\n1 import os")
     assert is_request("fix it") and is_request("生成pdf") and is_request("commit")
     assert is_request(" ".join(["ok"] * 13))  # long: whatever its words, it says something
+    # An agent's own command line typed at its prompt is meant for the shell.
+    assert not is_request("claude --c") and not is_request("codex --resume") and not is_request("CLAUDE")
+    assert is_request("claude, fix the login bug") and is_request("codex exec 'run the tests'")
     said = extract_facts(stored([user("hello"), user("hello"), user(TASK), user("yes")])).said
     assert goal(said).task == TASK and goal(said).latest is None
 

@@ -29,7 +29,8 @@ rule, for any agent and language:
   (`_FILLER`), in English and other common languages, with no code, path or sum in it, or a bare
   number (a choice) —
   asks for nothing, and neither does a note the harness put at the head of the turn (`[The result
-  of tool call …:]`); harness nags and reminders never get this far (`facts.user_words` leaves
+  of tool call …:]`) or a coding agent's own command line typed at its prompt (`claude --c`: meant
+  for the shell); harness nags and reminders never get this far (`facts.user_words` leaves
   them out, by each agent adapter's rules);
 - the latest request is the newest message that asks for something (a "yes" or "go on" after it
   leaves it current); it is shown beside the task when it differs;
@@ -241,6 +242,11 @@ _CODE_OR_MATH = re.compile(r"[+=*/\\_`@#$%^&<>{}\[\]|~]")
 """A character prose does not need: code, a path, a sum (`what's 1+1?`) asks for something."""
 _NOTE_HEAD = re.compile(r"^\[[^\[\]\n]{3,200}:\]")
 """A note a harness or an importer puts at the head of a turn (`[The result of tool call …:]`)."""
+_AGENT_COMMAND = re.compile(
+    r"^(?:claude|codex|gemini|opencode|aider|cursor-agent|qwen)(?:\s+--?[A-Za-z][\w-]*(?:=\S+)?)*\s*$", re.IGNORECASE
+)
+"""A coding agent's own command line typed at its prompt (`claude --c`, `codex --resume`): meant for
+the shell, asking the agent nothing."""
 _REDIRECT = re.compile(
     r"^\W*(?:(?:ok(?:ay)?|actually|no|nope|wait|hmm+|so|well|hey)\b[\s,.!:;-]*)*"
     r"(?:forget (?:it|that|this|about|the|what|everything|all)\b|never ?mind\b|scratch that\b|change of plans?\b"
@@ -255,10 +261,10 @@ _REDIRECT = re.compile(
 
 def is_request(text: str) -> bool:
     """The user's message asks for something: it is not a greeting, thanks, an acknowledgement or a
-    "continue" (only `_FILLER` words or numbers, at most `MAX_FILLER_WORDS`), nor a note a harness
-    put at the head of the turn."""
+    "continue" (only `_FILLER` words or numbers, at most `MAX_FILLER_WORDS`), a note a harness
+    put at the head of the turn, or an agent's command line typed at its prompt (`claude --c`)."""
     text = text.strip()
-    if not text or _NOTE_HEAD.match(text):
+    if not text or _NOTE_HEAD.match(text) or _AGENT_COMMAND.match(text):
         return False
     words = _WORDS.findall(text.casefold())
     if not words:
