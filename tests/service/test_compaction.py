@@ -573,3 +573,32 @@ async def test_switching_models_after_a_compaction_recounts_only_the_view(tmp_pa
         assert before.tokens_in_view < after.tokens_in_view < after.tokens_stored / 2
         context = await service.get_context("sw")
         assert context.tokens == after.tokens_in_view
+
+
+async def test_an_imported_chats_opening_system_message_is_the_system_prompt_and_outlives_compaction(
+    service, tmp_path: Path
+):
+    # An OpenAI chat saved as a file opens with its system prompt: it must reach the model after a
+    # compaction, not be folded into the summary as the oldest message of the history.
+    system = "You are a CTF player. Answer with exactly one shell command per turn."
+    messages: list[dict] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Find the flag in ./release."},
+    ]
+    for i in range(24):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Step {i}.",
+                "tool_calls": [_call(f"c{i}", "bash", {"command": f"strings release | sed -n {i}p"})],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i}: " + "x" * 4_000})
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps({"model": "gpt-4o", "messages": messages}))
+    session_id = (await service.import_transcript(path)).session_id
+    assert (await service.compact(session_id, summarizer="extractive")).compacted
+    sent = (await service.get_context(session_id, format="openai")).messages
+    assert sent[0] == {"role": "system", "content": system}
+    assert sum(m["role"] == "system" for m in sent) == 1
+    assert "Find the flag" in json.dumps(sent)  # the task, in the summary's Goal

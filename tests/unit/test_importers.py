@@ -611,8 +611,10 @@ def test_openai_messages_pass_through(tmp_path: Path, layout: str) -> None:
         _write_jsonl(path, messages)
     assert detect_import_format(path) == "openai"
     transcript = load_transcript(path)
-    assert transcript.format == "openai" and transcript.messages == messages
-    assert transcript.system == []  # OpenAI system messages stay in the messages
+    # The system message that opens the conversation is the session's system prompt, as `append`
+    # reads it: not a message of the history that compaction could fold away.
+    assert transcript.format == "openai" and transcript.messages == messages[1:]
+    assert transcript.system == [{"role": "system", "text": "Be brief."}]
 
 
 def test_plain_chat_lines_read_as_normalized(tmp_path: Path) -> None:

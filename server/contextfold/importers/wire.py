@@ -3,8 +3,9 @@
 Accepted layouts: a JSON list of messages, a request body `{"model"?, "system"?, "messages": [...]}`
 (one line or pretty-printed), or JSONL with one message a line. The wire parsers validate the
 messages themselves; here a message only has to be an object with a `role`. An Anthropic body's
-top-level `system` becomes the session's system prompts; OpenAI system/developer messages stay in
-the messages, where the OpenAI parser reads them.
+top-level `system` becomes the session's system prompts, and so do the OpenAI system/developer
+messages that open the conversation (as `append` reads them); a later one stays in the messages,
+where the OpenAI parser keeps it in place.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from contextfold.errors import TranscriptError
-from contextfold.formats import WireFormat, detect_format
+from contextfold.errors import FormatError, TranscriptError
+from contextfold.formats import WireFormat, detect_format, parse
 from contextfold.importers.base import (
     START,
     UTF8_BOM,
@@ -43,13 +44,17 @@ def load_wire(path: Path, format: WireFormat | None = None, resume: Resume = STA
         messages, system, model = split_body(path, read_document(path))
     else:
         messages, system, model = _message_lines(path, lines), None, None
+    chosen = format or guess_wire_format(messages, system is not None)
+    prompts = _system_prompts(path, system)
+    if chosen == "openai" and not resume.offset:
+        opening = _opening_prompts(messages)
+        prompts, messages = prompts + opening, messages[len(opening) :]
     if not messages and not resume.offset:
         raise TranscriptError(path, None, "no conversation messages found")
-    chosen = format or guess_wire_format(messages, system is not None)
     return ImportedTranscript(
         format=chosen,
         messages=messages,
-        system=_system_prompts(path, system),
+        system=prompts,
         title=derive_title(_first_user_text(messages)),
         model=model,
         source_format=chosen,
@@ -140,6 +145,20 @@ def _system_prompts(path: Path, system: Any) -> list[dict[str, str]]:
     if isinstance(system, list) and all(isinstance(b, dict) and isinstance(b.get("text"), str) for b in system):
         return [{"role": "system", "text": block["text"]} for block in system]
     raise TranscriptError(path, None, f"system: expected a string or a list of text blocks, got {type_name(system)}")
+
+
+def _opening_prompts(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """The OpenAI system/developer messages that open the conversation, as session prompts: the
+    system prompt, not messages of the history (compaction would fold them into its summary), read
+    as `append` reads them. When one is malformed they all stay messages, for the import to report."""
+    count = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), len(messages))
+    if not count:
+        return []
+    try:
+        batch = parse(messages[:count], "openai")
+    except FormatError:
+        return []
+    return [{"role": prompt.role, "text": prompt.text} for prompt in batch.system or []]
 
 
 def _first_user_text(messages: Sequence[dict[str, Any]]) -> str | None:
