@@ -683,6 +683,19 @@ def test_a_windows_path_written_from_the_working_directory_keeps_its_directories
     assert not [n for n in names if "\\" in n and ".txt" in n], names  # an escaped newline joins no files
 
 
+def test_a_windows_path_through_a_folder_with_spaces_is_one_path() -> None:
+    plan = "C:\\Users\\me\\OneDrive - Contoso\\16 - Notes\\hr\\plan.md"
+    names = ranked(
+        [
+            user("Summarize the hiring plan."),
+            bash("dir /s /b", plan + "\nC:\\Users\\me\\file.txt and then some words"),
+            assistant("", call("Read", {"file_path": plan}, "# Plan")),
+        ]
+    )
+    assert plan in names and "C:\\Users\\me\\file.txt" in names, names
+    assert not [n for n in names if n != plan and ("Notes" in n or n.endswith("OneDrive"))], names
+
+
 def test_a_dotted_name_the_code_calls_is_a_member_whatever_its_last_part_looks_like() -> None:
     source = "func (w *Watcher) Add() {\n\tw.mu.Lock()\n\tdefer w.mu.Unlock()\n}\nconst data = await response.json();\n"
     history = stored(

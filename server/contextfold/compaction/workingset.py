@@ -335,7 +335,9 @@ back, except to a file outside the alias (`@docs/plan.md` is how Claude Code's u
 `docs/plan.md`)."""
 _ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
 """`#include <ros/ros.h>`: a file in angle brackets (which the closing-tag rule would otherwise skip)."""
-_WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+[\\/])*[\w.@+$~-]+[\\/]?")
+_WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+(?: [\w.@+$~-]+)*[\\/])*[\w.@+$~-]+[\\/]?")
+"""A Windows path from its drive. A directory may hold single spaces (`OneDrive - Contoso\\`, as
+Windows names them) since its `\\` ends it; the last part may not, where prose would run on."""
 _CALLED = re.compile(r"(?<![\w.])([\w.]+)\(")
 """A word a `(` follows right away: a call (linear: a word is read once from its start)."""
 _RELATIVE_WINDOWS_PATH = re.compile(
