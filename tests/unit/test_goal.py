@@ -209,3 +209,29 @@ def test_the_request_kept_in_view_after_a_nag_is_the_users() -> None:
     plan = plan_compaction(counted, tail_budget=2_000, tail_turns=1, usable=20_000, counter=COUNTER)
     shown = plan.prompt if plan.prompt is not None else plan.tail[0]
     assert shown.text.startswith(TASK), shown.text[:80]
+
+
+def test_the_newest_system_message_sent_mid_conversation_is_quoted_in_critical_context() -> None:
+    from contextfold.compaction.extractive import SYSTEM_SAID
+    from contextfold.compaction.template import CRITICAL
+    from contextfold.domain import SystemPrompt
+    from contextfold.formats.base import instruction_message
+
+    switch = "<model_switch> The user switched models; earlier replies came from another model."
+    plan = "<collaboration_mode> Plan mode: propose changes, do not edit files until the user approves."
+    messages = [
+        user(TASK),
+        *work(),
+        instruction_message(SystemPrompt(role="developer", text=switch)),
+        *work(),
+        instruction_message(SystemPrompt(role="developer", text=plan)),
+        *work(),
+    ]
+    summary = build_summary(stored(messages), previous=None, counter=COUNTER, budget_tokens=4_000)
+    said = [b for b in parse_summary(summary)[CRITICAL] if b.startswith(SYSTEM_SAID)]
+    # Only the newest: it is what holds now, and no other section quotes a system message.
+    assert len(said) == 1 and plan in said[0] and "[m" in said[0], said
+    assert switch not in summary
+    # Carried by the next summary until a newer one comes.
+    again = build_summary(stored([user("go on"), *work()]), previous=summary, counter=COUNTER, budget_tokens=4_000)
+    assert any(plan in b for b in parse_summary(again)[CRITICAL])

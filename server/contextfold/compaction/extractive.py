@@ -114,6 +114,7 @@ from contextfold.compaction.template import (
     stated_root,
 )
 from contextfold.domain import Message, TextPart, ToolPart
+from contextfold.formats.base import instruction_role
 from contextfold.tokens.counting import TokenCounter
 
 EARLIER_REQUEST = "Earlier request: "
@@ -125,6 +126,11 @@ WORKING_ON = "Changing "
 FIXING = "Fixing the failure of "
 USER_CHOSE = "User chose "
 TEST_COMMAND = "Test command: "
+SYSTEM_SAID = "System said: "
+"""How Critical Context quotes the newest system/developer message sent after the conversation
+began (`formats.base.instruction_message`: Codex's `<model_switch>`): no other section quotes it, and
+the compaction that covers it would leave no trace of it."""
+SYSTEM_SAID_CHARS = 400
 UNRESOLVED = "Unresolved: "
 RESOLVED = "Fixed: "
 MAX_RESOLVED = 5
@@ -462,6 +468,8 @@ def _context(
         for bullet in prior[CRITICAL]:
             if tests and bullet.startswith(TEST_COMMAND):
                 continue  # replaced by the new history's test command below
+            if bullet.startswith(SYSTEM_SAID) and any(instruction_role(m) is not None for m in head):
+                continue  # replaced by the new history's newest instruction below
             if bullet.startswith(PROJECT_ROOT) and root:
                 # The new history's root is stated below; an earlier one stays for the Done lines
                 # written from it.
@@ -488,6 +496,11 @@ def _context(
             _ESSENTIAL_TIER,  # the relative paths read from it
             rank,
         )
+        rank += 1
+    instruction = next((m for m in reversed(head) if instruction_role(m) is not None and m.text.strip()), None)
+    if instruction is not None:
+        quote = userwords.clip_quote(collapse(instruction.text), SYSTEM_SAID_CHARS)
+        draft.add(CRITICAL, _cited(f"{SYSTEM_SAID}{quote}", (instruction.seq,)), _CONTEXT_TIER, rank)
         rank += 1
     for sentence in _focus_sentences(head, keywords):
         draft.add(CRITICAL, sentence, _FOCUS_TIER, rank)
