@@ -464,11 +464,12 @@ def _context(
 ) -> None:
     rank = 0.0
     tests = [c for c in facts.commands if suite_runner(c)]
+    instruction = next((m for m in reversed(head) if instruction_role(m) is not None and m.text.strip()), None)
     if prior:
         for bullet in prior[CRITICAL]:
             if tests and bullet.startswith(TEST_COMMAND):
                 continue  # replaced by the new history's test command below
-            if bullet.startswith(SYSTEM_SAID) and any(instruction_role(m) is not None for m in head):
+            if instruction is not None and bullet.startswith(SYSTEM_SAID):
                 continue  # replaced by the new history's newest instruction below
             if bullet.startswith(PROJECT_ROOT) and root:
                 # The new history's root is stated below; an earlier one stays for the Done lines
@@ -497,7 +498,6 @@ def _context(
             rank,
         )
         rank += 1
-    instruction = next((m for m in reversed(head) if instruction_role(m) is not None and m.text.strip()), None)
     if instruction is not None:
         quote = userwords.clip_quote(collapse(instruction.text), SYSTEM_SAID_CHARS)
         draft.add(CRITICAL, _cited(f"{SYSTEM_SAID}{quote}", (instruction.seq,)), _CONTEXT_TIER, rank)
