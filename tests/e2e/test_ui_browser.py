@@ -21,7 +21,7 @@ import pytest
 from conftest import CORPUS
 
 try:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
+    from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 except ImportError:  # pragma: no cover - reported by the fixture
     sync_playwright = None  # type: ignore[assignment]
 
@@ -70,6 +70,14 @@ def inspector(home: Path) -> Iterator[_ui.Inspector]:
 
 def new_page(browser: Browser, viewport: dict[str, int] = WIDE, **options: Any) -> Page:
     return browser.new_context(viewport=viewport, **options).new_page()
+
+
+def follow(page: Page, target: str | Locator = "button[type=submit]") -> None:
+    """Click a link or send a GET form (by default the page's form) and wait until the new page has
+    loaded: a screenshot taken while the browser is between two pages fails ("Unable to capture
+    screenshot"), and a count or a read that does not wait would read the old page."""
+    with page.expect_navigation(wait_until="load"):
+        (page.locator(target) if isinstance(target, str) else target).click()
 
 
 def service_call(home: Path, work: Any) -> Any:
@@ -151,10 +159,10 @@ def test_a_spilled_output_reads_by_line_range_and_searches_like_read_output(brow
     page = new_page(browser)
     page.goto(f"{inspector.url}/s/harness-spill/outputs")
     page.screenshot(path=artifacts / "outputs.png")
-    page.locator("table.list a[href^='/o/']").first.click()
+    follow(page, page.locator("table.list a[href^='/o/']").first)
     page.fill("#offset", "39990")
     page.fill("#limit", "11")
-    page.click("button[type=submit]")
+    follow(page)
     lines = page.locator("#read").inner_text().splitlines()
     assert lines[0].startswith("39990\t") and lines[-1].startswith("40000\t") and len(lines) == 11
     assert "line 39990 of the build log" in lines[0]
@@ -163,14 +171,14 @@ def test_a_spilled_output_reads_by_line_range_and_searches_like_read_output(brow
     page.fill("#limit", "")
     page.fill("#pattern", r"ERROR \w+")
     page.fill("#context", "1")
-    page.click("button[type=submit]")
+    follow(page)
     found = page.locator("#read").inner_text()
     assert "9999:line 09999 of the build log ERROR disk full" in found and "9998-" in found
     page.screenshot(path=artifacts / "output-search.png")
     # A bad pattern: the page says what read_output says, word for word.
     output_id = page.url.split("/o/")[1].split("?")[0]
     page.fill("#pattern", "(unclosed")
-    page.click("button[type=submit]")
+    follow(page)
     with pytest.raises(InvalidInput) as refused:
         service_call(home, lambda s: s.read_output(output_id, pattern="(unclosed"))
     assert page.locator("#error").inner_text() == str(refused.value)
@@ -180,7 +188,7 @@ def test_history_search_links_each_hit_to_the_message(browser, inspector, artifa
     page = new_page(browser)
     page.goto(f"{inspector.url}/s/demo/search")
     page.fill("#pattern", "content-length")
-    page.click("button[type=submit]")
+    follow(page)
     page.screenshot(path=artifacts / "search.png")
     first = page.locator("ol.hits li a").first
     ref = first.inner_text()
@@ -311,15 +319,15 @@ def test_a_claude_code_import_shows_its_own_compaction(browser, tmp_path, artifa
         assert "import (Claude Code)" in row.inner_text()
         assert page.locator("table.sessions tbody tr", has_text="harness-spill").count() == 1
         page.screenshot(path=artifacts / "sessions-corpus.png")
-        row.locator("a").first.click()
+        follow(page, row.locator("a").first)
         sums = page.locator("#breakdown tbody td[data-tokens]").evaluate_all("c => c.map(x => +x.dataset.tokens)")
         assert sum(sums) == cli_json(home, "stats", imported["session_id"])["tokens_in_view"]
-        page.click("nav.tabs >> text=Life")
+        follow(page, "nav.tabs >> text=Life")
         agent = page.locator("svg.plot a.ev-compaction")
         assert agent.count() == imported["compactions"]
         agent.first.click()
         assert "Claude Code (its own compaction)" in page.locator("details.event[open]").inner_text()
-        page.click("nav.tabs >> text=Summary")
+        follow(page, "nav.tabs >> text=Summary")
         assert page.locator("article.summary").count() == imported["compactions"]
         # What Claude Code's own summary lacked, found by code in the history it replaced.
         dropped = page.locator("article.summary section.dropped").first
