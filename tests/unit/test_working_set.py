@@ -696,6 +696,40 @@ def test_a_windows_path_through_a_folder_with_spaces_is_one_path() -> None:
     assert not [n for n in names if n != plan and ("Notes" in n or n.endswith("OneDrive"))], names
 
 
+def test_a_posix_path_through_folders_with_spaces_is_one_path() -> None:
+    settings = "/Users/me/Library/Application Support/Code/User/settings.json"
+    quoted = "/home/me/my project/src/app.py"
+    processes = (
+        "me  812 /Applications/Figma.app/Contents/Frameworks/Figma Helper.app/Contents/MacOS/Figma --type=gpu\n"
+        "me  813 /Users/me/Library/Application Support/Figma/DesktopProfile/v37 --no-sandbox\n"
+    )
+    names = ranked(
+        [
+            user("Fix the crash in app.py, then turn off format-on-save in my editor."),
+            bash("ps aux | grep -i figma", processes),
+            bash(f'python "{quoted}"', "Traceback: ZeroDivisionError"),
+            bash('echo "/tmp is full"', "/tmp is full"),
+            bash("cp /srv/a.txt b/c.txt", ""),
+            bash(
+                "echo $PATH",
+                "/usr/bin:/c/Program Files/nodejs:/c/Users/me/AppData/Local/Microsoft/WindowsApps:/c/Program Files (x86)/Print Conductor:/c/Windows",
+            ),
+            bash(
+                "tail access.log",
+                '127.0.0.1 - "GET /docs HTTP/1.1" 200\n127.0.0.1 - "POST /analyze/prompt HTTP/1.1" 200',
+            ),
+            assistant("", call("Read", {"file_path": settings}, '{"editor.formatOnSave": true}')),
+        ]
+    )
+    assert settings in names and quoted in names, names
+    # A process listing's applications and the folders on a PATH are the system's: not listed,
+    # whole or in pieces.
+    assert not [n for n in names if "Figma" in n or n.startswith("Support") or n.endswith("Application")], names
+    assert not [n for n in names if "Program" in n or "Files" in n or "Windows" in n or n.startswith(":")], names
+    # Words in quotes, two paths a lowercase word follows, and a request line stay what they were.
+    assert not [n for n in names if " " in n and n not in (settings, quoted)], names
+
+
 def test_a_dotted_name_the_code_calls_is_a_member_whatever_its_last_part_looks_like() -> None:
     source = "func (w *Watcher) Add() {\n\tw.mu.Lock()\n\tdefer w.mu.Unlock()\n}\nconst data = await response.json();\n"
     history = stored(

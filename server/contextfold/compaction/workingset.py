@@ -243,6 +243,15 @@ _SYSTEM_ROOTS = (
     "/dev/",
     "node:",
 )
+_OS_FOLDERS = re.compile(
+    r"(?:~|\$HOME|/Users/[^/]+)/Library/(?!Mobile Documents/)"
+    r"|(?i:(?:[a-z]:|/(?:mnt/)?[a-z])[\\/](?:Program Files|Program Files \(x86\)|ProgramData|Windows"
+    r"|Users[\\/][^\\/]+[\\/]AppData)(?:[\\/]|$))"
+)
+"""A macOS user's own Library (applications' support files, caches, preferences), the system's like
+`/Library/` (not iCloud Drive, `Library/Mobile Documents/`, where projects live); and Windows' own
+folders and a user's `AppData`, however a shell writes them (`C:\\Program Files\\…`, Git Bash's
+`/c/Windows/…`, WSL's `/mnt/c/…`)."""
 _PACKAGE_DIR = re.compile(
     r"(?:^|[\\/])(?:site-packages|dist-packages|node_modules|\.venv|\.nvm|\.npm|\.cache|\.cargo|\.rustup|"
     r"\.pyenv|\.m2|\.gradle|__pycache__)(?:[\\/]|$)|(?:^|/)lib/python\d"
@@ -338,6 +347,17 @@ _ANGLED = re.compile(r"<([\w.+-]+(?:/[\w.+-]+)*\.[A-Za-z]\w*)>")
 _WINDOWS_PATH = re.compile(r"(?<![\w\\])[A-Za-z]:\\(?:[\w.@+$~-]+(?: [\w.@+$~-]+)*[\\/])*[\w.@+$~-]+[\\/]?")
 """A Windows path from its drive. A directory may hold single spaces (`OneDrive - Contoso\\`, as
 Windows names them) since its `\\` ends it; the last part may not, where prose would run on."""
+_SPACED_PATH = re.compile(
+    r"(?<=[\"'])(?:~|\$HOME)?/(?:[\w.@+~-]+(?: [\w.@+~-]+)*/)*[\w.@+~-]+(?: [\w.@+~-]+)*/?(?=[\"'])"
+    r"|(?<![\w./~$-])(?:~|\$HOME)?/(?:(?:[\w@+~-]+(?: [A-Z][a-z][\w.@+~-]*| \(x86\))+|[\w.@+~-]+)/)+[\w.@+~-]+/?"
+)
+"""A POSIX path through folders with spaces, read whole: one in quotes, whatever its folders are
+called (`"/home/me/my project/app.py"`), or one whose spaced folder is capitalized words, as macOS
+and Windows name them (`~/Library/Application Support/Code/…`, `/c/Program Files (x86)/…`); a path
+that runs into lowercase words (`cp /a/b c/d`) or a protocol (`GET /docs HTTP/1.1`) stays apart. Only matches that hold a space are
+taken (`_spaced_paths`); each part is read once from its start, so the scan is linear."""
+_SPACED_HINT = re.compile(r"/[\w@+~-]+ [A-Z(]|[\"'](?:~|\$HOME)?/[\w.@+~/-]* ")
+"""A cheap test for `_SPACED_PATH`: most texts hold no path with a space at all."""
 _CALLED = re.compile(r"(?<![\w.])([\w.]+)\(")
 """A word a `(` follows right away: a call (linear: a word is read once from its start)."""
 _RELATIVE_WINDOWS_PATH = re.compile(
@@ -392,6 +412,24 @@ def _windows_file(path: str) -> bool:
     return _known_type(name) and not any(_known_type(folder) for folder in folders)
 
 
+def _spaced_paths(text: str) -> tuple[list[str], str]:
+    """The paths through folders with spaces in `text` (`_SPACED_PATH`), and `text` without them. A
+    quoted one counts when a folder holds the space or its last part is a file (`"/tmp is full"` is
+    words in quotes); the `:` after one on a `$PATH` goes with it."""
+    found: list[str] = []
+    rest: list[str] = []
+    at = 0
+    for match in _SPACED_PATH.finditer(text):
+        path = match[0]
+        if " " not in path or not ("/" in path[path.index(" ") :] or _known_type(_base(path))):
+            continue
+        found.append(path)
+        rest += (text[at : match.start()], " ")
+        at = match.end() + text.startswith(":", match.end())
+    rest.append(text[at:])
+    return found, "".join(rest)
+
+
 def _known_type(name: str) -> bool:
     return "." in name.strip(".") and name.rsplit(".", 1)[1].casefold() in _FILE_EXTENSIONS
 
@@ -434,7 +472,7 @@ def _folder(path: str) -> str:
 
 def _system(path: str) -> bool:
     """A path into the system or into installed packages and caches (not the project's own)."""
-    return path.startswith(_SYSTEM_ROOTS) or _PACKAGE_DIR.search(path) is not None
+    return path.startswith(_SYSTEM_ROOTS) or _PACKAGE_DIR.search(path) is not None or bool(_OS_FOLDERS.match(path))
 
 
 def _own_frames(output: str) -> str:
@@ -903,6 +941,9 @@ class _Scores:
             if mark in text and (paths := pattern.findall(text)):
                 whole += [_balanced_brackets(p) for p in paths] if mark == "/[" else paths
                 text = pattern.sub(" ", text)
+        if "/" in text and _SPACED_HINT.search(text):
+            spaced, text = _spaced_paths(text)
+            whole += spaced
         if "\\" in text and (relative := [p for p in _RELATIVE_WINDOWS_PATH.findall(text) if _windows_file(p)]):
             whole += relative
             for path in relative:
