@@ -204,7 +204,7 @@ def test_the_life_plot_marks_the_compaction_and_opens_its_before_and_after(brows
     assert marks.count() == 1
     marks.first.click()
     details = page.locator("details.event[open]")
-    assert details.count() == 1
+    expect(details).to_have_count(1)  # opened on `hashchange`, which fires after the click returns
     text = details.inner_text()
     assert "extractive" in text and "Before / after" in text and "Removed from view" in text
     page.screenshot(path=artifacts / "life.png")
