@@ -586,6 +586,45 @@ def test_inspection_failures_and_sibling_errors_are_not_blockers() -> None:
     assert facts.errors == [] and facts.unresolved_error is None
 
 
+_DECLINED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+    "the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how "
+    "to proceed."
+)
+
+
+def test_a_call_the_user_declined_is_their_decision_not_an_error_to_fix() -> None:
+    head = [
+        user("Make the header sticky and check it in the browser."),
+        assistant("", call("Bash", {"command": "npm run dev"}, _DECLINED, state="error")),
+        assistant(
+            "",
+            call(
+                "Edit",
+                {"file_path": "/repo/src/Header.css", "old_string": "a", "new_string": "b"},
+                _DECLINED[:-1] + ", the user said:\nUse position: sticky, not a scroll listener",
+                state="error",
+            ),
+        ),
+        assistant("I'll wait for your go-ahead."),
+    ]
+    facts = extract_facts(head)
+    assert facts.errors == [] and facts.unresolved_error is None
+    assert [(d.source, d.said) for d in facts.declined] == [
+        ("Bash `npm run dev`", ""),
+        ("Edit `/repo/src/Header.css`", "Use position: sticky, not a scroll listener"),
+    ]
+    assert not [f for f in facts.files if f.path.endswith("Header.css")]  # nothing was written, nor read
+    summary = parse_summary(summarize(head))
+    assert summary[BLOCKED] == [], summary[BLOCKED]  # "(none)"
+    assert "STOP what you are doing" not in summarize(head)
+    decisions = " ".join(summary[DECISIONS])
+    assert "User declined Bash `npm run dev`" in decisions, decisions
+    assert (
+        'User declined Edit `/repo/src/Header.css` and said: "Use position: sticky, not a scroll listener"' in decisions
+    )
+
+
 # -- facts: user and assistant text ----------------------------------------------------------------
 
 

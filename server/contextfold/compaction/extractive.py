@@ -125,6 +125,8 @@ LAST_STEP = "Last step: "
 WORKING_ON = "Changing "
 FIXING = "Fixing the failure of "
 USER_CHOSE = "User chose "
+USER_DECLINED = "User declined "
+"""How Key Decisions gives a call the user turned down at the harness's prompt (`Facts.declined`)."""
 TEST_COMMAND = "Test command: "
 SYSTEM_SAID = "System said: "
 """How Critical Context quotes the newest system/developer message sent after the conversation
@@ -454,6 +456,9 @@ def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     decisions = list(prior[DECISIONS]) if prior else []
     for choice in facts.choices:
         decisions.append(_cited(f'{USER_CHOSE}"{choice.answer}" (asked: {choice.question})', choice.seqs))
+    for declined in facts.declined:
+        said = f' and said: "{declined.said}"' if declined.said else ""
+        decisions.append(_cited(f"{USER_DECLINED}{declined.source}{said}", (declined.seq,)))
     decisions += [_cited(text, facts.sources.get(text, ())) for text in facts.decisions]
     for index, text in enumerate(decisions):
         draft.add(DECISIONS, text, _DECISION_TIER, index)

@@ -71,6 +71,7 @@ from contextfold.domain import Message, TextPart, ToolPart
 
 __all__ = [
     "MAX_ITEM_CHARS",
+    "DeclinedCall",
     "ErrorFact",
     "Facts",
     "FileTouch",
@@ -106,6 +107,11 @@ MAX_TODOS = 30
 MAX_TASKS = 200
 """Tasks a history's task tools created that are remembered by id (the oldest are forgotten)."""
 MAX_DECISIONS = 12
+MAX_DECLINED = 3
+"""The calls the user declined that are remembered (the newest)."""
+MAX_DECLINED_SAID_CHARS = 300
+_USER_SAID = "the user said:"
+"""What Claude Code puts before the words a user typed when declining a call."""
 MAX_COMMANDS = 40
 _COMMITTED = re.compile(r"^\[[^\]\n]*?\b([0-9a-f]{7,40})\]", re.MULTILINE)
 """What `git commit` prints first: `[main b9288c2] subject`, `[main (root-commit) 0a1b2c3] …`."""
@@ -137,6 +143,15 @@ class ErrorFact:
     fix: str = ""
     """For a resolved error: what succeeded after it (a command, an edited path)."""
     fix_seq: int = 0
+
+
+@dataclass(frozen=True)
+class DeclinedCall:
+    source: str
+    """The call: the tool and, in backticks, the command or path."""
+    seq: int = 0
+    said: str = ""
+    """What the user typed when declining, if anything (collapsed, clipped)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +197,8 @@ class Facts:
     at_rest: bool = True
     """The assistant's last message made no tool call: it answered, asked or stopped, rather than
     being cut off in the middle of its work."""
+    declined: list[DeclinedCall] = field(default_factory=list)
+    """Calls the user declined at the harness's prompt, oldest first: not errors of the work."""
 
     @property
     def edited_files(self) -> list[FileTouch]:
@@ -246,6 +263,8 @@ class _Walker:
         self.files: dict[str, _FileState] = {}
         self.done_items: list[str] = []
         self.errors: list[_ErrorEvent] = []
+        self.declined: list[DeclinedCall] = []
+        self.declines = tuple(marker for adapter in adapters for marker in adapter.declined_markers)
         self.successes: list[str] = []
         """Keys that succeeded, each once, most recent last (a later failure removes it)."""
         self.success_log: list[str] = []
@@ -513,6 +532,8 @@ class _Walker:
             or re.match(r"\s*(?:ERROR|Error)\b", outcome.body[:100])
         )
         if failed:
+            if self.was_declined(outcome.body, f"{part.name} `{path}`"):
+                return
             self.error(outcome.body, f"{part.name} `{path}`", path)
             if path not in self.files:
                 self.read(path, f"{part.name} failed")
@@ -586,7 +607,20 @@ class _Walker:
             self.successes.remove(key)
         self.successes.append(key)
 
+    def was_declined(self, body: str, source: str) -> bool:
+        """Whether the harness says the user declined this call; if so it is remembered as such
+        (with what the user said), not as an error: a summary must not tell the model that the
+        work is blocked on it, nor pass on the harness's order to stop and wait."""
+        if not any(marker in body[:300] for marker in self.declines):
+            return False
+        said = body.split(_USER_SAID, 1)[1] if _USER_SAID in body else ""
+        self.declined.append(DeclinedCall(clip(source, 200), self.seq, clip(collapse(said), MAX_DECLINED_SAID_CHARS)))
+        del self.declined[:-MAX_DECLINED]
+        return True
+
     def error(self, body: str, source: str, key: str) -> None:
+        if self.was_declined(body, source):
+            return
         text = error_line(body)
         if any(echo in text for echo in self.echoes):
             return  # another call's failure, recorded there
@@ -617,6 +651,7 @@ class _Walker:
             latest_assistant_text=self.latest_assistant_text,
             commands=self.commands[-MAX_COMMANDS:],
             unresolved_errors=unresolved,
+            declined=list(self.declined),
             succeeded=list(self.successes),
             plan_steps=plan_steps(self.latest_prose),
             resolved_errors=[e for e in self.resolved() if e.text not in open_texts],

@@ -193,6 +193,8 @@ class AgentAdapter:
     """Text near the start of an output that means the call failed whatever else it says."""
     echo_errors: ClassVar[tuple[str, ...]] = ()
     """Error text that only echoes another call's failure (recorded there, not here)."""
+    declined_markers: ClassVar[tuple[str, ...]] = ()
+    """How the harness says the user declined a call: their decision, not a failure of the work."""
 
     _names: ClassVar[frozenset[str]] = frozenset()
     _kinds: ClassVar[dict[str, Kind]] = {}
