@@ -597,6 +597,7 @@ def test_a_call_the_user_declined_is_their_decision_not_an_error_to_fix() -> Non
     head = [
         user("Make the header sticky and check it in the browser."),
         assistant("", call("Bash", {"command": "npm run dev"}, _DECLINED, state="error")),
+        assistant("", call("Bash", {"command": "npx vitest run src/Header.test.ts"}, _DECLINED, state="error")),
         assistant(
             "",
             call(
@@ -612,9 +613,11 @@ def test_a_call_the_user_declined_is_their_decision_not_an_error_to_fix() -> Non
     assert facts.errors == [] and facts.unresolved_error is None
     assert [(d.source, d.said) for d in facts.declined] == [
         ("Bash `npm run dev`", ""),
+        ("Bash `npx vitest run src/Header.test.ts`", ""),
         ("Edit `/repo/src/Header.css`", "Use position: sticky, not a scroll listener"),
     ]
     assert not [f for f in facts.files if f.path.endswith("Header.css")]  # nothing was written, nor read
+    assert not [s for s in facts.steps if s.kind == "test"]  # a test run nobody ran did not fail
     summary = parse_summary(summarize(head))
     assert summary[BLOCKED] == [], summary[BLOCKED]  # "(none)"
     assert "STOP what you are doing" not in summarize(head)

@@ -462,6 +462,8 @@ class _Walker:
             return
         shown = readable(command)
         display = f"`{clip(shown, 160)}`"
+        if outcome.ok is not True and self.was_declined(outcome.body, f"{tool} {display}"):
+            return  # not run: no failing test run, no touched file
         touches = shell_touches(command)
         if outcome.ok is not True:
             # A chain that failed may have failed after its first command ran: a file written

@@ -354,8 +354,9 @@ _SPACED_PATH = re.compile(
 """A POSIX path through folders with spaces, read whole: one in quotes, whatever its folders are
 called (`"/home/me/my project/app.py"`), or one whose spaced folder is capitalized words, as macOS
 and Windows name them (`~/Library/Application Support/Code/…`, `/c/Program Files (x86)/…`); a path
-that runs into lowercase words (`cp /a/b c/d`) or a protocol (`GET /docs HTTP/1.1`) stays apart. Only matches that hold a space are
-taken (`_spaced_paths`); each part is read once from its start, so the scan is linear."""
+that runs into lowercase words (`cp /a/b c/d`) or a protocol (`GET /docs HTTP/1.1`) stays apart.
+Only matches that hold a space are taken (`_spaced_paths`); each part is read once from its start,
+so the scan is linear."""
 _SPACED_HINT = re.compile(r"/[\w@+~-]+ [A-Z(]|[\"'](?:~|\$HOME)?/[\w.@+~/-]* ")
 """A cheap test for `_SPACED_PATH`: most texts hold no path with a space at all."""
 _CALLED = re.compile(r"(?<![\w.])([\w.]+)\(")
