@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from _histories import assistant, call, stored, user
 
-from contextfold.domain import Message, Usage
+from contextfold.domain import Message, ToolPart, Usage
 from contextfold.hooks import sizing
 from contextfold.hooks.handover import handover
 from contextfold.tokens.counting import counter_for
@@ -136,3 +136,22 @@ def test_edited_files_under_the_working_directory_are_written_relative_to_it() -
     assert "file:/w/src/router.py" in within.keys  # known by its exact path
     unrooted = handover(history, session_id="s", counter=CLAUDE, budget=3_000, root=None)
     assert "(exact paths):" in unrooted.text and "\n- /w/src/router.py\n" in unrooted.text
+
+
+def test_a_declined_call_is_handed_over_as_the_users_decision_never_as_the_error_to_fix() -> None:
+    declined = (
+        "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "
+        "edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to "
+        "tell you how to proceed., the user said:\nRun it against the staging database instead"
+    )
+    refused = ToolPart(
+        call_id="declined-1", name="Bash", input={"command": "alembic upgrade head"}, state="error", error=declined
+    )
+    history = session(3) + stored([assistant("", refused)])
+    given = handover(history, session_id="s", counter=CLAUDE, budget=3_000, root="/w")
+    assert "Latest error not fixed since:" not in given.text and "STOP what you are doing" not in given.text
+    assert "Calls the user declined (their decision, not an error):\n" in given.text
+    assert '- Bash `alembic upgrade head` and said: "Run it against the staging database instead"' in given.text
+    assert "declined:Bash `alembic upgrade head`" in given.keys
+    again = handover(history, session_id="s", counter=CLAUDE, budget=3_000, root="/w", sent=given.keys)
+    assert "alembic" not in again.text  # given once

@@ -112,6 +112,7 @@ def handover(
     files = [i for i in _files(facts, under) if i.key not in sent and not known.path(i.key[5:])]
     quotes = [i for i in _quotes(facts, budget) if i.key not in sent and not known.opening(i.key[5:])]
     error = [i for i in _error(facts) if i.key not in sent and not known.text(i.key[6:])]
+    declined = [i for i in _declined(facts) if i.key not in sent]
     plan = [i for i in _plan(facts) if i.key not in sent and not known.text(i.key[5:])]
     spilled = [i for i in _outputs(outputs) if i.key not in sent and not known.text(i.key[7:])]
     gaps = [_Item(f"note:{note}", f"- {note}") for note in notes]
@@ -120,7 +121,7 @@ def handover(
         f'The full history before the compaction is stored: search_history(session_id="{session_id}", '
         'query="…") finds any earlier message, hidden ones included (within="project": also this project\'s earlier sessions); read_output(id=…) reads a spilled output whole.'
     )
-    sections = _Sections(files, quotes, error, plan, spilled, gaps, under)
+    sections = _Sections(files, quotes, error, plan, spilled, gaps, under, declined)
     fixed = sections.render(HEADER, closing, [])
     while counter.count(fixed) > budget and sections.trim():
         fixed = sections.render(HEADER, closing, [])
@@ -199,6 +200,19 @@ def _error(facts: Facts) -> list[_Item]:
         return []
     where = f" (from {error.source} {cite([error.seq])})".replace(" )", ")")
     return [_Item(f"error:{error.text}", f"- {error.text}{where}")]
+
+
+def _declined(facts: Facts) -> list[_Item]:
+    """The calls the user turned down, newest first: their decision (the harness's order to stop and
+    wait, which came with it, is not passed on)."""
+    items = []
+    for declined in reversed(facts.declined):
+        said = f' and said: "{declined.said}"' if declined.said else ""
+        where = f" {cite([declined.seq])}".rstrip()
+        items.append(
+            _Item(f"declined:{declined.source}", f"- {declined.source}{said}{where}", f"- {declined.source}{where}")
+        )
+    return items
 
 
 def _plan(facts: Facts) -> list[_Item]:
@@ -302,15 +316,17 @@ class _Sections:
         outputs: list[_Item],
         gaps: list[_Item],
         under: str | None = None,
+        declined: list[_Item] | None = None,
     ) -> None:
         self.files, self.quotes, self.error, self.plan, self.outputs = files, quotes, error, plan, outputs
+        self.declined = declined or []
         self.under = under
         """The directory the edited files are written relative to, when some are."""
         self.gaps = gaps
         """What the import could not read: short, and never trimmed."""
 
     def items(self) -> list[_Item]:
-        return [*self.files, *self.quotes, *self.error, *self.plan, *self.outputs, *self.gaps]
+        return [*self.files, *self.quotes, *self.error, *self.declined, *self.plan, *self.outputs, *self.gaps]
 
     def render(self, header: str, closing: str, names: list[str]) -> str:
         parts = [header]
@@ -318,6 +334,7 @@ class _Sections:
             (self.files_title(), self.files),
             ("The user's own words, newest first (cited messages can be read back with search_history):", self.quotes),
             ("Latest error not fixed since:", self.error),
+            ("Calls the user declined (their decision, not an error):", self.declined),
             ("The agent's plan:", self.plan),
             ("Outputs spilled to contextfold (read_output(id=…)):", self.outputs),
             ("What the import could not read of the transcript (the stored history has a gap there):", self.gaps),
@@ -343,11 +360,11 @@ class _Sections:
         if done:
             self.plan.remove(done[-1])
             return True
-        for item in [*reversed(self.quotes[1:]), *reversed(self.outputs), *reversed(self.files)]:
+        for item in [*reversed(self.quotes[1:]), *self.declined, *reversed(self.outputs), *reversed(self.files)]:
             if item.short is not None and item.line != item.short:
                 item.line = item.short
                 return True
-        for items in (self.plan, self.outputs):
+        for items in (self.plan, self.outputs, self.declined):
             if items:
                 items.pop()
                 return True
