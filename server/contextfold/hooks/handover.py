@@ -121,7 +121,7 @@ def handover(
         f'The full history before the compaction is stored: search_history(session_id="{session_id}", '
         'query="…") finds any earlier message, hidden ones included (within="project": also this project\'s earlier sessions); read_output(id=…) reads a spilled output whole.'
     )
-    sections = _Sections(files, quotes, error, plan, spilled, gaps, under, declined)
+    sections = _Sections(files, quotes, error, declined, plan, spilled, gaps, under)
     fixed = sections.render(HEADER, closing, [])
     while counter.count(fixed) > budget and sections.trim():
         fixed = sections.render(HEADER, closing, [])
@@ -312,14 +312,14 @@ class _Sections:
         files: list[_Item],
         quotes: list[_Item],
         error: list[_Item],
+        declined: list[_Item],
         plan: list[_Item],
         outputs: list[_Item],
         gaps: list[_Item],
         under: str | None = None,
-        declined: list[_Item] | None = None,
     ) -> None:
-        self.files, self.quotes, self.error, self.plan, self.outputs = files, quotes, error, plan, outputs
-        self.declined = declined or []
+        self.files, self.quotes, self.error, self.declined = files, quotes, error, declined
+        self.plan, self.outputs = plan, outputs
         self.under = under
         """The directory the edited files are written relative to, when some are."""
         self.gaps = gaps
