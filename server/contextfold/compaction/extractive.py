@@ -457,8 +457,7 @@ def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     for choice in facts.choices:
         decisions.append(_cited(f'{USER_CHOSE}"{choice.answer}" (asked: {choice.question})', choice.seqs))
     for declined in facts.declined:
-        said = f' and said: "{declined.said}"' if declined.said else ""
-        decisions.append(_cited(f"{USER_DECLINED}{declined.source}{said}", (declined.seq,)))
+        decisions.append(_cited(f"{USER_DECLINED}{declined.shown}", (declined.seq,)))
     decisions += [_cited(text, facts.sources.get(text, ())) for text in facts.decisions]
     for index, text in enumerate(decisions):
         draft.add(DECISIONS, text, _DECISION_TIER, index)

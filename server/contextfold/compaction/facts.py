@@ -153,6 +153,11 @@ class DeclinedCall:
     said: str = ""
     """What the user typed when declining, if anything (collapsed, clipped)."""
 
+    @property
+    def shown(self) -> str:
+        """The call and, when the user typed something, what (`Bash npm run dev` and said: "…")."""
+        return f'{self.source} and said: "{self.said}"' if self.said else self.source
+
 
 @dataclass(frozen=True)
 class Facts:

@@ -207,11 +207,8 @@ def _declined(facts: Facts) -> list[_Item]:
     wait, which came with it, is not passed on)."""
     items = []
     for declined in reversed(facts.declined):
-        said = f' and said: "{declined.said}"' if declined.said else ""
         where = f" {cite([declined.seq])}".rstrip()
-        items.append(
-            _Item(f"declined:{declined.source}", f"- {declined.source}{said}{where}", f"- {declined.source}{where}")
-        )
+        items.append(_Item(f"declined:{declined.source}", f"- {declined.shown}{where}", f"- {declined.source}{where}"))
     return items
 
 
