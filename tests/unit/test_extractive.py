@@ -628,6 +628,28 @@ def test_a_call_the_user_declined_is_their_decision_not_an_error_to_fix() -> Non
     )
 
 
+def test_a_call_declined_at_codexs_approval_prompt_ran_nothing_and_wrote_nothing() -> None:
+    # Codex answers a call the user turned down with these words as the whole result: no exit code,
+    # no patch applied. Read as output, the patch's files were "Created" and the commands "ran".
+    head = [
+        user("let's set the default threshold to 90"),
+        assistant("", call("exec_command", {"cmd": "rm -rf build && npm run build"}, "exec command rejected by user")),
+        assistant("", call("apply_patch", PATCH, "patch rejected by user")),
+        assistant("", call("exec_command", {"cmd": "pytest -q"}, "exec command rejected by user")),
+    ]
+    facts = extract_facts(head)
+    assert facts.errors == [] and facts.edited_files == []
+    assert [s.kind for s in facts.steps] == ["user"]  # nothing ran, nothing was written
+    assert [d.source for d in facts.declined] == [
+        "exec_command `rm -rf build && npm run build`",
+        "apply_patch `src/agents/config.ts`",
+        "exec_command `pytest -q`",
+    ]
+    summary = parse_summary(summarize(head))
+    assert summary[DONE] == [] and summary[BLOCKED] == [], summary
+    assert "User declined apply_patch `src/agents/config.ts`" in summary[DECISIONS], summary[DECISIONS]
+
+
 # -- facts: user and assistant text ----------------------------------------------------------------
 
 

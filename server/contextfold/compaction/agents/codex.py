@@ -30,6 +30,8 @@ class Codex(AgentAdapter):
         "<turn_aborted>",
         "# AGENTS.md instructions",
     )
+    # What Codex answers, as the whole result, when the user turns a call down at its approval prompt.
+    declined_markers = ("exec command rejected by user", "patch rejected by user", "user rejected MCP tool call")
 
     def recognizes(self, call: ToolCall) -> bool:
         if call.name in ("apply_patch", "patch"):
@@ -47,6 +49,8 @@ class Codex(AgentAdapter):
 
     def outcome(self, part: ToolPart) -> Outcome | None:
         text = part.result_text
+        if text.startswith(self.declined_markers):
+            return Outcome(False, None, text)  # not run: no exit code, nothing written
         if text.startswith('{"output"'):
             try:
                 data = json.loads(text)
