@@ -636,14 +636,15 @@ def test_a_call_declined_at_codexs_approval_prompt_ran_nothing_and_wrote_nothing
         assistant("", call("exec_command", {"cmd": "rm -rf build && npm run build"}, "exec command rejected by user")),
         assistant("", call("apply_patch", PATCH, "patch rejected by user")),
         assistant("", call("exec_command", {"cmd": "pytest -q"}, "exec command rejected by user")),
+        assistant("", call("exec_command", {"cmd": "npm run dev"}, "aborted by user after 27.2s")),  # Esc
     ]
     facts = extract_facts(head)
     assert facts.errors == [] and facts.edited_files == []
     assert [s.kind for s in facts.steps] == ["user"]  # nothing ran, nothing was written
-    assert [d.source for d in facts.declined] == [
-        "exec_command `rm -rf build && npm run build`",
+    assert [d.source for d in facts.declined] == [  # the newest three
         "apply_patch `src/agents/config.ts`",
         "exec_command `pytest -q`",
+        "exec_command `npm run dev`",
     ]
     summary = parse_summary(summarize(head))
     assert summary[DONE] == [] and summary[BLOCKED] == [], summary
