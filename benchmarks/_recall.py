@@ -785,13 +785,26 @@ def real_entry(session: SessionText, k: int, entry: str, label: str = "") -> boo
     if not any(_before(i, k) for i in in_code):
         return False
     if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare):
-        # A kebab word only ever followed by `:` is a property or key of a format (`margin-top: 0`).
+        # A kebab word only ever followed by `:` is a property or key of a format (`margin-top: 0`),
+        # one only ever between a property's `:` and its `;` a keyword of the style language.
         for kind in ("call", "output", "prose"):
-            for match in re.finditer(r"(?<![\w$-])" + re.escape(bare) + r"(?![\w-])(?!\s*:)", session.text[kind]):
-                if session.message_at(kind, match.start()) < k:
-                    return True
+            text = session.text[kind]
+            for match in re.finditer(r"(?<![\w$-])" + re.escape(bare) + r"(?![\w-])(?!\s*:)", text):
+                if session.message_at(kind, match.start()) >= k:
+                    continue
+                if _STYLE_BEFORE.search(text, max(0, match.start() - 200), match.start()) and _STYLE_AFTER.match(
+                    text, match.end(), match.end() + 200
+                ):
+                    continue
+                return True
         return False
     return True
+
+
+_STYLE_BEFORE = re.compile(r"[a-z]\s*:(?!:)\s*[^;:{}\"'`<>\n]*$")
+"""Before a word: a style property's `:` and the value so far (`justify-content: `)."""
+_STYLE_AFTER = re.compile(r"[^;:{}\"'`<>\n]*[;}]")
+"""After a word: the rest of a style value, to its `;` or `}`."""
 
 
 def noise(session: SessionText, k: int, summary: str) -> Noise:
@@ -815,7 +828,7 @@ def noise(session: SessionText, k: int, summary: str) -> Noise:
       `.take(limit` are not), not a placeholder; standing as a name token in a call argument, a
       tool output, or backticked in the user's or agent's words before the cut (a word only in
       plain prose is not code); a kebab-case word not only ever a property or key of a format
-      (`margin-top:`);
+      (`margin-top:`) or a style declaration's value (`justify-content: space-between;`);
     - a run entry (`a_1 … a_150`): both ends real and of one shape.
     Beyond that, names of one shape (digits aside) listed one by one more than `RUN_NAMES` times are
     a run that should have been one entry: all but the first count as noise."""

@@ -198,7 +198,7 @@ def noise_transcript() -> list[dict[str, Any]]:
         {
             "role": "tool",
             "tool_call_id": "c2",
-            "content": "EEEE.E/usr/lib/python3.10/socket.py:1: Warning\n.card { margin-top: 0 }",
+            "content": "EEEE.E/usr/lib/python3.10/socket.py:1: Warning\n.card { margin-top: 0; justify-content: space-between }",
         },
         {"role": "assistant", "content": "", "tool_calls": [call("c3", "Read", file_path="src/app/util.py")]},
         {
@@ -237,6 +237,7 @@ def test_each_class_of_noise_is_counted() -> None:
         "src/app/util.p",  # cut mid-name: a longer name (`util.py`) continues it
         "GitHub",  # a product's name in plain prose
         "margin-top",  # a CSS property
+        "space-between",  # a CSS property's value
         "POST",  # a bare word
         "late_name",  # first named after the cut
     ]

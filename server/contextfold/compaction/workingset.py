@@ -42,7 +42,8 @@ runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; by
 placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare words (`def`,
 `None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
 names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
-or attribute (`margin-top:`, `stroke-width="2"`), not a name; words a hyphen joins that only ever
+or attribute (`margin-top:`, `stroke-width="2"`), and one only ever a style declaration's value
+(`justify-content: space-between;`) a keyword of the style language, not a name; words a hyphen joins that only ever
 stood in sentences (`high-level`, `production-ready` in a document) are English; nor are a search
 path's list (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
 (`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
@@ -304,6 +305,10 @@ _ABBREVIATION = re.compile(r"[^\W\d_](?:\.[^\W\d_])+\.?")
 _KEBAB_KEY = re.compile(r"(?<![\w./:~<$-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:['\"]?\s*:(?!:)|=[\"'])")
 """A kebab-case word used as a property or key of a format (`margin-top: 0`, `runs-on:`) or as a
 markup attribute (`stroke-width="2"`): the format's vocabulary, not a name of the work."""
+_CSS_VALUE = re.compile(r"(?<![\w$.-])[a-z]+(?:-[a-z]+)*\s*:(?!:)\s*([^;:{}\"'`<>\n]{1,200})(?=[;}])")
+"""A style declaration's value (`justify-content: space-between;`, `font-family: system-ui, sans-serif }`):
+the keywords of the style language, not names of the work (a custom property, `var(--gap)`, is one)."""
+_VALUE_WORD = re.compile(r"(?<![\w./:~<$@#-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w./-])")
 _WORD_COMPOUND = re.compile(r"(?<![\w./:~<$@#-])[A-Za-z][a-z]+(?:-[A-Za-z][a-z]+)+(?![\w/-])")
 """Words a hyphen joins, letters only (`high-level`, `production-ready`, `glass-card`)."""
 _READ_LINE = r"^\s*(?:\d+(?:→|\t))?"
@@ -968,7 +973,7 @@ class _Scores:
             kebab
             and (":" in text or '="' in text or "='" in text)
             and any("-" in w for w in found)
-            and (keys := Counter(_KEBAB_KEY.findall(text)))
+            and (keys := _declared_words(text))
         ):
             uses = Counter(w for w in found if w in keys)
             self.declared.update(w for w, n in keys.items() if n >= uses[w])  # only ever a key
@@ -1060,6 +1065,17 @@ def _is_listing(text: str) -> bool:
         if name and " " not in name and (is_file_name(name) or "." in name or name.endswith("/")):
             entries += 1
     return entries >= LISTING_SHARE * len(lines)
+
+
+def _declared_words(text: str) -> Counter[str]:
+    """The kebab-case words `text` uses as a format's keys (`_KEBAB_KEY`) or as a style
+    declaration's values (`_CSS_VALUE`), each use counted."""
+    words = Counter(_KEBAB_KEY.findall(text))
+    if ";" in text or "}" in text:
+        for value in _CSS_VALUE.findall(text):
+            if "-" in value:
+                words.update(_VALUE_WORD.findall(value))
+    return words
 
 
 def _compound_contexts(text: str, worded: set[str], coded: set[str], document: bool = False) -> None:
