@@ -17,6 +17,8 @@ each test names the class of input it stands for:
 
 from __future__ import annotations
 
+import json
+
 from _histories import assistant, call, stored, user
 
 from contextfold.compaction.base import SummaryRequest
@@ -369,6 +371,28 @@ def test_compound_words_of_sentences_are_english_but_in_code_a_command_or_backti
         assert english not in names, english
     assert "chart-tooltip" in names  # in backticks
     assert "framer-motion" in names and "glass-panel" in names  # also in code
+
+
+def test_a_sentence_in_quotes_is_words_but_a_class_list_in_quotes_is_names() -> None:
+    orders = json.dumps(
+        {
+            "orders": [
+                {"id": 50, "title": "Integrate payment processing with a Third-Party gateway"},
+                {"id": 64, "title": "Build the field option editor for Selection-Based fields"},
+            ]
+        }
+    )
+    markup = '<div className="glass-card glass-card-hover relative overflow-hidden glow-border shadow">'
+    names = ranked(
+        [
+            user("Pick the next work order."),
+            assistant("", call("mcp__factory__list_orders", {}, orders)),
+            assistant("", call("Read", {"file_path": "/repo/src/Card.tsx"}, markup)),
+            assistant("Order 64 next."),
+        ]
+    )
+    assert "Third-Party" not in names and "Selection-Based" not in names, names
+    assert "glass-card-hover" in names and "glow-border" in names, names
 
 
 def test_in_a_document_a_heading_or_a_short_bullet_is_prose_but_a_code_block_is_code() -> None:

@@ -43,9 +43,9 @@ placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare
 `None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
 names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
 or attribute (`margin-top:`, `stroke-width="2"`), and one only ever a style declaration's value
-(`justify-content: space-between;`) a keyword of the style language, not a name; words a hyphen joins that only ever
-stood in sentences (`high-level`, `production-ready` in a document) are English; nor are a search
-path's list (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
+(`justify-content: space-between;`) a keyword of the style language, not a name; words a hyphen
+joins that only ever stood in sentences (`high-level`, `production-ready` in a document, or in a
+sentence in quotes) are English; nor are a search path's list (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
 (`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
 `site-packages`, `node_modules`) are listed only when the agent opened them; words a slash joins
 (`Low/Medium/High`) are a path only when the session's files lie under them, sizes
@@ -318,6 +318,8 @@ _SENTENCE_MARKS = re.compile(_READ_LINE + r"[\W_]*(?:\d{1,3}[.)]\s)?")
 check marks (`- [ ]`, `✅`, `**`), a comment's `//`, a step's number."""
 _SENTENCE_WORD = re.compile(r"^[(\[*_]*[A-Za-z][A-Za-z'’-]*[)\],.;:!?*_]*$")
 _MARKS_ONLY = re.compile(r"^[\W_]+$")
+_QUOTED_SPAN = re.compile(r'"([^"\n]{20,2000})"')
+"""Text in double quotes, long enough to be a sentence."""
 _NOT_SENTENCE = re.compile(r"[=<>{};\"\\]")
 _FENCE = re.compile(_READ_LINE + r"\s*(?:```|~~~)")
 """A Markdown code block's fence (after the line number a read shows)."""
@@ -1106,7 +1108,24 @@ def _compound_contexts(text: str, worded: set[str], coded: set[str], document: b
             prose = _is_sentence(comment.group(1), COMMENT_WORDS)
         else:
             prose = _is_sentence(line, 1 if document else SENTENCE_WORDS)
+        if not prose and '"' in line:
+            rest = _QUOTED_SPAN.sub(lambda quoted: _quoted_words(quoted, worded), line)
+            if len(rest) != len(line):
+                compounds = _WORD_COMPOUND.findall(rest)
         (worded if prose else coded).update(compounds)
+
+
+def _quoted_words(quoted: re.Match[str], worded: set[str]) -> str:
+    """A sentence in quotes (a JSON value, a string literal) is words all the same: `"title":
+    "Integrate payment processing with a third-party gateway"`; its compounds go to `worded` and it
+    to nothing. Not a class list (`"glass-card p-6 relative glow-border"`): a sentence's words are
+    mostly words no hyphen joins."""
+    span = quoted.group(1)
+    words = span.split()
+    if "-" not in span or not _is_sentence(span) or 4 * sum("-" in w for w in words) > len(words):
+        return quoted.group(0)
+    worded.update(_WORD_COMPOUND.findall(span))
+    return ""
 
 
 def _is_sentence(line: str, least: int = SENTENCE_WORDS) -> bool:
