@@ -51,6 +51,20 @@ def bash(command: str, output: str) -> Message:
 # -- saw, then referred -----------------------------------------------------------------------------
 
 
+def test_what_a_read_file_defines_ranks_above_what_it_only_uses() -> None:
+    source = (
+        "  await fetchPlayers()\n  setShowEditForm(false)\n  setSelectedPlayer(null)\n"
+        "  const resetForm = () => { setFormData(EMPTY_FORM) }\n"
+        "  function openEditForm(player) { setSelectedPlayer(player) }\n"
+        "func (s *PlayerStore) LoadRoster(id string) error {\n"
+        "def player_summary(player):\n"
+    )
+    names = ranked([user("Add the phone field to the player form."), bash("cat src/Players.tsx", source)])
+    defined = ("resetForm", "openEditForm", "LoadRoster", "player_summary")
+    used = ("fetchPlayers", "setShowEditForm", "setFormData", "EMPTY_FORM")
+    assert max(names.index(n) for n in defined) < min(names.index(n) for n in used), names
+
+
 def test_a_header_a_read_file_includes_is_a_name_and_ranks_once_the_agent_opens_it() -> None:
     source = '#include <ros/ros.h>\n#include <geometry_msgs/Twist.h>\n#include "get_location.h"\nint main() {}\n'
     names = ranked(

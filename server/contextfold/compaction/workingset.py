@@ -17,7 +17,8 @@ Where names are found, and what one use of a name is worth:
   a web page or search results (an adapter's `web_tools`) are others' prose, read as plain words;
   exception names, and test names on a line that reports a failure, count as in the agent's text
   (a failing test is worth keeping, a passing one listed among hundreds is not); a name an output
-  puts in backticks (a README naming its API) `BACKTICKED_OUTPUT_WEIGHT` more;
+  puts in backticks (a README naming its API) `BACKTICKED_OUTPUT_WEIGHT` more, and a name it shows
+  being defined (`const resetForm =`, `def load(`: what a file offers the work) `DEFINITION_WEIGHT` more;
 - a file a tool read or searched: 2 more.
 **Seen, then referred to**: a name an output showed that a later message typed, read, opened or
 ran — or, for a file, whose name without its extension the agent later typed (`AppAvatar` for
@@ -91,6 +92,9 @@ OUTPUT_FILE_WEIGHT = 1.0
 """A file name in an output (a listing, a search hit, a traceback) is more often opened next."""
 READ_BONUS = 2.0
 """A file a tool read is one the agent opened on purpose, whatever words it used."""
+DEFINITION_WEIGHT = 0.8
+"""A name an output shows being defined (`def load(`, `const resetForm =`, `func (s *Server) Start(`):
+what a file read offers the work, worth this more than a name it only shows in use."""
 RECENCY = 4.0
 """A use at the end of the history counts 1 + RECENCY times one at its start (growing with the
 square of the position: what was used just before the cut matters most)."""
@@ -309,6 +313,11 @@ _CSS_VALUE = re.compile(r"(?<![\w$.-])[a-z]+(?:-[a-z]+)*\s*:(?!:)\s*([^;:{}\"'`<
 """A style declaration's value (`justify-content: space-between;`, `font-family: system-ui, sans-serif }`):
 the keywords of the style language, not names of the work (a custom property, `var(--gap)`, is one)."""
 _VALUE_WORD = re.compile(r"(?<![\w./:~<$@#-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w./-])")
+_DEFINED = re.compile(
+    r"\b(?:def|defp|class|function|func|fn|const|let|var|type|interface|struct|enum|trait|defmodule)"
+    r"\s+(?:\([^()\n]{0,80}\)\s*)?\*?([A-Za-z_$][\w$.]*)"
+)
+"""A definition's name, in the usual languages' words for one (a Go method's receiver skipped)."""
 _WORD_COMPOUND = re.compile(r"(?<![\w./:~<$@#-])[A-Za-z][a-z]+(?:-[A-Za-z][a-z]+)+(?![\w/-])")
 """Words a hyphen joins, letters only (`high-level`, `production-ready`, `glass-card`)."""
 _READ_LINE = r"^\s*(?:\d+(?:→|\t))?"
@@ -1215,6 +1224,9 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 plain=web,
                 document=document,
             )
+            for name in dict.fromkeys(_DEFINED.findall(output)):
+                if _code_like(name):
+                    scores.add(name, DEFINITION_WEIGHT, typed=False)
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
                 scores.add(name, 1.5, typed=False)
