@@ -828,6 +828,41 @@ def test_latest_request_joins_the_goal() -> None:
     assert summary[GOAL][1] == "Latest request: Also add a retry limit of 3."
 
 
+def _continued(intent_section: str) -> Message:
+    return user(
+        "This session is being continued from a previous conversation that ran out of context. The "
+        "conversation is summarized below:\nAnalysis:\nThe user kept saying continue.\n\nSummary:\n"
+        + intent_section
+        + "2. Key Technical Concepts:\n   - gopter property tests\n\n3. Files and Code Sections:\n   - `a.go`\n"
+    )
+
+
+def test_a_session_going_on_from_claude_codes_summary_takes_its_task_from_it() -> None:
+    intent = (
+        "1. Primary Request and Intent:\n   The user asked to work through the open GitHub issues of the CLI:\n"
+        "   1. Finish the user documentation\n   - Fix the DI container deadlock\n\n"
+    )
+    head = [
+        _continued(intent),
+        user("continue"),
+        assistant("", call("Bash", {"command": "go test ./..."}, "ok")),
+    ]
+    goal = parse_summary(summarize(head))[GOAL]
+    assert goal == [
+        "From the earlier conversation's summary: The user asked to work through the open GitHub issues of the "
+        "CLI: 1. Finish the user documentation - Fix the DI container deadlock"
+    ], goal
+    # A request the user makes in the new session is the latest one; the carried task stays first.
+    goal = parse_summary(summarize([*head, user("Now start on the plugin architecture issue.")]))[GOAL]
+    assert goal[1] == "Latest request: Now start on the plugin architecture issue.", goal
+    # Markdown headings too; a summary without the section carries nothing.
+    heading = "## 1. Primary Request and Intent\n\nMigrate the store to PostgreSQL.\n\n"
+    assert parse_summary(summarize([_continued(heading), user("go on")]))[GOAL] == [
+        "From the earlier conversation's summary: Migrate the store to PostgreSQL."
+    ]
+    assert parse_summary(summarize([_continued(""), user("continue")]))[GOAL] == ["continue"]
+
+
 # -- anchor updates ----------------------------------------------------------------------------------
 
 PREVIOUS = """## Goal

@@ -120,6 +120,7 @@ from contextfold.tokens.counting import TokenCounter
 EARLIER_REQUEST = "Earlier request: "
 EARLIER_ROOT = "Earlier project root: "
 REQUEST = "Request: "
+CARRIED_TASK = "From the earlier conversation's summary: "
 LAST_STEP = "Last step: "
 """How older summaries began In Progress (the assistant's last words); dropped when updating one."""
 WORKING_ON = "Changing "
@@ -280,6 +281,16 @@ def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     quoted = "\n".join(t for t in draft.texts(CONSTRAINTS) if userwords.parse_quote(t) is not None)
     task, latest = goal.task, goal.latest
     shown_task, shown_latest = _opening_of(task, quoted), _opening_of(latest, quoted)
+    if prior is None and facts.carried_task is not None:
+        # A session going on from a compaction: the task is the one its summary states; what the
+        # user asked since is the latest request ("continue" is none).
+        carried, seq = facts.carried_task
+        draft.add(GOAL, _cited(CARRIED_TASK + carried, (seq,)), _ESSENTIAL_TIER, 0)
+        newest, newest_seqs = (latest, goal.latest_seqs) if latest else (task, goal.task_seqs)
+        if newest and userwords.is_request(newest):
+            shown = _opening_of(newest, quoted)
+            draft.add(GOAL, _cited(LATEST_REQUEST + shown, newest_seqs), _ESSENTIAL_TIER, 1, verbatim=True)
+        return
     if prior is None:
         if task:
             label = EARLIER_REQUEST if goal.replaced else ""

@@ -204,6 +204,9 @@ class Facts:
     being cut off in the middle of its work."""
     declined: list[DeclinedCall] = field(default_factory=list)
     """Calls the user declined at the harness's prompt, oldest first: not errors of the work."""
+    carried_task: tuple[str, int] | None = None
+    """The user's task as the summary this session went on from states it (the harness handed it
+    in as the user's turn: `AgentAdapter.carried_task`), and its message; the latest such summary."""
 
     @property
     def edited_files(self) -> list[FileTouch]:
@@ -301,6 +304,7 @@ class _Walker:
         """The question the assistant's last message ended on, awaiting the user's answer."""
         self.intent: tuple[str, int] | None = None
         self.at_rest = True
+        self.carried: tuple[str, int] | None = None
         self.previous: Message | None = None
         """The message read last: a slash command makes the user text after it the harness's."""
 
@@ -349,6 +353,7 @@ class _Walker:
     def user(self, message: Message, previous: Message | None = None) -> None:
         words = user_words(message, self.adapters, previous)
         if words is None:
+            self.carry(message)
             return
         instruction = clip(words, MAX_INSTRUCTION_CHARS)
         seqs = self.words.pop(words, [])
@@ -371,6 +376,16 @@ class _Walker:
                 self.constraints.append(sentence)
                 known.add(sentence.casefold())
                 added += 1
+
+    def carry(self, message: Message) -> None:
+        """Keep the task a summary the harness handed in states (a session going on after a
+        compaction): the user's words that set it are in an earlier conversation."""
+        text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart)).lstrip()
+        for adapter in self.adapters:
+            task = adapter.carried_task(text)
+            if task:
+                self.carried = (clip(task, MAX_INSTRUCTION_CHARS), self.seq)
+                return
 
     # -- tools --
 
@@ -670,6 +685,7 @@ class _Walker:
             intent=self.intent,
             last_seq=self.seq,
             at_rest=self.at_rest,
+            carried_task=self.carried,
         )
 
     def resolved(self) -> list[ErrorFact]:

@@ -357,6 +357,11 @@ class AgentAdapter:
         """A user turn's text without what the harness inserts into it."""
         return text
 
+    def carried_task(self, text: str) -> str | None:
+        """The user's task as the summary of an earlier conversation states it, when `text` (a user
+        turn) is such a summary the harness handed in; None otherwise."""
+        return None
+
     def slash_command(self, text: str) -> tuple[str, str] | None:
         """(command, arguments) when the user's turn is a slash command; None otherwise."""
         return None

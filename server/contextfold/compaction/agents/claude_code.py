@@ -20,6 +20,21 @@ _COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.DOTAL
 _TASK_CREATED = re.compile(r"^Task #(\w+) created")
 
 
+_CONTINUED = "This session is being continued from a previous conversation"
+"""How the summary Claude Code wrote at a compaction begins when a session goes on from it."""
+_INTENT = re.compile(
+    r"^(?:#+[ \t]*)?(?:\*\*)?(?:\d+\.[ \t]*)?(?:\*\*)?Primary Request and Intent(?:\*\*)?:?(?:\*\*)?[ \t]*$",
+    re.MULTILINE,
+)
+"""Its section stating the user's requests, a heading of its own (`1. Primary Request and Intent:`,
+`## 1. Primary Request and Intent`)."""
+_NEXT_SECTION = re.compile(r"^(?:#+[ \t]*)?(?:\*\*)?\d+\.[ \t]+(?:\*\*)?[A-Z][^\n]{2,60}$", re.MULTILINE)
+"""The next numbered heading at the start of a line (`2. Key Technical Concepts:`): the section's
+own lists are indented or bulleted."""
+MAX_CARRIED_SCAN = 60_000
+"""Characters of such a summary searched for the section, and at most read of it."""
+
+
 class ClaudeCode(AgentAdapter):
     name = "Claude Code"
     shell_tools = frozenset({"Bash", "PowerShell"})
@@ -107,6 +122,16 @@ class ClaudeCode(AgentAdapter):
 
     def clean_user_text(self, text: str) -> str:
         return _REMINDER.sub("", text)
+
+    def carried_task(self, text: str) -> str | None:
+        if not text.startswith(_CONTINUED):
+            return None
+        found = _INTENT.search(text, 0, MAX_CARRIED_SCAN)
+        if found is None:
+            return None
+        section = text[found.end() : found.end() + MAX_CARRIED_SCAN]
+        heading = _NEXT_SECTION.search(section)
+        return " ".join(section[: heading.start() if heading else len(section)].split()) or None
 
     def slash_command(self, text: str) -> tuple[str, str] | None:
         if "<command-name>" not in text:
