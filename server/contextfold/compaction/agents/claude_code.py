@@ -81,9 +81,13 @@ class ClaudeCode(AgentAdapter):
     `agent-acompact-*` transcripts) are Claude Code's text, as are the rest."""
     echo_errors = ("Sibling tool call errored",)
     """A parallel call failed, not this one: its own error is recorded already."""
-    declined_markers = ("The user doesn't want to proceed with this tool use",)
+    declined_markers = (
+        "The user doesn't want to proceed with this tool use",
+        "[Request interrupted by user for tool use]",
+    )
     """The result of a call the user turned down at the permission prompt (its text tells the model
-    to stop and wait, and may end with what the user said instead)."""
+    to stop and wait, and may end with what the user said instead), or interrupted while it ran (a
+    subagent's `Task`, a `Bash` killed: `Exit code 137`)."""
 
     def edit_how(self, call: ToolCall) -> str:
         if call.name == "write" and call.result.startswith("File created"):
