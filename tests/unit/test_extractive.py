@@ -617,9 +617,10 @@ def test_a_call_the_user_declined_is_their_decision_not_an_error_to_fix() -> Non
     killed = call(
         "Bash", {"command": "npm run e2e"}, "Exit code 137\n[Request interrupted by user for tool use]", state="error"
     )
-    stopped = extract_facts([*head, assistant("", interrupted), assistant("", killed)])
+    plain = call("Task", {"description": "Audit"}, "Interrupted by user", state="error")  # Claude Code 2.0
+    stopped = extract_facts([*head, assistant("", plain), assistant("", interrupted), assistant("", killed)])
     assert stopped.errors == [] and stopped.unresolved_error is None  # stopped by the user: no failure to fix
-    assert [d.source for d in stopped.declined][-2:] == ["Task", "Bash `npm run e2e`"], stopped.declined
+    assert [d.source for d in stopped.declined] == ["Task", "Task", "Bash `npm run e2e`"], stopped.declined
     assert [(d.source, d.said) for d in facts.declined] == [
         ("Bash `npm run dev`", ""),
         ("Bash `npx vitest run src/Header.test.ts`", ""),

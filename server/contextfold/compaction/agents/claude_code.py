@@ -84,10 +84,11 @@ class ClaudeCode(AgentAdapter):
     declined_markers = (
         "The user doesn't want to proceed with this tool use",
         "[Request interrupted by user for tool use]",
+        "Interrupted by user",
     )
     """The result of a call the user turned down at the permission prompt (its text tells the model
     to stop and wait, and may end with what the user said instead), or interrupted while it ran (a
-    subagent's `Task`, a `Bash` killed: `Exit code 137`)."""
+    subagent's `Task`, a `Bash` killed: `Exit code 137`; 2.0's "Interrupted by user")."""
 
     def edit_how(self, call: ToolCall) -> str:
         if call.name == "write" and call.result.startswith("File created"):
