@@ -838,6 +838,24 @@ def test_latest_request_joins_the_goal() -> None:
     assert summary[GOAL][1] == "Latest request: Also add a retry limit of 3."
 
 
+def test_each_answer_through_claude_codes_question_tool_is_a_choice_of_its_own() -> None:
+    answered = (
+        'User has answered your questions: "Replace toasts only for API errors, or for all errors?"="Only API '
+        'errors", "Where should errors be intercepted?"="Component level". You can now continue with the '
+        "user's answers in mind."
+    )
+    asked = {"questions": [{"question": "Replace toasts only for API errors, or for all errors?"}]}
+    head = [user("Show API errors in a modal."), assistant("", call("AskUserQuestion", asked, answered))]
+    decisions = parse_summary(summarize(head))[DECISIONS]
+    assert decisions == [
+        'User chose "Only API errors" (asked: Replace toasts only for API errors, or for all errors?)',
+        'User chose "Component level" (asked: Where should errors be intercepted?)',
+    ], decisions
+    # Another harness's answer tool, or another form: the whole result, as before.
+    other = call("ask_followup_question", {"question": "Which port?"}, "3000")
+    assert extract_facts([user("Run it."), assistant("", other)]).choices[0].answer == "3000"
+
+
 def _continued(intent_section: str) -> Message:
     return user(
         "This session is being continued from a previous conversation that ran out of context. The "

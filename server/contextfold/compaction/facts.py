@@ -401,9 +401,11 @@ class _Walker:
             self.task(edit)
             return
         if _ASKS_USER.search(call.name) and part.state == "completed" and part.result_text.strip():
-            # The user answered through a tool: their choice, whatever the agent.
-            question = clip(json_text(call.raw), 200)
-            self.choices.append(Choice(question, clip(part.result_text, 300), (self.seq,)))
+            # The user answered through a tool: their choice, whatever the agent; each answer to
+            # its question when the harness's form says which (Claude Code's `"question"="answer"`).
+            answered = adapter.answers(part.result_text) or [(json_text(call.raw), part.result_text)]
+            for question, answer in answered:
+                self.choices.append(Choice(clip(question, 200), clip(answer, 300), (self.seq,)))
             del self.choices[:-MAX_CHOICES]
         adapter.report(call, self)
 

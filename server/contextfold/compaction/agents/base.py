@@ -357,6 +357,11 @@ class AgentAdapter:
         """A user turn's text without what the harness inserts into it."""
         return text
 
+    def answers(self, result: str) -> list[tuple[str, str]]:
+        """(question, answer) for each question a harness's ask-the-user tool put and the user
+        answered, read from that tool's `result`; empty when the result is not in the harness's form."""
+        return []
+
     def carried_task(self, text: str) -> str | None:
         """The user's task as the summary of an earlier conversation states it, when `text` (a user
         turn) is such a summary the harness handed in; None otherwise."""

@@ -20,6 +20,11 @@ _COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.DOTAL
 _TASK_CREATED = re.compile(r"^Task #(\w+) created")
 
 
+_ANSWERED = "User has answered your questions: "
+"""How `AskUserQuestion`'s result begins: then `"question"="answer"` pairs, comma-separated."""
+_ANSWER = re.compile(r'"([^"\n]{1,500}?)"="(.{0,1000}?)"(?=,\s*"|\.\s*You can now continue|\s*$)', re.DOTALL)
+MAX_ANSWERS_CHARS = 8_000
+"""Characters of such a result read for its answers."""
 _CONTINUED = "This session is being continued from a previous conversation"
 """How the summary Claude Code wrote at a compaction begins when a session goes on from it."""
 _INTENT = re.compile(
@@ -127,6 +132,11 @@ class ClaudeCode(AgentAdapter):
 
     def clean_user_text(self, text: str) -> str:
         return _REMINDER.sub("", text)
+
+    def answers(self, result: str) -> list[tuple[str, str]]:
+        if not result.startswith(_ANSWERED):
+            return []
+        return [(q.strip(), a.strip()) for q, a in _ANSWER.findall(result[len(_ANSWERED) : MAX_ANSWERS_CHARS])]
 
     def carried_task(self, text: str) -> str | None:
         if not text.startswith(_CONTINUED):
