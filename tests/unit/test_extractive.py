@@ -838,6 +838,19 @@ def test_latest_request_joins_the_goal() -> None:
     assert summary[GOAL][1] == "Latest request: Also add a retry limit of 3."
 
 
+def test_the_tool_the_agent_picks_for_its_next_step_is_no_decision_about_the_work() -> None:
+    head = [
+        user("The CSV export drops the header row."),
+        assistant("Let's use find_file to see where it is. I'll use `sed` to replace the function body."),
+        assistant("I'll use a python script to rewrite the file content. I'll use `ed`."),
+        assistant("We'll use Redis to cache the rendered rows. I'll use `csv.writer` instead of joining strings."),
+    ]
+    assert parse_summary(summarize(head))[DECISIONS] == [
+        "We'll use Redis to cache the rendered rows.",
+        "I'll use `csv.writer` instead of joining strings.",
+    ]
+
+
 def test_each_answer_through_claude_codes_question_tool_is_a_choice_of_its_own() -> None:
     answered = (
         'User has answered your questions: "Replace toasts only for API errors, or for all errors?"="Only API '

@@ -305,9 +305,21 @@ _CHOOSER = re.compile(
 )
 
 
+_INSTRUMENTAL = re.compile(
+    r"\b(?:I['’]ll|I will|let['’]s|let me|we['’]ll|we will|I['’]m going to)\s+(?:now\s+)?use\s+(?:the\s+|a\s+|an\s+)?"
+    r"(?:`[^`\n]{1,40}`|[\w.-]{1,30}(?:\s+[\w.-]{1,30})?)(?:\s+(?:command|tool|script|utility|editor|again)){0,2}"
+    r"(?:\s+(?:to|for)\s+(?:see|check|find|look|locate|examine|inspect|search|view|open|read|list|print|show|"
+    r"replace|edit|modify|change|rewrite|update|fix|patch|insert|remove|delete|create|write|run|execute|test|"
+    r"verify|confirm|reproduce|navigate|explore|get|fetch|download|install|apply|perform)\b|(?:\s+or\s+\S+)?\s*[.!]?\s*$)",
+    re.IGNORECASE,
+)
+"""The agent naming the tool for its next step (`Let's use find_file to see where it is.`, `I'll use
+`sed` to replace the body.`, `I'll use `ed`.`): how it works, not a decision about the work."""
+
+
 def is_decision(sentence: str) -> bool:
     if _DECISION.search(sentence):
-        return True
+        return bool(_CONTRAST.search(sentence)) or not _INSTRUMENTAL.search(sentence)
     return bool(_CONTRAST.search(sentence) and _CHOOSER.search(sentence))
 
 
