@@ -39,27 +39,26 @@ listed again.
 
 **Noise**, by syntax and by where a name stood, never by a list of strings seen somewhere: a test
 runner's progress marks glued to a path (`EE.E/usr/…`) are dropped from it; bytes `cat -v` escaped
-(`M-eM-/M-9…`), sed expressions,
-placeholders (`your_command_here`, `path/to/x`, `<file>`, `{name}`), globs, bare words (`def`,
-`None`, `POST`) and words of no language's identifier grammar (`28px`, `Cmd+Shift+R`) are not
-names (`noise`); a kebab-case word only ever followed by `:` or `="` is a format's property, key
-or attribute (`margin-top:`, `stroke-width="2"`), and one only ever a style declaration's value
-(`justify-content: space-between;`) a keyword of the style language, not a name; words a hyphen
-joins that only ever stood in sentences (`high-level`, `production-ready` in a document, or in a
-sentence in quotes) are English; nor are a search path's list (`/a/bin:/b/bin`), a long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member
-(`d.deviceId`, `e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths (`/usr/lib/python3.10/…`,
-`site-packages`, `node_modules`) are listed only when the agent opened them; words a slash joins
-(`Low/Medium/High`) are a path only when the session's files lie under them, sizes
-(`24pt/18pt/14pt`) never; a file tools only
-showed, `FAR_DEPTH` directories or more below everything the agent opened (a vendored
-`include/boost/…` every grep hit), counts `FAR_FACTOR` of its score; a path cut by a clip
-or an ellipsis (`adapters.p` beside `adapters.py`) or where a harness cut the output short
-(mini-swe-agent's `</output_head>`, `<response clipped>`), a search's context-line number (`a.js-48`) and
-escapes shown in string literals (`\nFormat`) are not part of a name; names only directory
-listings showed keep `LISTING_NAMES` a listing (`WORKED_LISTING_NAMES` in a directory the agent
-worked in); and more than `RUN_NAMES` names the same but for
-their numbers are one entry, `func_6_0 … func_6_150` (those someone named in words stay apart).
-Ties rank by first use, so the same history always gives the same list.
+(`M-eM-/M-9…`), sed expressions, placeholders (`your_command_here`, `path/to/x`, `<file>`,
+`{name}`), globs, bare words (`def`, `None`, `POST`) and words of no language's identifier grammar
+(`28px`, `Cmd+Shift+R`) are not names (`noise`); a kebab-case word only ever followed by `:` or `="`
+is a format's property, key or attribute (`margin-top:`, `stroke-width="2"`), and one only ever a
+style declaration's value (`justify-content: space-between;`) a keyword of the style language, not a
+name; words a hyphen joins that only ever stood in sentences (`high-level`, `production-ready` in a
+document, or in a sentence in quotes) are English; nor are a search path's list (`/a/bin:/b/bin`), a
+long listing's file mode (`drwxr-xr-x`) or a one-letter variable's member (`d.deviceId`,
+`e.target`); a diff's `a/` and `b/` sides are the file itself; system and installed-package paths
+(`/usr/lib/python3.10/…`, `site-packages`, `node_modules`) are listed only when the agent opened
+them; words a slash joins (`Low/Medium/High`) are a path only when the session's files lie under
+them, sizes (`24pt/18pt/14pt`) never; a file tools only showed, `FAR_DEPTH` directories or more
+below everything the agent opened (a vendored `include/boost/…` every grep hit), counts `FAR_FACTOR`
+of its score; a path cut by a clip or an ellipsis (`adapters.p` beside `adapters.py`) or where a
+harness cut the output short (mini-swe-agent's `</output_head>`, `<response clipped>`), a search's
+context-line number (`a.js-48`) and escapes shown in string literals (`\nFormat`) are not part of a
+name; names only directory listings showed keep `LISTING_NAMES` a listing (`WORKED_LISTING_NAMES` in
+a directory the agent worked in); and more than `RUN_NAMES` names the same but for their numbers are
+one entry, `func_6_0 … func_6_150` (those someone named in words stay apart). Ties rank by first
+use, so the same history always gives the same list.
 """
 
 from __future__ import annotations
@@ -1224,9 +1223,10 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 plain=web,
                 document=document,
             )
-            for name in dict.fromkeys(_DEFINED.findall(output)):
-                if _code_like(name):
-                    scores.add(name, DEFINITION_WEIGHT, typed=False)
+            if not web:
+                for name in dict.fromkeys(_DEFINED.findall(output)):
+                    if _code_like(name):
+                        scores.add(name, DEFINITION_WEIGHT, typed=False)
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
             for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
                 scores.add(name, 1.5, typed=False)

@@ -30,14 +30,14 @@ class Codex(AgentAdapter):
         "<turn_aborted>",
         "# AGENTS.md instructions",
     )
-    # What Codex answers, as the whole result, when the user turns a call down at its approval prompt
-    # or interrupts the turn while it runs ("aborted by user after 27.2s").
     declined_markers = (
         "exec command rejected by user",
         "patch rejected by user",
         "user rejected MCP tool call",
         "aborted by user after ",
     )
+    """What Codex answers, as the whole result, when the user turns a call down at its approval prompt
+    or interrupts the turn while it runs ("aborted by user after 27.2s")."""
 
     def recognizes(self, call: ToolCall) -> bool:
         if call.name in ("apply_patch", "patch"):
