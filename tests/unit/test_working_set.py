@@ -300,8 +300,12 @@ def test_bytes_shown_as_cat_v_shows_them_are_not_names() -> None:
     assert "docs/notes.md" in names
 
 
-def test_css_properties_are_the_formats_words_but_class_names_are_names() -> None:
-    style = ".card { margin-top: 4px; background-color: #fff; }\n<div class='focus-ring card-body'></div>"
+def test_css_properties_and_their_values_are_the_formats_words_but_class_names_are_names() -> None:
+    style = (
+        ".card { margin-top: 4px; background-color: #fff; display: inline-block; justify-content: space-between;\n"
+        "  font-family: system-ui, sans-serif; gap: var(--gap-lg); animation: pulse-ring 2s }\n"
+        "@keyframes pulse-ring { to { opacity: 0 } }\n<div class='focus-ring card-body pulse-ring'></div>"
+    )
     names = ranked(
         [
             user("Tidy the card."),
@@ -310,28 +314,10 @@ def test_css_properties_are_the_formats_words_but_class_names_are_names() -> Non
         ],
         edited={"/repo/src/card.vue"},
     )
-    assert "margin-top" not in names and "background-color" not in names
-    assert "focus-ring" in names and "card-body" in names
-
-
-def test_a_style_declarations_values_are_the_style_languages_words() -> None:
-    style = (
-        ".bar { display: inline-block; justify-content: space-between; font-family: system-ui, sans-serif;\n"
-        "  gap: var(--gap-lg); animation: pulse-ring 2s }\n"
-        "@keyframes pulse-ring { to { opacity: 0 } }\n<div class='status-bar pulse-ring'></div>"
-    )
-    names = ranked(
-        [
-            user("Space the bar's items out."),
-            assistant("", call("Write", {"file_path": "/repo/src/bar.css", "content": style}, "ok")),
-            bash("cat /repo/src/bar.css", style),
-        ],
-        edited={"/repo/src/bar.css"},
-    )
-    for keyword in ("inline-block", "space-between", "system-ui", "sans-serif"):
-        assert keyword not in names, names
-    # The project's own names stay: a class, an animation's name also written elsewhere.
-    assert "status-bar" in names and "pulse-ring" in names, names
+    for word in ("margin-top", "background-color", "inline-block", "space-between", "system-ui", "sans-serif"):
+        assert word not in names, names
+    # The project's own names stay: its classes, an animation's name also written elsewhere.
+    assert "focus-ring" in names and "card-body" in names and "pulse-ring" in names, names
 
 
 def test_utility_classes_are_styling_but_a_projects_own_classes_and_one_named_in_words_are_names() -> None:
