@@ -286,9 +286,10 @@ def _goal(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
         # user asked since is the latest request ("continue" is none).
         carried, seq = facts.carried_task
         draft.add(GOAL, _cited(CARRIED_TASK + carried, (seq,)), _ESSENTIAL_TIER, 0)
-        newest, newest_seqs = (latest, goal.latest_seqs) if latest else (task, goal.task_seqs)
-        if newest and userwords.is_request(newest):
-            shown = _opening_of(newest, quoted)
+        newest, shown, newest_seqs = (
+            (latest, shown_latest, goal.latest_seqs) if latest else (task, shown_task, goal.task_seqs)
+        )
+        if newest and shown and userwords.is_request(newest):
             draft.add(GOAL, _cited(LATEST_REQUEST + shown, newest_seqs), _ESSENTIAL_TIER, 1, verbatim=True)
         return
     if prior is None:

@@ -380,7 +380,7 @@ class _Walker:
     def carry(self, message: Message) -> None:
         """Keep the task a summary the harness handed in states (a session going on after a
         compaction): the user's words that set it are in an earlier conversation."""
-        text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart)).lstrip()
+        text = message.text.lstrip()
         for adapter in self.adapters:
             task = adapter.carried_task(text)
             if task:
