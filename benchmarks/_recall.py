@@ -628,6 +628,9 @@ _PLACEHOLDER = re.compile(r"(?i)(?:^|[\\/_.-])your(?:$|[\\/_.A-Z-])|_here$|(?:^|
 _PROGRESS_SEGMENT = re.compile(r"(?=[^/\\]*[EF])(?=[^/\\]*\.)[.EFsx]{2,}(?=[\\/])")
 _SYSTEM_ROOTS = (
     "/usr/",
+    "/bin/",
+    "/sbin/",
+    "/etc/",
     "/lib/",
     "/lib64/",
     "/opt/",

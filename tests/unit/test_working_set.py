@@ -6,7 +6,8 @@ each test names the class of input it stands for:
   agent then typed (even without its extension), a name an output showed that a later call used;
 - noise: a name where a harness cut an output short, bytes `cat -v` escaped, test-runner progress glued to a path, files far below the work that searches kept
   hitting, sed expressions, placeholders, bare keywords, CSS
-  properties, system and installed-package paths (unless the agent opened one), paths cut by a
+  properties, system and installed-package paths (unless the agent opened one), a script's `#!`
+  interpreter, a `\n` escape glued to a file name, paths cut by a
   clip or an ellipsis, a search's context-line numbers, glob patterns, product names in prose,
   `a/b/c` alternatives in prose, and in any text unless files of the session lie under them,
   sizes a slash joins (`24pt/18pt/14pt`);
@@ -254,6 +255,34 @@ def test_a_system_path_the_agent_opened_stays() -> None:
         ]
     )
     assert path in names and "/opt/py/lib/python3.10/x.py" not in names
+
+
+def test_interpreters_and_system_files_a_script_or_an_output_names_are_not_the_works() -> None:
+    script = "#!/usr/bin/env python3\nimport csv\n\ndef load_rows(path):\n    return list(csv.reader(open(path)))\n"
+    names = ranked(
+        [
+            user("Write a loader for the export."),
+            assistant("", call("Write", {"file_path": "/repo/tools/load_rows.py", "content": script}, "File created")),
+            assistant("", call("Write", {"file_path": "/repo/run.sh", "content": "#! /bin/bash\nset -e\n"}, "ok")),
+            bash("./run.sh", "/bin/bash: line 3: ./missing.sh: No such file or directory\nsee /etc/passwd"),
+        ]
+    )
+    for system in ("/usr/bin/env", "/bin/bash", "/etc/passwd"):
+        assert system not in names, (system, names)
+    assert "load_rows" in names
+    opened = ranked(
+        [user("Why does login fail?"), assistant("", call("Read", {"file_path": "/etc/hosts"}, "127.0.0.1"))]
+    )
+    assert "/etc/hosts" in opened  # one the agent opened stays
+
+
+def test_a_newline_escaped_right_after_a_file_name_ends_it() -> None:
+    # A test fixture shown as a string literal: `\n` between two listed files, and a Windows path
+    # whose folder reads like a file's name but for its type keeps its backslash.
+    output = '    "content" => "file1.txt\\nfile2.txt"\n    root = C:\\data.d\\new.md\n'
+    names = ranked([user("What does the fixture hold?"), bash("cat test/fixture.exs", output)])
+    assert "file2.txt" in names and "nfile2.txt" not in names, names
+    assert "C:\\data.d\\new.md" in names, names
 
 
 def test_files_searches_keep_hitting_far_below_the_work_rank_behind_the_works_own() -> None:

@@ -236,6 +236,9 @@ _PROGRESS = re.compile(r"^(?=[^/]*[EF])(?=[^/]*\.)[.EFsx]{2,}(?=/)")
 """A test runner's progress marks (`EEEE.E`, `.F`) printed right before a path, glued to it."""
 _SYSTEM_ROOTS = (
     "/usr/",
+    "/bin/",
+    "/sbin/",
+    "/etc/",
     "/lib/",
     "/lib64/",
     "/opt/",
@@ -348,6 +351,11 @@ _ESCAPE = re.compile(r"(?:\\[ntr]){2,}|(?<![\w.:\\])\\[ntr]|\\(?:[ntr](?=[A-Z])|
 """`\nFormat`, `\u0026`, `{\n\teventPool`: escapes of text shown as a string literal (code a tool
 printed as JSON), not part of the next word. A lone `\t` or `\n` right after a word, a dot, a colon
 or a backslash stays: it is a Windows path's (`src\tests`, `C:\new`, `C:\\tools`)."""
+_ESCAPE_AFTER_FILE = re.compile(r"(?<=\w)(\.[A-Za-z][A-Za-z0-9]{0,9})\\[ntr](?=[\w.])")
+r"""`file1.txt\nfile2.txt`: a newline's escape right after a file's name (one of `_FILE_EXTENSIONS`)
+ends it; a Windows path's folders are no such files (`C:\data.d\new` keeps its `\n`)."""
+_SHEBANG = re.compile(r"#![ \t]*/\S*")
+"""`#!/usr/bin/env python3`: the interpreter a script names, not a file of the work."""
 _ELLIPSIS = re.compile(r"…|\.\.\.")
 _LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
 """A word followed right away by an ellipsis was cut there."""
@@ -951,7 +959,11 @@ class _Scores:
         """Names in `text`, each use worth `weight`. `once`: a tool output (each name once, shown
         not used); `plain`: someone's plain words, where `a/b` is an alternative, not a path, and a
         CamelCase word alone is a product's name (`GitHub`) unless it names an error or a test."""
-        text = _ESCAPE.sub(" ", text) if "\\" in text else text
+        if "\\" in text:
+            text = _ESCAPE.sub(" ", text)
+            text = _ESCAPE_AFTER_FILE.sub(_file_ends, text)
+        if "#!" in text:
+            text = _SHEBANG.sub(" ", text)
         whole: list[str] = []
         for pattern, mark in ((_WINDOWS_PATH, ":\\"), (_BRACKET_PATH, "/[")):
             if mark in text and (paths := pattern.findall(text)):
@@ -1027,6 +1039,11 @@ class _Scores:
 
 _NAMED_IN_WORDS = re.compile(r"[A-Z]\w*(?:Error|Exception|Warning|Failure)|Test[A-Z]\w*|\w+Tests?")
 """CamelCase words that are names even in plain words: errors and tests."""
+
+
+def _file_ends(escape: re.Match[str]) -> str:
+    """A file type's `\\n` (`_ESCAPE_AFTER_FILE`) as the end of the name; another's as it was."""
+    return escape[1] + " " if escape[1][1:].casefold() in _FILE_EXTENSIONS else escape[0]
 
 
 def _cut_words(text: str) -> set[str]:
