@@ -235,3 +235,10 @@ def test_the_newest_system_message_sent_mid_conversation_is_quoted_in_critical_c
     # Carried by the next summary until a newer one comes.
     again = build_summary(stored([user("go on"), *work()]), previous=summary, counter=COUNTER, budget_tokens=4_000)
     assert any(plan in b for b in parse_summary(again)[CRITICAL])
+    # Codex's own notices sent the same way after it are no rule of the session: the plan stays quoted.
+    restated = "<model_switch>\nThe user was previously using a different model. You are Codex, a coding agent."
+    skills = "<skills_instructions>\n## Skills\nA skill is a set of local instructions."
+    later = [*messages, *(instruction_message(SystemPrompt(role="developer", text=t)) for t in (restated, skills))]
+    summary = build_summary(stored([*later, *work()]), previous=None, counter=COUNTER, budget_tokens=4_000)
+    said = [b for b in parse_summary(summary)[CRITICAL] if b.startswith(SYSTEM_SAID)]
+    assert len(said) == 1 and plan in said[0], said

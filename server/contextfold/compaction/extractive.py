@@ -92,6 +92,7 @@ from contextfold.compaction.facts import (
 )
 from contextfold.compaction.outcomes import files_phrase, outcomes, project_root
 from contextfold.compaction.pins import newest_constraints
+from contextfold.compaction.prose import harness_turn
 from contextfold.compaction.template import (
     BLOCKED,
     CONSTRAINTS,
@@ -480,7 +481,9 @@ def _context(
 ) -> None:
     rank = 0.0
     tests = [c for c in facts.commands if suite_runner(c)]
-    instruction = next((m for m in reversed(head) if instruction_role(m) is not None and m.text.strip()), None)
+    instruction = next(
+        (m for m in reversed(head) if instruction_role(m) is not None and m.text.strip() and not harness_turn(m)), None
+    )
     if prior:
         for bullet in prior[CRITICAL]:
             if tests and bullet.startswith(TEST_COMMAND):

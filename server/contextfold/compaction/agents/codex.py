@@ -29,6 +29,13 @@ class Codex(AgentAdapter):
         "<permissions instructions>",
         "<turn_aborted>",
         "# AGENTS.md instructions",
+        # Developer messages it sends mid-session that hold no rule of the session's own: its system
+        # prompt again after a model switch, the skills, plugins and apps it offers. (A collaboration
+        # mode's rules, `<collaboration_mode>`, do hold: the summary quotes the newest.)
+        "<model_switch>",
+        "<skills_instructions>",
+        "<plugins_instructions>",
+        "<apps_instructions>",
     )
     declined_markers = (
         "exec command rejected by user",
