@@ -854,6 +854,15 @@ def test_product_names_and_alternatives_in_plain_words_are_not_names() -> None:
     )
     assert not {"GitHub", "JavaScript", "TypeScript", "green/blue/red"} & set(names), names
     assert "ValueError" in names
+    # A product named like a script is one in words; a file so named is one where a call reads it.
+    names = ranked(
+        [
+            user("The charts use D3.js on Node.js; App.js draws them."),
+            assistant("", call("Read", {"file_path": "/repo/src/App.js"}, "export default function App() {}")),
+        ]
+    )
+    assert not {"D3.js", "Node.js"} & set(names), names
+    assert "/repo/src/App.js" in names, names
 
 
 def test_words_and_sizes_a_slash_joins_in_a_document_are_not_paths_unless_files_lie_under_them() -> None:

@@ -354,6 +354,9 @@ or a backslash stays: it is a Windows path's (`src\tests`, `C:\new`, `C:\\tools`
 _ESCAPE_AFTER_FILE = re.compile(r"(?<=\w)(\.[A-Za-z][A-Za-z0-9]{0,9})\\[ntr](?=[\w.])")
 r"""`file1.txt\nfile2.txt`: a newline's escape right after a file's name (one of `_FILE_EXTENSIONS`)
 ends it; a Windows path's folders are no such files (`C:\data.d\new` keeps its `\n`)."""
+_PRODUCT_JS = re.compile(r"[A-Z][A-Za-z0-9]*\.js")
+"""`Node.js`, `D3.js`, `Vue.js` in plain words: a product's name. A file so named (`App.js`) is one in a
+call, a listing or code, where the names of plain words are not read."""
 _SHEBANG = re.compile(r"#![ \t]*/\S*")
 """`#!/usr/bin/env python3`: the interpreter a script names, not a file of the work."""
 _ELLIPSIS = re.compile(r"…|\.\.\.")
@@ -986,7 +989,11 @@ class _Scores:
             found += [w for w in _WORD.findall(text) if _code_like(w, kebab)]
         if plain:
             found = [
-                w for w in found if not _alternatives(w) and not (_CAMEL.match(w) and not _NAMED_IN_WORDS.fullmatch(w))
+                w
+                for w in found
+                if not _alternatives(w)
+                and not (_CAMEL.match(w) and not _NAMED_IN_WORDS.fullmatch(w))
+                and not _PRODUCT_JS.fullmatch(w)
             ]
         if "…" in text or "..." in text:
             cut = _cut_words(text)  # cut mid-name by whoever clipped the text
