@@ -64,6 +64,17 @@ def test_what_a_read_file_defines_ranks_above_what_it_only_uses() -> None:
     defined = ("resetForm", "openEditForm", "LoadRoster", "player_summary")
     used = ("fetchPlayers", "setShowEditForm", "setFormData", "EMPTY_FORM")
     assert max(names.index(n) for n in defined) < min(names.index(n) for n in used), names
+    # Languages whose methods no keyword opens: a modifier does (Java, C#, TypeScript), or Kotlin's `fun`.
+    source = (
+        "    Order order = orderRepo.findById(orderId);\n    auditLog.record(order);\n"
+        "    public static List<Order> findOpenOrders(Customer customer) {\n"
+        "    protected async Task<IActionResult> GetOrderTotal(int id) {\n"
+        "    override fun onCreateView(inflater: LayoutInflater): View {\n"
+    )
+    names = ranked([user("Why are closed orders listed?"), bash("cat src/OrderService.java", source)])
+    defined = ("findOpenOrders", "GetOrderTotal", "onCreateView")
+    used = ("orderRepo.findById", "auditLog.record")
+    assert max(names.index(n) for n in defined) < min(names.index(n) for n in used), names
 
 
 def test_a_header_a_read_file_includes_is_a_name_and_ranks_once_the_agent_opens_it() -> None:

@@ -316,10 +316,13 @@ _CSS_VALUE = re.compile(r"(?<![\w$.-])[a-z]+(?:-[a-z]+)*\s*:(?!:)\s*([^;:{}\"'`<
 the keywords of the style language, not names of the work (a custom property, `var(--gap)`, is one)."""
 _VALUE_WORD = re.compile(r"(?<![\w./:~<$@#-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w./-])")
 _DEFINED = re.compile(
-    r"\b(?:def|defp|class|function|func|fn|const|let|var|type|interface|struct|enum|trait|defmodule)"
-    r"\s+(?:\([^()\n]{0,80}\)\s*)?\*?([A-Za-z_$][\w$.]*)"
+    r"\b(?:def|defp|class|function|func|fn|fun|const|let|var|type|interface|struct|enum|trait|protocol|record"
+    r"|module|defmodule)\s+(?:\([^()\n]{0,80}\)\s*)?\*?([A-Za-z_$][\w$.]*)"
+    r"|\b(?:public|private|protected|internal|static|override|virtual|abstract|final|async|synchronized)\s+"
+    r"(?:[\w$<>\[\]?,.]+\s+){0,4}?([A-Za-z_$][\w$]*)\s*\("
 )
-"""A definition's name, in the usual languages' words for one (a Go method's receiver skipped)."""
+"""A definition's name, in the usual languages' words for one (a Go method's receiver skipped), or a
+method's that a modifier opens (`public static void main(`, `private async loadRoster(`)."""
 _WORD_COMPOUND = re.compile(r"(?<![\w./:~<$@#-])[A-Za-z][a-z]+(?:-[A-Za-z][a-z]+)+(?![\w/-])")
 """Words a hyphen joins, letters only (`high-level`, `production-ready`, `glass-card`)."""
 _READ_LINE = r"^\s*(?:\d+(?:→|\t))?"
@@ -1248,7 +1251,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 document=document,
             )
             if not web:
-                for name in dict.fromkeys(_DEFINED.findall(output)):
+                for name in dict.fromkeys(a or b for a, b in _DEFINED.findall(output)):
                     if _code_like(name):
                         scores.add(name, DEFINITION_WEIGHT, typed=False)
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
