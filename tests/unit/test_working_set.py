@@ -634,6 +634,31 @@ def test_the_names_of_stack_frames_in_someone_elses_code_are_not_listed() -> Non
     assert {"renderRoster", "load_roster", "fetch_players"} <= set(names), names
 
 
+def test_the_jvms_and_dotnets_own_frames_are_not_listed_and_a_frame_file_counts_once() -> None:
+    runner = "\n".join(f"\tat org.junit.engine.NodeTestTask.execute(NodeTestTask.java:{100 + i})" for i in range(30))
+    runtime = "\n".join(f"\tat java.base/java.util.ArrayList.forEach(ArrayList.java:{1500 + i})" for i in range(10))
+    trace = (
+        "org.opentest4j.AssertionFailedError: expected: <2> but was: <3>\n"
+        "\tat com.acme.orders.OrderServiceTest.findsOpenOrders(OrderServiceTest.java:42)\n"
+        f"{runner}\n{runtime}\n"
+        "   at System.Linq.Enumerable.First[TSource](IEnumerable`1 source)\n"
+        "   at Acme.Orders.OrderController.GetOrder(Int32 id) in C:\\src\\OrderController.cs:line 18\n"
+    )
+    source = "public class OrderService {\n  public List<Order> findOpenOrders(Customer c) {\n"
+    names = ranked(
+        [
+            user("Fix the failing order test."),
+            bash("mvn test", trace),
+            assistant("", call("Read", {"file_path": "/repo/src/OrderService.java"}, source)),
+        ]
+    )
+    assert not [n for n in names if n.startswith(("java.", "System.")) or n == "ArrayList.java"], names
+    assert {"OrderServiceTest.java", "com.acme.orders.OrderServiceTest.findsOpenOrders"} <= set(names), names
+    assert "Acme.Orders.OrderController.GetOrder" in names, names
+    # Thirty frames of one file are one file shown once: it ranks behind the file the agent read.
+    assert names.index("/repo/src/OrderService.java") < names.index("NodeTestTask.java"), names
+
+
 def test_a_scoped_package_is_a_name_but_a_mail_address_is_not() -> None:
     names = ranked(
         [

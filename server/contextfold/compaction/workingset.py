@@ -267,11 +267,27 @@ _PACKAGE_DIR = re.compile(
 project's own files, shown in tracebacks and listings."""
 _FRAME = re.compile(
     r"^[ \t]*at (?:async )?[^\n()]*\((?:file://)?(?P<js>[^()\s]+?):\d+:\d+\)[ \t]*$"
-    r"|^[ \t]*File \"(?P<py>[^\"\n]+)\", line \d+, in [^\n]*(?:\n[ \t]+[^\n]*)?$",
+    r"|^[ \t]*File \"(?P<py>[^\"\n]+)\", line \d+, in [^\n]*(?:\n[ \t]+[^\n]*)?$"
+    r"|^[ \t]*at (?P<vm>[\w$./<>`\[\],-]+)\([^()\n]*\)(?: in [^\n]*)?[ \t]*$",
     re.MULTILINE,
 )
 """A stack frame (JavaScript's `at fn (path:line:col)`, Python's `File "path", line N, in fn` and its
-source line): when its file is someone else's (`_system`), so are the names in it."""
+source line, the JVM's and .NET's `at pkg.Class.method(File.java:42)`): when its code is someone
+else's (`_system`, `_RUNTIME_PACKAGES`), so are the names in it."""
+_RUNTIME_PACKAGES = (
+    "java.",
+    "javax.",
+    "jdk.",
+    "sun.",
+    "com.sun.",
+    "kotlin.",
+    "kotlinx.",
+    "scala.",
+    "System.",
+    "Microsoft.",
+)
+"""The packages of the JVM's and .NET's own libraries: a frame in them is the runtime's, as one in
+`/usr/lib/python3.10/` is Python's (a module's prefix aside: `java.base/java.util.ArrayList`)."""
 _GREP_CONTEXT = re.compile(r"(\.[A-Za-z0-9]{1,10})-\d+(?:-[\w.:/-]*)?$")
 """`a.js-48`, `a.js-48-export`: a line of a search's context (`grep -n -C` prints `path-N-line`, the
 line's first word glued on), the name being the file's."""
@@ -508,7 +524,13 @@ def _system(path: str) -> bool:
 def _own_frames(output: str) -> str:
     """`output` without the stack frames that run through someone else's code (a parser's
     `TypeScriptParserMixin.parseExprAtom`, a library's internals): the frames of the project stay."""
-    return _FRAME.sub(lambda m: m[0] if not _system(m["js"] or m["py"] or "") else "", output)
+    return _FRAME.sub(lambda m: "" if _foreign_frame(m) else m[0], output)
+
+
+def _foreign_frame(frame: re.Match[str]) -> bool:
+    if frame["vm"]:
+        return frame["vm"].rsplit("/", 1)[-1].startswith(_RUNTIME_PACKAGES)
+    return _system(frame["js"] or frame["py"] or "")
 
 
 @lru_cache(maxsize=16_384)
@@ -597,6 +619,7 @@ def _code_like(word: str, kebab: bool = False) -> bool:
 
 
 @lru_cache(maxsize=65_536)
+@lru_cache(maxsize=16_384)
 def _normalized(term: str) -> str | None:
     """The name `term` stands for (a search hit's file, without a place in it, a closing bracket,
     progress marks or a context line's number), or None when it is none (too short or long, a
@@ -1028,7 +1051,14 @@ class _Scores:
             _compound_contexts(text, self.worded, self.coded, document)
         if "(" in text:
             self.called.update(w for w in _CALLED.findall(text) if "." in w.strip("."))
-        words = list(dict.fromkeys(found)) if once else found  # in order: ties rank by first use
+        words = found
+        if once:
+            # Each name once, however many places the output shows it at (`Task.java:101`,
+            # `Task.java:102`: one file); in order, so that ties rank by first use.
+            unique: dict[str, str] = {}
+            for word in found:
+                unique.setdefault(_normalized(word) or word, word)
+            words = list(unique.values())
         tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
         names = len(words) + len(tests)
         if spread and names > SPREAD_NAMES:
