@@ -647,7 +647,8 @@ _SYSTEM_ROOTS = (
 )
 _PACKAGE_SEGMENT = re.compile(
     r"(?:^|[\\/])(?:site-packages|dist-packages|node_modules|\.venv|\.nvm|\.npm|\.cache|\.cargo|\.rustup|\.pyenv|\.m2|"
-    r"\.gradle)(?:[\\/]|$)|(?:^|[\\/])lib[\\/]python\d"
+    r"\.gradle|\.rbenv|\.rvm|\.gem|\.nuget|\.pub-cache|Pods|DerivedData)(?:[\\/]|$)"
+    r"|(?:^|[\\/])lib[\\/](?:python\d|ruby[\\/])|(?:^|/)vendor/bundle/|(?:^|/)go/pkg/mod/"
 )
 
 

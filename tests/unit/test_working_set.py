@@ -256,6 +256,27 @@ def test_test_runner_progress_glued_to_a_system_path_is_not_a_file() -> None:
     assert "/testbed/requests/adapters.py" in names
 
 
+def test_other_ecosystems_installed_packages_are_not_the_projects_files() -> None:
+    rspec = (
+        "Failure/Error: expect(user.display_name).to eq('Bob')\n"
+        "# ./spec/models/user_spec.rb:12:in `block (2 levels) in <top (required)>'\n"
+        "# /Users/ana/.rbenv/versions/3.2.0/lib/ruby/gems/3.2.0/gems/rspec-core-3.12.0/lib/rspec/core/example.rb:263\n"
+        "# /app/vendor/bundle/ruby/3.2.0/gems/activesupport-7.1.0/lib/active_support/callbacks.rb:110\n"
+    )
+    go = "panic: nil map\n\t/home/ana/go/pkg/mod/github.com/spf13/cobra@v1.8.0/command.go:983 +0x1d\n\t/repo/cmd/root.go:40"
+    pods = "/repo/ios/Pods/Alamofire/Source/Session.swift:12: warning: deprecated\n/repo/ios/App/Login.swift:3: error"
+    names = ranked(
+        [
+            user("Fix the failing spec."),
+            bash("bundle exec rspec", rspec),
+            bash("go run .", go),
+            bash("xcodebuild", pods),
+        ]
+    )
+    assert not [n for n in names if any(p in n for p in (".rbenv", "vendor/bundle", "pkg/mod", "Pods/"))], names
+    assert {"./spec/models/user_spec.rb", "/repo/cmd/root.go", "/repo/ios/App/Login.swift"} <= set(names), names
+
+
 def test_a_system_path_the_agent_opened_stays() -> None:
     path = "/usr/lib/python3.10/site-packages/requests/sessions.py"
     names = ranked(
