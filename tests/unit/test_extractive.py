@@ -21,6 +21,8 @@ from _recall import OPENING_CHARS, own_words  # noqa: E402
 from _recall import normalize as recall_normalize  # noqa: E402
 from conftest import corpus_files, corpus_params, corpus_session, needs_corpus
 
+from contextfold.compaction.agents import Outcome
+from contextfold.compaction.agents.output import suite_verdict
 from contextfold.compaction.base import SummaryRequest
 from contextfold.compaction.extractive import ExtractiveSummarizer, focus_keywords
 from contextfold.compaction.facts import (
@@ -567,10 +569,35 @@ def test_test_invocations_and_resolution_rules() -> None:
         ),
         ("Checking the cluster\nnode-1 ready\n", "Checking the cluster"),
         ("", "(no output)"),
+        # Go: the failing test and what it logged, not the package lines after it.
+        (
+            "--- FAIL: TestParseAmount (0.00s)\n    parse_test.go:42: got 15, want 1.5\nFAIL\n"
+            "FAIL\tgithub.com/ana/ledger/parser\t0.012s\n",
+            "--- FAIL: TestParseAmount (0.00s) parse_test.go:42: got 15, want 1.5",
+        ),
+        # A runner's FAIL line is one line: not joined to the next across the line break.
+        ("FAIL\nFAIL\tgithub.com/ana/ledger/parser\t0.012s\n", "FAIL github.com/ana/ledger/parser 0.012s"),
     ],
 )
 def test_error_line(output: str, expected: str) -> None:
     assert error_line(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("output", "passed"),
+    [
+        ("--- FAIL: TestParse (0.00s)\nFAIL\nFAIL\tgithub.com/a/p\t0.01s\nok  \tgithub.com/a/q\t(cached)", False),
+        ("ok  \tgithub.com/a/p\t0.01s\nok  \tgithub.com/a/q\t(cached)", True),
+        ("[ERROR] Tests run: 12, Failures: 1, Errors: 0, Skipped: 0\n[INFO] BUILD FAILURE", False),
+        ("[INFO] Tests run: 12, Failures: 0, Errors: 0, Skipped: 0\n[INFO] BUILD SUCCESS", True),
+        ("> Task :test FAILED\n3 tests completed, 1 failed\nBUILD FAILED in 4s", False),
+        ("test result: FAILED. 3 passed; 1 failed; 0 ignored", False),
+        ("test result: ok. 4 passed; 0 failed; 0 ignored", True),
+    ],
+)
+def test_a_test_run_without_an_exit_code_is_judged_by_its_runners_words(output: str, passed: bool) -> None:
+    # Go, Maven, Gradle, cargo: piped to `tail`, or from a harness that reports no exit code.
+    assert suite_verdict(Outcome(None, None, output))[0] is passed
 
 
 def test_inspection_failures_and_sibling_errors_are_not_blockers() -> None:

@@ -50,7 +50,9 @@ def judged(body: str, failed: bool = False) -> Outcome:
 _PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) \S+.*$", re.MULTILINE)
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault)\b(?::.*)?$")
 _EXUNIT_TEST = re.compile(r"^\s*\d+\) test .+$", re.MULTILINE)
-_JS_FAIL = re.compile(r"^\s*(?:×|✗|✕|FAIL)\s+\S.*$", re.MULTILINE)
+_JS_FAIL = re.compile(r"^[ \t]*(?:×|✗|✕|FAIL)[ \t]+\S.*$", re.MULTILINE)
+_GO_FAIL = re.compile(r"^--- FAIL: .*(?:\n[ \t]+\S.*)?", re.MULTILINE)
+"""Go's failing test and the first line it logged: `--- FAIL: TestParse (0.00s)` then `    parse_test.go:42: got 15`."""
 _ERROR_LINE = re.compile(
     r"^\s*(?:error(?:\[\w+\])?:|Error:|ERROR:|fatal:|FATAL:|✘ \[ERROR\]|E\s{2,}\S|FAIL:).*$",
     re.MULTILINE,
@@ -92,6 +94,9 @@ def error_line(body: str) -> str:
     test = _EXUNIT_TEST.search(window)
     if test:
         return clip(test.group(0))
+    go = _GO_FAIL.search(window)
+    if go:
+        return clip(" ".join(go.group(0).split()))
     crashes = _ELIXIR_CRASH.findall(window)
     if crashes:
         return clip(crashes[-1])  # the innermost `** (SomeError)` is the cause
@@ -113,13 +118,17 @@ def error_line(body: str) -> str:
 
 _PASS_SUMMARY = re.compile(
     r"^.*(?:\b\d+ passed\b|\b\d+ tests?, 0 failures\b|Tests?\s+\d+ passed|^OK\b|\bRan \d+ tests?\b|"
-    r"test result: ok|\ball tests passed\b).*$",
+    r"test result: ok|\ball tests passed\b|Tests run: [1-9]\d*, Failures: 0, Errors: 0\b).*$",
     re.MULTILINE | re.IGNORECASE,
 )
 _CRASHED = re.compile(r"^\s*\*\* \(\w+|^\s*(?:error|Error|ERROR)(?:\[\w+\])?:", re.MULTILINE)
 _TEST_FAILED = re.compile(
-    r"\b[1-9]\d* (?:failed|failures?|errors?)\b|^FAILED\b|^FAIL:|^FAILED \(|Tests?\s+\d+ failed", re.MULTILINE
+    r"\b[1-9]\d* (?:failed|failures?|errors?)\b|^FAIL(?:ED)?\b|^--- FAIL:|Tests?\s+\d+ failed"
+    r"|\b(?:Failures|Errors): [1-9]|\bBUILD FAIL(?:URE|ED)\b",
+    re.MULTILINE,
 )
+"""A failing test or build in any of the usual runners' words: pytest's and Jest's counts, unittest's
+`FAIL:`, Go's `--- FAIL:` and `FAIL	pkg`, Maven's and Gradle's `Failures: 1` and `BUILD FAILURE`."""
 
 
 def suite_verdict(outcome: Outcome) -> tuple[bool | None, str]:
