@@ -183,6 +183,16 @@ def test_identifiers_of_any_script_are_names_but_a_digit_never_starts_one() -> N
         assert name in names, (name, names)
 
 
+def test_a_test_files_name_is_a_file_and_the_tests_in_it_are_tests() -> None:
+    go = "--- FAIL: TestParseAmount (0.00s)\n    parse_test.go:42: got 15, want 1.5\nFAIL"
+    py = "FAILED tests/test_views.py::test_login_redirects - assert 302 == 200\n1 failed"
+    ws = working_set(stored([user("Fix the tests."), bash("go test ./...", go), bash("pytest", py)]), set())
+    kinds = dict(ws.ranked)
+    assert kinds.get("TestParseAmount") == "test" and kinds.get("test_login_redirects") == "test", kinds
+    assert kinds.get("parse_test.go") == "file" and kinds.get("tests/test_views.py") == "file", kinds
+    assert "parse_test" not in kinds and "test_views" not in kinds, kinds
+
+
 def test_images_documents_and_markup_files_are_files() -> None:
     written = "Figures: 00-cover.svg, 01-overview.svg and 02-flow.svg; the print copy is book-final.pdf."
     names = ranked(

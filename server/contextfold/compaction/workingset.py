@@ -170,6 +170,7 @@ _UPPER = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 _DUNDER = re.compile(r"^__[A-Za-z][A-Za-z0-9_]*__$")
 """`__init__`, `__MODULE__`: a language's special names."""
 _TEST = re.compile(r"\btest_\w{3,}|\b\w{3,}_test\b|\bTest[A-Z]\w+|\b[A-Z]\w+Tests?\b")
+_TEST_FILE_STEM = re.compile(r"\.([A-Za-z][A-Za-z0-9]{0,9})\b")
 _FAILING = re.compile(r"FAIL|ERROR|Error|error:")
 """A line of output that reports a failure: the tests it names are worth keeping."""
 _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Failure)\b")
@@ -1062,7 +1063,9 @@ class _Scores:
             for word in found:
                 unique.setdefault(_normalized(word) or word, word)
             words = list(unique.values())
-        tests = list(dict.fromkeys(_TEST.findall(text))) if once else _TEST.findall(text)
+        tests = _tests_in(text)
+        if once:
+            tests = list(dict.fromkeys(tests))
         names = len(words) + len(tests)
         if spread and names > SPREAD_NAMES:
             # A long listing shows many names, each less surely one the work needs.
@@ -1082,6 +1085,17 @@ class _Scores:
 
 _NAMED_IN_WORDS = re.compile(r"[A-Z]\w*(?:Error|Exception|Warning|Failure)|Test[A-Z]\w*|\w+Tests?")
 """CamelCase words that are names even in plain words: errors and tests."""
+
+
+def _tests_in(text: str) -> list[str]:
+    """The test names `text` holds (`_TEST`), not a test file's name without its type (`parse_test`
+    of `parse_test.go`, `test_views` of `test_views.py`: the file is listed as one)."""
+    found = []
+    for match in _TEST.finditer(text):
+        stem = _TEST_FILE_STEM.match(text, match.end())
+        if stem is None or stem[1].casefold() not in _FILE_EXTENSIONS:
+            found.append(match[0])
+    return found
 
 
 def _file_ends(escape: re.Match[str]) -> str:
@@ -1288,7 +1302,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                     if _code_like(name):
                         scores.add(name, DEFINITION_WEIGHT, typed=False)
             failing = "\n".join(line for line in output.splitlines() if _FAILING.search(line))
-            for name in dict.fromkeys(_EXCEPTION.findall(output) + _TEST.findall(failing)):
+            for name in dict.fromkeys(_EXCEPTION.findall(output) + _tests_in(failing)):
                 scores.add(name, 1.5, typed=False)
             if "`" in output:
                 # A document's words name these on purpose (`mouseMove` - moves the cursor): the API
