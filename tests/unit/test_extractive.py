@@ -593,6 +593,14 @@ def test_error_line(output: str, expected: str) -> None:
         ("> Task :test FAILED\n3 tests completed, 1 failed\nBUILD FAILED in 4s", False),
         ("test result: FAILED. 3 passed; 1 failed; 0 ignored", False),
         ("test result: ok. 4 passed; 0 failed; 0 ignored", True),
+        ("Finished in 0.03 seconds\n4 examples, 0 failures", True),  # RSpec
+        ("Finished in 0.04 seconds\n4 examples, 1 failure", False),
+        ("12 runs, 30 assertions, 0 failures, 0 errors, 0 skips", True),  # minitest
+        ("  5 passing (12ms)", True),  # Mocha
+        ("  4 passing (12ms)\n  1 failing", False),
+        ("Passed!  - Failed:     0, Passed:    12, Skipped:     0, Total:    12", True),  # dotnet test
+        ("Failed!  - Failed:     1, Passed:    11, Skipped:     0, Total:    12", False),
+        ("Executed 12 tests, with 0 failures (0 unexpected) in 0.5 seconds", True),  # XCTest
     ],
 )
 def test_a_test_run_without_an_exit_code_is_judged_by_its_runners_words(output: str, passed: bool) -> None:
