@@ -514,6 +514,18 @@ def test_test_invocations_and_resolution_rules() -> None:
     assert suite_invocation("npx vitest run src/a.test.ts -t 'Compaction Config'") == ("vitest", ("src/a.test.ts",))
     assert suite_invocation("./tests/runtests.py queryset_pickle.test_reproduce")[0] == "runtests.py"  # type: ignore[index]
     assert suite_invocation("cat testing/pytest.ini") is None
+    # Other ecosystems' runners: options before the subcommand, a script that is the program.
+    assert suite_invocation("mvn -q test -Dtest=OrderServiceTest") == ("mvn test", ())
+    assert suite_invocation("cargo +nightly test") == ("cargo test", ())
+    assert suite_invocation("php artisan test --filter UserTest") == ("artisan test", ())
+    assert suite_invocation("python3 manage.py test orders") == ("manage.py test", ())
+    assert suite_invocation("bin/rails test test/models/user_test.rb") == ("rails test", ("test/models/user_test.rb",))
+    assert suite_invocation("npx playwright test e2e/login.spec.ts") == ("playwright test", ("e2e/login.spec.ts",))
+    assert suite_invocation("python tests/runtests.py queryset_pickle")[0] == "runtests.py"  # type: ignore[index]
+    for command in ("swift test", "flutter test", "./mvnw test", "sbt test", "bazel test //..."):
+        assert suite_invocation(command) is not None, command
+    for command in ("go vet ./...", "python script.py", "node scripts/build.js", "git -C repo status"):
+        assert suite_invocation(command) is None, command
     assert command_key("cd /repo && pytest tests 2>&1 | tail -3") == "pytest tests"
     # The same runner over the same tests or more resolves; other tests do not.
     assert resolves("pytest tests/test_a.py::test_x", "pytest tests/test_a.py")

@@ -48,8 +48,26 @@ _RUNNER_SUBCOMMANDS = {
     ("gradle", "test"),
     ("gradlew", "test"),
     ("mvn", "test"),
+    ("mvnw", "test"),
     ("npm", "t"),
+    ("swift", "test"),
+    ("flutter", "test"),
+    ("dart", "test"),
+    ("sbt", "test"),
+    ("lein", "test"),
+    ("stack", "test"),
+    ("cabal", "test"),
+    ("bazel", "test"),
+    ("rails", "test"),
+    ("artisan", "test"),
+    ("manage.py", "test"),
+    ("playwright", "test"),
+    ("hatch", "test"),
+    ("nx", "test"),
+    ("turbo", "test"),
 }
+"""A program and the subcommand that runs its tests; options between them are passed over (`mvn -q test`,
+`cargo +nightly test`)."""
 _LAUNCHERS = {"npx", "uvx", "bunx", "pnpx"}
 _LAUNCHER_PAIRS = {
     ("uv", "run"),
@@ -491,6 +509,8 @@ def _program(words: list[str]) -> list[str]:
             words = words[2:]
         elif verb.startswith("python") and len(words) > 2 and words[1] == "-m":
             words = words[2:]
+        elif verb.startswith(("python", "php", "node", "ruby")) and len(words) > 1 and not words[1].startswith("-"):
+            words = words[1:]  # the script it runs is the program: `python manage.py test`, `php artisan test`
         else:
             return words
     return words
@@ -512,8 +532,9 @@ def suite_invocation(command: str) -> tuple[str, tuple[str, ...]] | None:
         sub = words[1]
         if verb in ("npm", "yarn", "pnpm", "bun") and sub == "run" and len(words) > 2 and words[2].startswith("test"):
             return f"{verb} run {words[2]}", tuple(_targets(words[3:]))
-        if (verb, sub) in _RUNNER_SUBCOMMANDS:
-            return f"{verb} {sub}", tuple(_targets(words[2:]))
+        at = next((i for i, word in enumerate(words[1:], 1) if not word.startswith(("-", "+"))), None)
+        if at is not None and (verb, words[at]) in _RUNNER_SUBCOMMANDS:
+            return f"{verb} {words[at]}", tuple(_targets(words[at + 1 :]))
     return None
 
 
