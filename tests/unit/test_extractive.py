@@ -587,6 +587,11 @@ def test_test_invocations_and_resolution_rules() -> None:
             "FAIL\tgithub.com/ana/ledger/parser\t0.012s\n",
             "--- FAIL: TestParseAmount (0.00s) parse_test.go:42: got 15, want 1.5",
         ),
+        # The TypeScript compiler's and MSBuild's place in parentheses: the first error, not the count.
+        (
+            "src/app/player.ts(12,5): error TS2304: Cannot find name 'rosterId'.\n\nFound 2 errors in 2 files.",
+            "src/app/player.ts(12,5): error TS2304: Cannot find name 'rosterId'.",
+        ),
         # A runner's FAIL line is one line: not joined to the next across the line break.
         ("FAIL\nFAIL\tgithub.com/ana/ledger/parser\t0.012s\n", "FAIL github.com/ana/ledger/parser 0.012s"),
     ],

@@ -60,7 +60,11 @@ _ERROR_LINE = re.compile(
 _ELIXIR_CRASH = re.compile(r"^\s*\*\* \(\w+\).*$", re.MULTILINE)
 _ANY_EXCEPTION = re.compile(r"^.*\b\w+(?:Error|Exception)\b: .+$", re.MULTILINE)
 # Compiler and linter style: `path/to/file.ext:LINE[:COL]: message` (also dialyzer's `…:58:13:pattern_match`).
-_LOCATED = re.compile(r"^[^\s:]*[\w/]\.\w{1,6}:\d+(?::\d+)?:\s*\S.*$", re.MULTILINE)
+_LOCATED = re.compile(
+    r"^[^\s:]*[\w/]\.\w{1,6}:\d+(?::\d+)?:\s*\S.*$|^[^\s(]*[\w/]\.\w{1,6}\(\d+,\d+\): (?:error|warning)\b.*$",
+    re.MULTILINE,
+)
+"""Also the TypeScript compiler's and MSBuild's `src/a.ts(12,5): error TS2304: …`."""
 _FAILURE_SUMMARY = re.compile(
     r"^.*\b(?:[1-9]\d* failed|[1-9]\d* failures?|[1-9]\d* errors?)\b.*$", re.MULTILINE | re.IGNORECASE
 )
