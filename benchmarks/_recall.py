@@ -648,7 +648,7 @@ _SYSTEM_ROOTS = (
 _PACKAGE_SEGMENT = re.compile(
     r"(?:^|[\\/])(?:site-packages|dist-packages|node_modules|\.venv|\.nvm|\.npm|\.cache|\.cargo|\.rustup|\.pyenv|\.m2|"
     r"\.gradle|\.rbenv|\.rvm|\.gem|\.nuget|\.pub-cache|Pods|DerivedData)(?:[\\/]|$)"
-    r"|(?:^|[\\/])lib[\\/](?:python\d|ruby[\\/])|(?:^|/)vendor/bundle/|(?:^|/)go/pkg/mod/"
+    r"|(?:^|[\\/])lib[\\/](?:python\d|ruby[\\/])|(?:^|[\\/])vendor[\\/]|(?:^|/)go/pkg/mod/"
 )
 
 

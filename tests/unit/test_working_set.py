@@ -275,15 +275,17 @@ def test_other_ecosystems_installed_packages_are_not_the_projects_files() -> Non
     )
     go = "panic: nil map\n\t/home/ana/go/pkg/mod/github.com/spf13/cobra@v1.8.0/command.go:983 +0x1d\n\t/repo/cmd/root.go:40"
     pods = "/repo/ios/Pods/Alamofire/Source/Session.swift:12: warning: deprecated\n/repo/ios/App/Login.swift:3: error"
+    laravel = "#0 /var/www/app/vendor/laravel/framework/src/Illuminate/Pipeline/Pipeline.php(183): handle()\n"
     names = ranked(
         [
             user("Fix the failing spec."),
             bash("bundle exec rspec", rspec),
             bash("go run .", go),
             bash("xcodebuild", pods),
+            bash("php artisan serve", laravel),
         ]
     )
-    assert not [n for n in names if any(p in n for p in (".rbenv", "vendor/bundle", "pkg/mod", "Pods/"))], names
+    assert not [n for n in names if any(p in n for p in (".rbenv", "vendor/", "pkg/mod", "Pods/"))], names
     assert {"./spec/models/user_spec.rb", "/repo/cmd/root.go", "/repo/ios/App/Login.swift"} <= set(names), names
 
 

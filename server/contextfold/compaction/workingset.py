@@ -263,12 +263,12 @@ folders and a user's `AppData`, however a shell writes them (`C:\\Program Files\
 _PACKAGE_DIR = re.compile(
     r"(?:^|[\\/])(?:site-packages|dist-packages|node_modules|\.venv|\.nvm|\.npm|\.cache|\.cargo|\.rustup|"
     r"\.pyenv|\.m2|\.gradle|__pycache__|\.rbenv|\.rvm|\.gem|\.nuget|\.pub-cache|Pods|DerivedData)(?:[\\/]|$)"
-    r"|(?:^|/)lib/(?:python\d|ruby/)|(?:^|/)vendor/bundle/|(?:^|/)go/pkg/mod/"
+    r"|(?:^|/)lib/(?:python\d|ruby/)|(?:^|[\\/])vendor[\\/]|(?:^|/)go/pkg/mod/"
 )
 """Installed packages, tool caches and compiled bytecode (`__pycache__/x.cpython-39.pyc`): not the
 project's own files, shown in tracebacks and listings. Python's, Node's, Rust's, the JVM's, Ruby's
-(`~/.rbenv`, `lib/ruby/gems`, `vendor/bundle`), Go's module cache, .NET's NuGet, Dart's and
-CocoaPods' (`Pods/`), Xcode's `DerivedData`."""
+(`~/.rbenv`, `lib/ruby/gems`), any `vendor/` (Composer's, Bundler's, Go's), Go's module cache, .NET's
+NuGet, Dart's and CocoaPods' (`Pods/`), Xcode's `DerivedData`."""
 _FRAME = re.compile(
     r"^[ \t]*at (?:async )?[^\n()]*\((?:file://)?(?P<js>[^()\s]+?):\d+:\d+\)[ \t]*$"
     r"|^[ \t]*File \"(?P<py>[^\"\n]+)\", line \d+, in [^\n]*(?:\n[ \t]+[^\n]*)?$"
