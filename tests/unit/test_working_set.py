@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from _histories import assistant, call, stored, user
 
 from contextfold.compaction.base import SummaryRequest
@@ -52,28 +53,33 @@ def bash(command: str, output: str) -> Message:
 # -- saw, then referred -----------------------------------------------------------------------------
 
 
-def test_what_a_read_file_defines_ranks_above_what_it_only_uses() -> None:
-    source = (
-        "  await fetchPlayers()\n  setShowEditForm(false)\n  setSelectedPlayer(null)\n"
-        "  const resetForm = () => { setFormData(EMPTY_FORM) }\n"
-        "  function openEditForm(player) { setSelectedPlayer(player) }\n"
-        "func (s *PlayerStore) LoadRoster(id string) error {\n"
-        "def player_summary(player):\n"
-    )
-    names = ranked([user("Add the phone field to the player form."), bash("cat src/Players.tsx", source)])
-    defined = ("resetForm", "openEditForm", "LoadRoster", "player_summary")
-    used = ("fetchPlayers", "setShowEditForm", "setFormData", "EMPTY_FORM")
-    assert max(names.index(n) for n in defined) < min(names.index(n) for n in used), names
-    # Languages whose methods no keyword opens: a modifier does (Java, C#, TypeScript), or Kotlin's `fun`.
-    source = (
-        "    Order order = orderRepo.findById(orderId);\n    auditLog.record(order);\n"
-        "    public static List<Order> findOpenOrders(Customer customer) {\n"
-        "    protected async Task<IActionResult> GetOrderTotal(int id) {\n"
-        "    override fun onCreateView(inflater: LayoutInflater): View {\n"
-    )
-    names = ranked([user("Why are closed orders listed?"), bash("cat src/OrderService.java", source)])
-    defined = ("findOpenOrders", "GetOrderTotal", "onCreateView")
-    used = ("orderRepo.findById", "auditLog.record")
+@pytest.mark.parametrize(
+    ("source", "defined", "used"),
+    [
+        (
+            "  await fetchPlayers()\n  setShowEditForm(false)\n  setSelectedPlayer(null)\n"
+            "  const resetForm = () => { setFormData(EMPTY_FORM) }\n"
+            "  function openEditForm(player) { setSelectedPlayer(player) }\n"
+            "func (s *PlayerStore) LoadRoster(id string) error {\n"
+            "def player_summary(player):\n",
+            ("resetForm", "openEditForm", "LoadRoster", "player_summary"),
+            ("fetchPlayers", "setShowEditForm", "setFormData", "EMPTY_FORM"),
+        ),
+        # Languages whose methods no keyword opens: a modifier does (Java, C#, TypeScript), or Kotlin's `fun`.
+        (
+            "    Order order = orderRepo.findById(orderId);\n    auditLog.record(order);\n"
+            "    public static List<Order> findOpenOrders(Customer customer) {\n"
+            "    protected async Task<IActionResult> GetOrderTotal(int id) {\n"
+            "    override fun onCreateView(inflater: LayoutInflater): View {\n",
+            ("findOpenOrders", "GetOrderTotal", "onCreateView"),
+            ("orderRepo.findById", "auditLog.record"),
+        ),
+    ],
+)
+def test_what_a_read_file_defines_ranks_above_what_it_only_uses(
+    source: str, defined: tuple[str, ...], used: tuple[str, ...]
+) -> None:
+    names = ranked([user("Change how the list is loaded."), bash("cat src/view_source", source)])
     assert max(names.index(n) for n in defined) < min(names.index(n) for n in used), names
 
 
