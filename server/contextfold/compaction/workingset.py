@@ -171,6 +171,7 @@ _DUNDER = re.compile(r"^__[A-Za-z][A-Za-z0-9_]*__$")
 """`__init__`, `__MODULE__`: a language's special names."""
 _TEST = re.compile(r"\btest_\w{3,}|\b\w{3,}_test\b|\bTest[A-Z]\w+|\b[A-Z]\w+Tests?\b")
 _TEST_FILE_STEM = re.compile(r"\.([A-Za-z][A-Za-z0-9]{0,9})\b")
+"""What follows a test name that is a file's stem (`parse_test` in `parse_test.go`): its type."""
 _FAILING = re.compile(r"FAIL|ERROR|Error|error:")
 """A line of output that reports a failure: the tests it names are worth keeping."""
 _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Failure)\b")
@@ -623,7 +624,6 @@ def _code_like(word: str, kebab: bool = False) -> bool:
 
 
 @lru_cache(maxsize=65_536)
-@lru_cache(maxsize=16_384)
 def _normalized(term: str) -> str | None:
     """The name `term` stands for (a search hit's file, without a place in it, a closing bracket,
     progress marks or a context line's number), or None when it is none (too short or long, a
