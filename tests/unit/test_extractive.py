@@ -592,6 +592,11 @@ def test_test_invocations_and_resolution_rules() -> None:
             "src/app/player.ts(12,5): error TS2304: Cannot find name 'rosterId'.\n\nFound 2 errors in 2 files.",
             "src/app/player.ts(12,5): error TS2304: Cannot find name 'rosterId'.",
         ),
+        # The Kotlin compiler's `e:` line, not Gradle's task line before it.
+        (
+            "> Task :app:compileKotlin FAILED\ne: file:///repo/src/Main.kt:12:5 Unresolved reference: fooBar\n",
+            "e: file:///repo/src/Main.kt:12:5 Unresolved reference: fooBar",
+        ),
         # A runner's FAIL line is one line: not joined to the next across the line break.
         ("FAIL\nFAIL\tgithub.com/ana/ledger/parser\t0.012s\n", "FAIL github.com/ana/ledger/parser 0.012s"),
     ],

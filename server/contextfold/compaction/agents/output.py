@@ -54,7 +54,7 @@ _JS_FAIL = re.compile(r"^[ \t]*(?:×|✗|✕|FAIL)[ \t]+\S.*$", re.MULTILINE)
 _GO_FAIL = re.compile(r"^--- FAIL: .*(?:\n[ \t]+\S.*)?", re.MULTILINE)
 """Go's failing test and the first line it logged: `--- FAIL: TestParse (0.00s)` then `    parse_test.go:42: got 15`."""
 _ERROR_LINE = re.compile(
-    r"^\s*(?:error(?:\[\w+\])?:|Error:|ERROR:|fatal:|FATAL:|✘ \[ERROR\]|E\s{2,}\S|FAIL:).*$",
+    r"^\s*(?:error(?:\[\w+\])?:|Error:|ERROR:|fatal:|FATAL:|✘ \[ERROR\]|E\s{2,}\S|FAIL:|e: \S*\.kts?\b).*$",
     re.MULTILINE,
 )
 _ELIXIR_CRASH = re.compile(r"^\s*\*\* \(\w+\).*$", re.MULTILINE)
