@@ -522,7 +522,7 @@ def test_test_invocations_and_resolution_rules() -> None:
     assert suite_invocation("bin/rails test test/models/user_test.rb") == ("rails test", ("test/models/user_test.rb",))
     assert suite_invocation("npx playwright test e2e/login.spec.ts") == ("playwright test", ("e2e/login.spec.ts",))
     assert suite_invocation("python tests/runtests.py queryset_pickle")[0] == "runtests.py"  # type: ignore[index]
-    for command in ("swift test", "flutter test", "./mvnw test", "sbt test", "bazel test //..."):
+    for command in ("swift test", "flutter test", "./mvnw test", "sbt test", "bazel test //...", "npx cypress run"):
         assert suite_invocation(command) is not None, command
     for command in ("go vet ./...", "python script.py", "node scripts/build.js", "git -C repo status"):
         assert suite_invocation(command) is None, command
@@ -623,6 +623,10 @@ def test_error_line(output: str, expected: str) -> None:
         ("Passed!  - Failed:     0, Passed:    12, Skipped:     0, Total:    12", True),  # dotnet test
         ("Failed!  - Failed:     1, Passed:    11, Skipped:     0, Total:    12", False),
         ("Executed 12 tests, with 0 failures (0 unexpected) in 0.5 seconds", True),  # XCTest
+        ("  ✔  All specs passed!                        00:12        3        3", True),  # Cypress
+        ("  ✖  1 of 3 failed (33%)                      00:12        9        8        1", False),
+        ("  py311: OK (12.3 seconds)\n  congratulations :) (12.4 seconds)", True),  # tox
+        ("nox > Session tests failed.", False),
     ],
 )
 def test_a_test_run_without_an_exit_code_is_judged_by_its_runners_words(output: str, passed: bool) -> None:

@@ -123,22 +123,24 @@ def error_line(body: str) -> str:
 _PASS_SUMMARY = re.compile(
     r"^.*(?:\b\d+ passed\b|\b\d+ (?:tests?|examples?|specs?|runs?), (?:with |\d+ assertions, )?0 failures\b"
     r"|Tests?\s+\d+ passed"
-    r"|^OK\b|\bRan \d+ tests?\b|test result: ok|\ball tests passed\b|\b\d+ passing\b"
+    r"|^OK\b|\bRan \d+ tests?\b|test result: ok|\ball (?:tests|specs) passed\b|\b\d+ passing\b"
+    r"|^\s*congratulations :\)|^nox > Session \S+ was successful"
     r"|Tests run: [1-9]\d*, Failures: 0, Errors: 0\b|\bPassed!\s+- Failed:\s+0\b).*$",
     re.MULTILINE | re.IGNORECASE,
 )
 """A passing run's summary line: pytest's and Jest's counts, ExUnit's, RSpec's, minitest's and Jasmine's `…, 0
 failures`, XCTest's `with 0 failures`, unittest's `OK`, Mocha's `5 passing`, cargo's `test result: ok`,
-Go's `ok`, Maven's `Tests run: 3, Failures: 0, Errors: 0`, `dotnet test`'s `Passed!`."""
+Go's `ok`, Maven's `Tests run: 3, Failures: 0, Errors: 0`, `dotnet test`'s `Passed!`, Cypress's `All
+specs passed!`, tox's `congratulations :)`, nox's `Session tests was successful`."""
 _CRASHED = re.compile(r"^\s*\*\* \(\w+|^\s*(?:error|Error|ERROR)(?:\[\w+\])?:", re.MULTILINE)
 _TEST_FAILED = re.compile(
     r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b|^FAIL(?:ED)?\b|^--- FAIL:|Tests?\s+\d+ failed"
-    r"|\b(?:Failures|Errors): [1-9]|\bFailed:\s+[1-9]|\bBUILD FAIL(?:URE|ED)\b",
+    r"|\b(?:Failures|Errors): [1-9]|\bFailed:\s+[1-9]|\bBUILD FAIL(?:URE|ED)\b|^nox > Session \S+ failed",
     re.MULTILINE,
 )
 """A failing test or build in any of the usual runners' words: counts (`1 failed`, `2 failures`, Mocha's
 `1 failing`), unittest's `FAIL:`, Go's `--- FAIL:` and its package's `FAIL` line, Maven's and Gradle's
-`Failures: 1` and `BUILD FAILURE`, `dotnet test`'s `Failed:     1`."""
+`Failures: 1` and `BUILD FAILURE`, `dotnet test`'s `Failed:     1`, nox's `Session tests failed`."""
 
 
 def suite_verdict(outcome: Outcome) -> tuple[bool | None, str]:

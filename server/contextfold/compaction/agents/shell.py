@@ -62,6 +62,7 @@ _RUNNER_SUBCOMMANDS = {
     ("artisan", "test"),
     ("manage.py", "test"),
     ("playwright", "test"),
+    ("cypress", "run"),
     ("hatch", "test"),
     ("nx", "test"),
     ("turbo", "test"),
