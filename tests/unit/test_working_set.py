@@ -696,6 +696,17 @@ def test_the_jvms_and_dotnets_own_frames_are_not_listed_and_a_frame_file_counts_
     assert "Acme.Orders.OrderController.GetOrder" in names, names
     # Thirty frames of one file are one file shown once: it ranks behind the file the agent read.
     assert names.index("/repo/src/OrderService.java") < names.index("NodeTestTask.java"), names
+    # Once a source the session shows declares the project's package, a frame outside it is a library's.
+    declared = "1→package com.acme.orders;\n2→\n" + source
+    names = ranked(
+        [
+            user("Fix the failing order test."),
+            bash("mvn test", trace),
+            assistant("", call("Read", {"file_path": "/repo/src/OrderService.java"}, declared)),
+        ]
+    )
+    assert not [n for n in names if "NodeTestTask" in n or n.startswith("org.junit")], names
+    assert {"OrderServiceTest.java", "com.acme.orders.OrderServiceTest.findsOpenOrders"} <= set(names), names
 
 
 def test_a_scoped_package_is_a_name_but_a_mail_address_is_not() -> None:

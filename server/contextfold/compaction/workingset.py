@@ -526,16 +526,38 @@ def _system(path: str) -> bool:
     return path.startswith(_SYSTEM_ROOTS) or _PACKAGE_DIR.search(path) is not None or bool(_OS_FOLDERS.match(path))
 
 
-def _own_frames(output: str) -> str:
+def _own_frames(output: str, own: tuple[str, ...] = ()) -> str:
     """`output` without the stack frames that run through someone else's code (a parser's
-    `TypeScriptParserMixin.parseExprAtom`, a library's internals): the frames of the project stay."""
-    return _FRAME.sub(lambda m: "" if _foreign_frame(m) else m[0], output)
+    `TypeScriptParserMixin.parseExprAtom`, a library's internals): the frames of the project stay.
+    `own`: the project's packages (`_own_packages`), when the session shows them; a JVM or .NET frame
+    outside them is a library's (JUnit's runner, Spring's proxies)."""
+    return _FRAME.sub(lambda m: "" if _foreign_frame(m, own) else m[0], output)
 
 
-def _foreign_frame(frame: re.Match[str]) -> bool:
+def _foreign_frame(frame: re.Match[str], own: tuple[str, ...]) -> bool:
     if frame["vm"]:
-        return frame["vm"].rsplit("/", 1)[-1].startswith(_RUNTIME_PACKAGES)
+        qualified = frame["vm"].rsplit("/", 1)[-1]
+        return qualified.startswith(_RUNTIME_PACKAGES) or bool(own) and not qualified.startswith(own)
     return _system(frame["js"] or frame["py"] or "")
+
+
+_DECLARED_PACKAGE = re.compile(
+    r"^[ \t]*(?:\d+(?:→|\t)\s*)?(?:package|namespace)[ \t]+([A-Za-z_]\w*\.[A-Za-z_]\w*)", re.M
+)
+"""A JVM or .NET source file's package or namespace (`package com.acme.orders;`, `namespace
+Acme.Orders`), as a read shows it (line numbers first): its first two parts are the project's."""
+
+
+def _own_packages(messages: Sequence[Message]) -> tuple[str, ...]:
+    """The package prefixes (`com.acme.`) of the JVM or .NET sources the session's calls wrote or its
+    tools showed: what a stack frame of the project's own code starts with. Empty when none shows."""
+    found: set[str] = set()
+    for message in messages:
+        for part in message.tool_parts:
+            for text in (part.result_text, *_strings(part.input)):
+                if "package" in text or "namespace" in text:
+                    found.update(m + "." for m in _DECLARED_PACKAGE.findall(text[:MAX_OUTPUT_CHARS]))
+    return tuple(sorted(found))
 
 
 @lru_cache(maxsize=16_384)
@@ -1247,6 +1269,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
     `read`: the files the tool calls read or searched, each worth one more use in the agent's text."""
     scores = _Scores(len(messages))
     adapters = registered_adapters()
+    own = _own_packages(messages)
     scores.at = len(messages) // 2
     for path in read:
         scores.add(path, READ_BONUS, "read", opened=True)
@@ -1283,7 +1306,7 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 clipped = clipped[: max(clipped.rfind(" "), clipped.rfind("\n"))]  # not the word cut in two
             output = _MARKUP.sub(" ", _CUT_HERE.sub("… ", clipped) if "<" in clipped else clipped)
             if "at " in output or 'File "' in output:
-                output = _own_frames(output)
+                output = _own_frames(output, own)
             scores.outputs += 1
             # A web page or search results are others' prose: names count as in plain words there.
             web = adapter.reads_web(call)
