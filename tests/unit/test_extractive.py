@@ -592,6 +592,18 @@ def test_test_invocations_and_resolution_rules() -> None:
             "src/app/player.ts(12,5): error TS2304: Cannot find name 'rosterId'.\n\nFound 2 errors in 2 files.",
             "src/app/player.ts(12,5): error TS2304: Cannot find name 'rosterId'.",
         ),
+        # RSpec's and minitest's first numbered failure with what failed, not the count.
+        (
+            "Failures:\n\n  1) User#display_name returns the nickname\n     Failure/Error: expect(name).to eq('Bo')\n"
+            "\n4 examples, 1 failure",
+            "1) User#display_name returns the nickname Failure/Error: expect(name).to eq('Bo')",
+        ),
+        (
+            "  1) Failure:\nUserTest#test_display_name [test/models/user_test.rb:12]:\nExpected: 'Bo'\n"
+            "\n3 runs, 3 assertions, 1 failures, 0 errors, 0 skips",
+            "1) Failure: UserTest#test_display_name [test/models/user_test.rb:12]:",
+        ),
+        ("1) Checking config\n2) Building\nError: build failed", "Error: build failed"),
         # The Kotlin compiler's `e:` line, not Gradle's task line before it.
         (
             "> Task :app:compileKotlin FAILED\ne: file:///repo/src/Main.kt:12:5 Unresolved reference: fooBar\n",

@@ -51,6 +51,11 @@ _PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) \S+.*$", re.MULTILINE)
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault)\b(?::.*)?$")
 _EXUNIT_TEST = re.compile(r"^\s*\d+\) test .+$", re.MULTILINE)
 _JS_FAIL = re.compile(r"^[ \t]*(?:×|✗|✕|FAIL)[ \t]+\S.*$", re.MULTILINE)
+_NUMBERED_FAILURE = re.compile(
+    r"^[ \t]*\d+\) (?:(?:Failure|Error):\n[ \t]*\S.*|\S.*\n[ \t]+Failure/Error: .*)$", re.MULTILINE
+)
+"""RSpec's and minitest's first failure: `1) User#name returns the nickname` with its `Failure/Error:`
+line, or `1) Failure:` with the test it names on the next."""
 _GO_FAIL = re.compile(r"^--- FAIL: .*(?:\n[ \t]+\S.*)?", re.MULTILINE)
 """Go's failing test and the first line it logged: `--- FAIL: TestParse (0.00s)` then `    parse_test.go:42: got 15`."""
 _ERROR_LINE = re.compile(
@@ -98,6 +103,9 @@ def error_line(body: str) -> str:
     test = _EXUNIT_TEST.search(window)
     if test:
         return clip(test.group(0))
+    numbered = _NUMBERED_FAILURE.search(window)
+    if numbered:
+        return clip(" ".join(numbered.group(0).split()))
     go = _GO_FAIL.search(window)
     if go:
         return clip(" ".join(go.group(0).split()))
