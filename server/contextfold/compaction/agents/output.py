@@ -105,10 +105,10 @@ def error_line(body: str) -> str:
         return clip(test.group(0))
     numbered = _NUMBERED_FAILURE.search(window)
     if numbered:
-        return clip(" ".join(numbered.group(0).split()))
+        return clip(numbered.group(0))
     go = _GO_FAIL.search(window)
     if go:
-        return clip(" ".join(go.group(0).split()))
+        return clip(go.group(0))
     crashes = _ELIXIR_CRASH.findall(window)
     if crashes:
         return clip(crashes[-1])  # the innermost `** (SomeError)` is the cause
