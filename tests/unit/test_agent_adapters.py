@@ -192,6 +192,82 @@ def test_unknown_agents_fall_back_to_the_generic_adapter() -> None:
     assert facts.done[-1].startswith("Tests passed: `go test ./...`")
 
 
+# -- tools of MCP servers: named by their servers, read by their words -----------------------------
+
+MCP_FILE_TOOLS = [
+    # (tool as Claude Code names it, arguments, what it did to the file)
+    (
+        "mcp__serena__replace_symbol_body",
+        {"name_path": "verify", "relative_path": "src/auth.ts", "body": "x"},
+        "edited",
+    ),
+    (
+        "mcp__serena__insert_after_symbol",
+        {"name_path": "verify", "relative_path": "src/auth.ts", "body": "x"},
+        "edited",
+    ),
+    (
+        "mcp__jetbrains__replace_specific_text",
+        {"pathInProject": "src/page.tsx", "oldText": "a", "newText": "b"},
+        "edited",
+    ),
+    ("mcp__jetbrains__create_new_file_with_text", {"pathInProject": "src/new.ts", "text": "x"}, "edited"),
+    (
+        "mcp__desktop-commander__edit_block",
+        {"file_path": "/w/CHANGELOG.md", "old_string": "a", "new_string": "b"},
+        "edited",
+    ),
+    (
+        "mcp__github__create_or_update_file",
+        {"owner": "o", "repo": "r", "path": "docs/setup.md", "content": "x"},
+        "edited",
+    ),
+    ("mcp__serena__read_file", {"relative_path": "src/lib/db.ts"}, "read"),
+    ("mcp__jetbrains__get_file_text_by_path", {"pathInProject": "src/main.ts"}, "read"),
+    ("mcp__serena__get_symbols_overview", {"relative_path": "src/lib/user.ts"}, "read"),
+    ("mcp__serena__find_symbol", {"name_path": "User", "relative_path": "src/models"}, "read"),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "action"), MCP_FILE_TOOLS, ids=[t for t, _, _ in MCP_FILE_TOOLS])
+def test_an_mcp_servers_file_tool_is_read_by_its_words_and_path(tool: str, args: dict[str, Any], action: str) -> None:
+    path = next(v for k, v in args.items() if k in ("relative_path", "pathInProject", "file_path", "path"))
+    facts = extract_facts([assistant(call(tool, args, "OK"))])
+    assert [(f.path, f.action) for f in facts.files] == [(path, action)]
+
+
+def test_an_mcp_tool_whose_words_or_arguments_say_no_file_touches_none() -> None:
+    parts = [
+        call("mcp__filesystem__create_directory", {"path": "/w/build/out"}, "Created"),  # a folder, no file
+        call("mcp__github__create_issue", {"title": "Login fails", "body": "x"}, '{"number": 7}'),  # no path
+        call("mcp__serena__write_memory", {"memory_file_name": "notes", "content": "x"}, "ok"),  # no path key
+        call("mcp__sentry__get_issue_details", {"issueId": "PROJ-1"}, "..."),  # a read with no path
+    ]
+    assert extract_facts([assistant(*parts)]).files == []
+
+
+def test_an_mcp_shell_tool_runs_its_command_and_its_json_result_says_how_it_ended() -> None:
+    failing = '{"stdout": "FAILED tests/test_auth.py::test_login - assert 401 == 200", "stderr": "", "return_code": 1}'
+    passing = '{"stdout": "3 passed in 0.41s", "return_code": 0, "cwd": "/w"}'
+    facts = extract_facts(
+        [
+            assistant(call("mcp__serena__execute_shell_command", {"command": "pytest tests/test_auth.py"}, failing)),
+            assistant(
+                call("mcp__desktop-commander__start_process", {"command": "pytest", "timeout_ms": 5000}, passing)
+            ),
+        ]
+    )
+    assert facts.commands == ["pytest tests/test_auth.py", "pytest"]
+    assert facts.done[-1].startswith("Tests passed: `pytest`")
+    assert any("test_login" in e.text for e in facts.errors)
+    # A command's JSON is the command's: not read as an exit code unless it is one object with an
+    # exit code and an output.
+    bash = adapter("Claude Code")
+    assert adapter("generic").outcome(call("x", {}, '{"return_code": 1}')) is None
+    assert adapter("generic").outcome(call("x", {}, '{"stdout": "x", "return_code": true}')) is None
+    assert bash.outcome(call("Bash", {}, '{"stdout": "x", "return_code": 1}')) is None
+
+
 def test_a_known_tool_in_another_spelling_goes_to_the_agent_that_has_it() -> None:
     # No adapter has `READ` or `todowrite` without a list exactly; the ones whose tools they are read them.
     shouting = ToolCall.of(call("READ", {"file_path": "/r/x.py"}))

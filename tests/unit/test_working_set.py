@@ -500,6 +500,11 @@ def test_a_web_pages_names_count_as_in_plain_words_where_a_project_files_stay_na
         ("WebFetch", {"url": "https://example.org/rag"}),
         ("web_search", {"query": "rag frameworks"}),  # Codex's, Gemini CLI's
         ("browser", {"code": "goto('https://example.org/rag')"}),  # OpenHands'
+        # MCP servers' pages and documentation, known by their tools' words
+        ("mcp__playwright__browser_navigate", {"url": "https://example.org/rag"}),
+        ("mcp__fetch__fetch", {"url": "https://example.org/rag"}),
+        ("mcp__firecrawl__firecrawl_scrape", {"url": "https://example.org/rag"}),
+        ("mcp__context7__get-library-docs", {"context7CompatibleLibraryID": "/rag/retrievers", "topic": "rag"}),
     )
     for tool, args in searches:
         names = ranked(
@@ -516,6 +521,48 @@ def test_a_web_pages_names_count_as_in_plain_words_where_a_project_files_stay_na
             assert product not in names, (tool, product)
         assert "createRetriever" in names  # in backticks
         assert "RetrieverPool" in names and "ChromaStore" in names  # a project file's names
+
+
+def test_documentation_an_mcp_server_returns_gives_its_api_not_its_addresses_or_ids() -> None:
+    docs = "\n".join(
+        f"TITLE: Navigating\nSOURCE: https://github.com/acme/router/blob/main/docs/use-router.mdx#_snippet_{i}"
+        f"?utm_source=context7\nCODE:\n```\nconst router = useNavigator()\nrouter.push('/home')\n```"
+        for i in range(8)
+    )
+    names = ranked(
+        [
+            user("Make the sign-in button go to the dashboard."),
+            assistant(
+                "",
+                call("mcp__context7__get-library-docs", {"context7CompatibleLibraryID": "/acme/router"}, docs),
+            ),
+            assistant("", call("Edit", {"file_path": "/w/src/SignIn.tsx", "old_string": "a", "new_string": "b"}, "ok")),
+            assistant("Done."),
+        ],
+        edited={"/w/src/SignIn.tsx"},
+    )
+    assert "router.push" in names  # the documentation's code
+    assert not [n for n in names if "snippet" in n or "utm" in n], names  # the addresses' fragments and queries
+    assert "/acme/router" not in names  # the library's id the call gave, not a file
+
+
+def test_an_mcp_servers_json_keys_are_its_protocol_where_a_commands_json_is_the_works() -> None:
+    symbol = json.dumps(
+        [{"name_path": "OrderService/place", "relative_path": "src/orders.py", "body_location": {"start_line": 3}}]
+    )
+    printed = json.dumps({"order_total": 12, "customer_tier": "gold"})
+    names = ranked(
+        [
+            user("Why does placing an order charge twice?"),
+            assistant("", call("mcp__serena__find_symbol", {"name_path": "place", "relative_path": "src"}, symbol)),
+            bash("curl -s localhost:8000/api/orders/7", printed),
+            assistant("The order endpoint returns the total once."),
+        ]
+    )
+    for key in ("name_path", "relative_path", "body_location", "start_line"):
+        assert key not in names, key
+    assert "OrderService/place" in names or "src/orders.py" in names  # its values stay
+    assert "order_total" in names and "customer_tier" in names  # the work's API fields
 
 
 def test_the_harness_settings_and_handles_a_call_names_are_not_the_works_names() -> None:

@@ -158,6 +158,11 @@ _CUT_HERE = re.compile(r"\s*(?:</output_head>|<response clipped>)")
 and OpenHands' clipped file view): the word just before it may be cut mid-name."""
 _MARKUP = re.compile(r"</?[A-Za-z][\w-]*>")
 """A harness's tags around an output (`<returncode>`, `<tool_use_error>`): not the output's names."""
+_JSON_KEY = re.compile(r'"[\w.$-]{1,100}"[ \t]*:')
+"""A key of the JSON an MCP server answers with (`"relative_path":`, `"return_code":`): its
+protocol's words, not the work's. Only for a tool no adapter knows by name (a JSON a command
+printed or a file holds is the work's, and inside such a tool's string values it is escaped, so
+it stays); the values stay."""
 _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$|^[A-Z][a-z]+(?:-[A-Z][A-Za-z]+)+$")
 """`kebab-case`, and a command's or header's `Verb-Noun` (`Copy-Item`, `Content-Type`)."""
 _VARIABLE = re.compile(r"^\$[A-Z][A-Z0-9_]{2,}$")
@@ -382,6 +387,10 @@ _PRODUCT_JS = re.compile(r"[A-Z][A-Za-z0-9]*\.js")
 """`Node.js`, `D3.js`, `Vue.js` in plain words: a product's name. A file so named (`App.js`) is one in a
 call, a listing or code, where the names of plain words are not read."""
 _SHEBANG = re.compile(r"#![ \t]*/\S*")
+_URL = re.compile(r"\b[A-Za-z][\w+.-]{0,15}://[^\s\"'<>`()\[\]]*")
+"""A web address, whole: on a page or in documentation the agent fetched, its query and fragment
+(`…/use-router.mdx#_snippet_3`, `?utm_source=x`) are the site's own words, not names of the work
+(`_without_query`)."""
 """`#!/usr/bin/env python3`: the interpreter a script names, not a file of the work."""
 _ELLIPSIS = re.compile(r"…|\.\.\.")
 _LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
@@ -455,6 +464,12 @@ def is_file_name(word: str) -> bool:
     if word.startswith("/") and word.count("/") < 2:
         return False  # `/sessions`, `/div`: a route or a closing tag, not a file
     return word.startswith(("/", "./", "../", "~/")) or word.endswith("/") or word.count("/") >= 2
+
+
+def _without_query(match: re.Match[str]) -> str:
+    url = match.group()
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[:cut]
 
 
 def _windows_file(path: str) -> bool:
@@ -1019,6 +1034,8 @@ class _Scores:
             text = _ESCAPE_AFTER_FILE.sub(_file_ends, text)
         if "#!" in text:
             text = _SHEBANG.sub(" ", text)
+        if plain and "://" in text:
+            text = _URL.sub(_without_query, text)
         whole: list[str] = []
         for pattern, mark in ((_WINDOWS_PATH, ":\\"), (_BRACKET_PATH, "/[")):
             if mark in text and (paths := pattern.findall(text)):
@@ -1307,6 +1324,8 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             output = _MARKUP.sub(" ", _CUT_HERE.sub("… ", clipped) if "<" in clipped else clipped)
             if "at " in output or 'File "' in output:
                 output = _own_frames(output, own)
+            if output.lstrip()[:1] in ("{", "[") and not adapter.knows(call):
+                output = _JSON_KEY.sub(" ", output)
             scores.outputs += 1
             # A web page or search results are others' prose: names count as in plain words there.
             web = adapter.reads_web(call)
