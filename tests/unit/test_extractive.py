@@ -942,6 +942,58 @@ def test_each_answer_through_claude_codes_question_tool_is_a_choice_of_its_own()
     assert extract_facts([user("Run it."), assistant("", other)]).choices[0].answer == "3000"
 
 
+PLAN = """# Plan: rate-limit the public API
+
+## Context
+The public API has no limit; one client took it down last week.
+
+## Steps
+1. Add a **`RateLimiter`** class in `api/limits.py` (token bucket, 60 requests a minute per key)
+2. Wire it into `api/middleware.py` before authentication
+   1. a nested detail is no step
+3. Return 429 with a `Retry-After` header
+
+```python
+1. a numbered line in code is no step
+```
+"""
+APPROVED = (
+    "User has approved your plan. You can now start coding. Start with updating your todo list if applicable\n\n"
+    "Your plan has been saved to: /home/me/.claude/plans/brisk-rate-limits.md\nYou can refer back to it if needed "
+    "during implementation.\n\n## Approved Plan:\n" + PLAN
+)
+
+
+def test_a_plan_the_user_approved_in_claude_codes_plan_mode_is_their_decision_with_its_steps() -> None:
+    head = [
+        user("Add rate limiting to the public API. Plan it first."),
+        assistant("", call("ExitPlanMode", {"plan": PLAN}, APPROVED)),
+        assistant("", call("Write", {"file_path": "/srv/api/limits.py", "content": "class RateLimiter: ..."}, "ok")),
+    ]
+    decisions = parse_summary(summarize(head))[DECISIONS]
+    assert decisions == [
+        'User approved the plan "Plan: rate-limit the public API": 1. Add a `RateLimiter` class in `api/limits.py` '
+        "(token bucket, 60 requests a minute per key); 2. Wire it into `api/middleware.py` before authentication; "
+        "3. Return 429 with a `Retry-After` header (saved to /home/me/.claude/plans/brisk-rate-limits.md)"
+    ], decisions
+    # Turned down: the user's decision the other way, not a plan to follow.
+    declined = (
+        "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+        "the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you "
+        "how to proceed."
+    )
+    turned_down = ToolPart(call_id="p1", name="ExitPlanMode", input={"plan": PLAN}, state="error", error=declined)
+    refused = [user("Plan the rate limit."), assistant("", turned_down)]
+    decisions = parse_summary(summarize(refused))[DECISIONS]
+    assert not [d for d in decisions if d.startswith("User approved")], decisions
+    assert [d for d in decisions if d.startswith("User declined ExitPlanMode")], decisions
+    # A plan without numbered steps is given by its title; an older approved plan gives way to a newer one.
+    newer = "# Switch the limiter to Redis\n\nKeep the same limits, store the buckets in Redis."
+    head += [assistant("", call("ExitPlanMode", {"plan": newer}, "User has approved your plan. You can now start"))]
+    decisions = parse_summary(summarize(head))[DECISIONS]
+    assert decisions == ['User approved the plan "Switch the limiter to Redis"'], decisions
+
+
 def _continued(intent_section: str) -> Message:
     return user(
         "This session is being continued from a previous conversation that ran out of context. The "

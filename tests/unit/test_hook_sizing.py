@@ -138,6 +138,27 @@ def test_edited_files_under_the_working_directory_are_written_relative_to_it() -
     assert "(exact paths):" in unrooted.text and "\n- /w/src/router.py\n" in unrooted.text
 
 
+def test_a_plan_the_user_approved_is_handed_over_when_no_todo_list_replaced_it() -> None:
+    plan = "# Move the cache to Redis\n\n1. Add `RedisCache` in `cache.py`\n2. Switch `app.py` to it\n"
+    approved = "User has approved your plan. You can now start coding."
+    exited = ToolPart(call_id="plan-1", name="ExitPlanMode", input={"plan": plan}, state="completed", output=approved)
+    history = session(3) + stored([assistant("", exited)])
+    given = handover(history, session_id="s", counter=CLAUDE, budget=3_000, root="/w")
+    line = next(x for x in given.text.splitlines() if "approved by the user" in x)
+    assert line.startswith(
+        '- [approved by the user] "Move the cache to Redis": 1. Add `RedisCache` in `cache.py`; 2. Switch `app.py` to it'
+    ), line
+    todo = ToolPart(
+        call_id="todo-1",
+        name="TodoWrite",
+        input={"todos": [{"content": "Add RedisCache", "status": "in_progress", "activeForm": "Adding"}]},
+        state="completed",
+        output="ok",
+    )
+    given = handover([*history, *stored([assistant("", todo)])], session_id="s", counter=CLAUDE, budget=3_000)
+    assert "approved by the user" not in given.text and "- [in progress] Add RedisCache" in given.text
+
+
 def test_a_declined_call_is_handed_over_as_the_users_decision_never_as_the_error_to_fix() -> None:
     declined = (
         "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "

@@ -128,6 +128,8 @@ WORKING_ON = "Changing "
 FIXING = "Fixing the failure of "
 USER_CHOSE = "User chose "
 USER_DECLINED = "User declined "
+USER_APPROVED = "User approved the plan "
+"""How Key Decisions gives the plan the user approved at the harness's prompt (`Facts.approved_plan`)."""
 """How Key Decisions gives a call the user turned down at the harness's prompt (`Facts.declined`)."""
 TEST_COMMAND = "Test command: "
 SYSTEM_SAID = "System said: "
@@ -469,6 +471,9 @@ def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     decisions = list(prior[DECISIONS]) if prior else []
     for choice in facts.choices:
         decisions.append(_cited(f'{USER_CHOSE}"{choice.answer}" (asked: {choice.question})', choice.seqs))
+    if facts.approved_plan is not None:
+        plan, seq = facts.approved_plan
+        decisions.append(_cited(f"{USER_APPROVED}{plan}", (seq,)))
     for declined in facts.declined:
         decisions.append(_cited(f"{USER_DECLINED}{declined.shown}", (declined.seq,)))
     decisions += [_cited(text, facts.sources.get(text, ())) for text in facts.decisions]

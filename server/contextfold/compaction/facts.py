@@ -51,7 +51,7 @@ from contextfold.compaction.agents.shell import (
     suite_runner,
 )
 from contextfold.compaction.agents.text import MAX_ITEM_CHARS, clip, collapse
-from contextfold.compaction.checklist import checklist
+from contextfold.compaction.checklist import checklist, outline
 from contextfold.compaction.prose import (
     MAX_INSTRUCTION_CHARS,
     assistant_prose,
@@ -120,6 +120,9 @@ MAX_SAID = 200
 MAX_SAYINGS = 8
 """Where a repeated message was said, or a done item happened: the first and the latest few."""
 MAX_CHOICES = 12
+MAX_PLAN_STEP_CHARS = 100
+MAX_APPROVED_PLAN_CHARS = 700
+"""Of a plan the user approved: each step, and the whole line (title, steps, where it was saved)."""
 MAX_STEPS = 400
 
 
@@ -207,6 +210,9 @@ class Facts:
     carried_task: tuple[str, int] | None = None
     """The user's task as the summary this session went on from states it (the harness handed it
     in as the user's turn: `AgentAdapter.carried_task`), and its message; the latest such summary."""
+    approved_plan: tuple[str, int] | None = None
+    """The latest plan the user approved at the harness's prompt (`AgentAdapter.approved_plan`),
+    as one line: its title in quotes, its numbered steps, where it was saved; and its message."""
 
     @property
     def edited_files(self) -> list[FileTouch]:
@@ -305,6 +311,7 @@ class _Walker:
         self.intent: tuple[str, int] | None = None
         self.at_rest = True
         self.carried: tuple[str, int] | None = None
+        self.approved: tuple[str, int] | None = None
         self.previous: Message | None = None
         """The message read last: a slash command makes the user text after it the harness's."""
 
@@ -400,6 +407,14 @@ class _Walker:
         if edit is not None:
             self.task(edit)
             return
+        approved = adapter.approved_plan(call)
+        if approved is not None:
+            title, steps = outline(approved.text)
+            line = f'"{clip(title, 160)}"' if title else "(untitled)"
+            if steps:
+                line += ": " + "; ".join(f"{n}. {clip(step, MAX_PLAN_STEP_CHARS)}" for n, step in enumerate(steps, 1))
+            saved = f" (saved to {approved.saved})" if approved.saved else ""
+            self.approved = (clip(line, MAX_APPROVED_PLAN_CHARS - len(saved)) + saved, self.seq)
         if _ASKS_USER.search(call.name) and part.state == "completed" and part.result_text.strip():
             # The user answered through a tool: their choice, whatever the agent; each answer to
             # its question when the harness's form says which (Claude Code's `"question"="answer"`).
@@ -688,6 +703,7 @@ class _Walker:
             last_seq=self.seq,
             at_rest=self.at_rest,
             carried_task=self.carried,
+            approved_plan=self.approved,
         )
 
     def resolved(self) -> list[ErrorFact]:

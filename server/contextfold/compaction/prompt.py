@@ -71,8 +71,8 @@ under way; otherwise the work under way (the file being changed, the failing tes
 agent's last sentence.
 - Blocked: only errors that nothing later fixed (no later success of the same command, test or \
 file), each with its exact message.
-- Key Decisions: the user's choices (their answers to the agent's questions) and the agent's \
-stated choices, each with its reason, briefly.
+- Key Decisions: the user's choices (their answers to the agent's questions, a plan they approved \
+with its title and steps) and the agent's stated choices, each with its reason, briefly.
 - Next Steps: the plan's open items in order; without a plan, the concrete next actions.
 - Critical Context: facts that would be costly to rediscover: exact error messages, versions, \
 identifiers, URLs, values, environment details, unanswered questions to the user.

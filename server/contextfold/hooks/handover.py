@@ -219,6 +219,9 @@ def _plan(facts: Facts) -> list[_Item]:
         _Item(f"plan:{text}", f"- [{labels.get(status, status)}] {text}")
         for status, text in sorted(facts.todos, key=lambda pair: order.get(pair[0], 3))
     ]
+    if not items and facts.approved_plan is not None:
+        plan, seq = facts.approved_plan
+        items = [_Item(f"plan:{plan}", f"- [approved by the user] {plan} {cite([seq])}".rstrip())]
     if not items:
         items = [_Item(f"plan:{step}", f"- [to do] {step}") for step in facts.plan_steps]
     if not items and facts.intent is not None:

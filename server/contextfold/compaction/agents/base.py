@@ -118,6 +118,16 @@ class PlanEdit:
     """The task was deleted."""
 
 
+@dataclass(frozen=True)
+class ApprovedPlan:
+    """A plan the user approved at the harness's prompt (Claude Code's plan mode), as written."""
+
+    text: str
+    """The plan, Markdown (`checklist.outline` reads its title and steps)."""
+    saved: str | None = None
+    """Where the harness saved it, when it says."""
+
+
 class Walk(Protocol):
     """What an adapter reports a tool call did; the walker records it."""
 
@@ -260,6 +270,11 @@ class AgentAdapter:
     def plan_edit(self, call: ToolCall) -> PlanEdit | None:
         """The change the call makes to one task of the plan, for agents whose task tools change
         one item at a time; None for any other call."""
+        return None
+
+    def approved_plan(self, call: ToolCall) -> ApprovedPlan | None:
+        """The plan the call put to the user when the user approved it (leaving a plan mode);
+        None for any other call, and for a plan the user turned down."""
         return None
 
     def report(self, call: ToolCall, walk: Walk) -> None:

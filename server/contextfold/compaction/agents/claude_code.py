@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from contextfold.compaction.agents.base import AgentAdapter, Outcome, PlanEdit, ToolCall, plan_status
+from contextfold.compaction.agents.base import AgentAdapter, ApprovedPlan, Outcome, PlanEdit, ToolCall, plan_status
 from contextfold.domain import ToolPart
 
 _EXIT = re.compile(r"^Exit code (-?\d+)\s*\n?")
@@ -18,6 +18,10 @@ _REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTA
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.DOTALL)
 _COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.DOTALL)
 _TASK_CREATED = re.compile(r"^Task #(\w+) created")
+_APPROVED = "User has approved your plan"
+"""How `ExitPlanMode`'s result begins when the user approved the plan (and, in recent versions,
+where it was saved: `Your plan has been saved to: PATH`)."""
+_SAVED = re.compile(r"^Your plan has been saved to: (\S[^\n]*?)\s*$", re.MULTILINE)
 
 
 _ANSWERED = "User has answered your questions: "
@@ -118,6 +122,16 @@ class ClaudeCode(AgentAdapter):
                 removed=str(status).casefold() == "deleted",
             )
         return None
+
+    def approved_plan(self, call: ToolCall) -> ApprovedPlan | None:
+        plan = call.args.get("plan")
+        if call.name != "exitplanmode" or not isinstance(plan, str) or not plan.strip():
+            return None
+        result = call.result.lstrip()
+        if not result.startswith(_APPROVED):
+            return None  # turned down (a declined call), or not answered yet
+        saved = _SAVED.search(result[:2_000])
+        return ApprovedPlan(plan, saved.group(1) if saved else None)
 
     def outcome(self, part: ToolPart) -> Outcome | None:
         text = part.result_text
