@@ -268,6 +268,24 @@ def test_an_mcp_shell_tool_runs_its_command_and_its_json_result_says_how_it_ende
     assert bash.outcome(call("Bash", {}, '{"stdout": "x", "return_code": 1}')) is None
 
 
+def test_codexs_shell_command_and_its_exit_code_header_are_read() -> None:
+    failing = (
+        "Exit code: 1\nWall time: 0.4 seconds\nOutput:\nFAILED tests/test_auth.py::test_login - assert 401 == 200\n"
+    )
+    passing = "Exit code: 0\nWall time: 1.2 seconds\nTotal output lines: 1\nOutput:\n3 passed in 0.41s\n"
+    runs = [
+        call("shell_command", {"command": "pytest tests/test_auth.py", "workdir": "/w"}, failing),
+        call("shell_command", {"command": "pytest tests/test_auth.py", "workdir": "/w"}, passing),
+    ]
+    assert {pick(ToolCall.of(p), adapters()).name for p in runs} == {"Codex"}
+    outcome = adapter("Codex").outcome(runs[0])
+    assert outcome == Outcome(False, 1, "FAILED tests/test_auth.py::test_login - assert 401 == 200\n")
+    facts = extract_facts([assistant(runs[0]), assistant(runs[1])])
+    assert facts.commands == ["pytest tests/test_auth.py"]  # a rerun, once
+    assert facts.done[-1].startswith("Tests passed: `pytest tests/test_auth.py`")
+    assert any("test_login" in e.text for e in facts.resolved_errors)
+
+
 def test_a_known_tool_in_another_spelling_goes_to_the_agent_that_has_it() -> None:
     # No adapter has `READ` or `todowrite` without a list exactly; the ones whose tools they are read them.
     shouting = ToolCall.of(call("READ", {"file_path": "/r/x.py"}))

@@ -1,8 +1,10 @@
 """Codex: `exec_command` (`cmd`), whose output may arrive later through `write_stdin` on the same
-session id, `shell` (an argv list), `apply_patch` (patch text with `*** Update File:` lines), and
-`update_plan` (`plan` items with `step`); the harness puts the environment, AGENTS.md and
-permission notes in the user's turn; results carry a `Process exited with code N` header, or
-are JSON (`{"output": …, "metadata": {"exit_code": N}}`) for patches."""
+session id, `shell` (an argv list), `shell_command` (a command string), `apply_patch` (patch text
+with `*** Update File:` lines), and `update_plan` (`plan` items with `step`); the harness puts the
+environment, AGENTS.md and permission notes in the user's turn; results carry a `Process exited
+with code N` header (`exec_command`) or an `Exit code: N` and `Wall time: …` one (`shell`,
+`shell_command`, a free-form `apply_patch`), or are JSON (`{"output": …, "metadata":
+{"exit_code": N}}`) in older versions."""
 
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ from contextfold.domain import ToolPart
 _EXITED = re.compile(r"Process exited with code (-?\d+)")
 _RUNNING = re.compile(r"Process running with session ID (\d+)")
 _BODY = re.compile(r"\nOutput:\n", re.MULTILINE)
+_EXIT_HEADER = re.compile(r"\AExit code: (-?\d+)\nWall time: [^\n]*\n")
 
 
 class Codex(AgentAdapter):
     name = "Codex"
-    shell_tools = frozenset({"exec_command", "shell", "local_shell", "container.exec"})
+    shell_tools = frozenset({"exec_command", "shell", "shell_command", "local_shell", "container.exec"})
     plan_tools = frozenset({"update_plan"})
     other_tools = frozenset({"write_stdin", "apply_patch", "view_image"})
     web_tools = frozenset({"web_search"})
@@ -72,6 +75,10 @@ class Codex(AgentAdapter):
             except (ValueError, TypeError, AttributeError, RecursionError):  # any text may start like that
                 pass
         header = text[:400]
+        if (ended := _EXIT_HEADER.match(header)) is not None:
+            body_at = _BODY.search(header)
+            code = int(ended.group(1))
+            return Outcome(code == 0, code, text[body_at.end() :] if body_at else text[ended.end() :])
         running = _RUNNING.search(header)
         exited = _EXITED.search(header)
         if not (running or exited):
