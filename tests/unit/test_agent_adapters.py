@@ -286,6 +286,32 @@ def test_codexs_shell_command_and_its_exit_code_header_are_read() -> None:
     assert any("test_login" in e.text for e in facts.resolved_errors)
 
 
+def test_a_task_a_subagent_finished_is_work_done_and_one_it_did_not_finish_is_not() -> None:
+    def delegate(name: str, result: str, description: str = "Implement API retries", **more: Any) -> ToolPart:
+        args = {"description": description, "prompt": "Add retries to src/api/client.ts", **more}
+        return call(name, args, result)
+
+    report = "## Summary\nAdded `withRetry` in `src/api/retry.ts`; `npm test` passes."
+    finished = [
+        delegate("Task", report, subagent_type="general-purpose"),
+        delegate("Agent", report, description="Review the retry change"),
+        delegate("task", report, description="Port the parser"),  # OpenCode's
+    ]
+    unfinished = [
+        delegate("Task", "Async agent launched successfully.\nagentId: a2b1218 (internal ID)"),
+        delegate("Agent", 'API Error: 503 {"error":{"message":"overloaded"}}'),
+        delegate("Task", "[Request interrupted by user for tool use]"),
+        delegate("Task", ""),
+        call("Task", {"prompt": "no description"}, report),
+    ]
+    done = [s.text for s in extract_facts([assistant(*finished, *unfinished)]).steps if s.kind == "note"]
+    assert done == [
+        'Subagent "Implement API retries" finished (general-purpose)',
+        'Subagent "Review the retry change" finished',
+        'Subagent "Port the parser" finished',
+    ], done
+
+
 def test_a_known_tool_in_another_spelling_goes_to_the_agent_that_has_it() -> None:
     # No adapter has `READ` or `todowrite` without a list exactly; the ones whose tools they are read them.
     shouting = ToolCall.of(call("READ", {"file_path": "/r/x.py"}))

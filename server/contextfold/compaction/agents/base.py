@@ -185,6 +185,12 @@ class AgentAdapter:
     """Tools that write the plan or todo list."""
     other_tools: ClassVar[frozenset[str]] = frozenset()
     """The agent's other tools: recognized as its own, they touch no file (a failure is still one)."""
+    delegate_tools: ClassVar[frozenset[str]] = frozenset()
+    """Tools that hand a task to a subagent, labelled by their `description` argument: one that
+    finished is work done (`delegated`), though what the subagent changed is in its own transcript."""
+    unfinished_delegations: ClassVar[tuple[str, ...]] = ()
+    """How such a tool's result begins when the subagent has not finished (launched in the
+    background, stopped by an API error)."""
     web_tools: ClassVar[frozenset[str]] = frozenset()
     """Tools that bring back a web page or search results (others' prose, whose names count as
     in plain words); otherwise like `other_tools`."""
@@ -209,12 +215,14 @@ class AgentAdapter:
     _names: ClassVar[frozenset[str]] = frozenset()
     _kinds: ClassVar[dict[str, Kind]] = {}
     _web: ClassVar[frozenset[str]] = frozenset()
+    _delegates: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # A name in two sets takes the kind listed last.
         sets: tuple[tuple[Kind, frozenset[str]], ...] = (
             ("other", cls.other_tools),
+            ("other", cls.delegate_tools),
             ("other", cls.web_tools),
             ("search", cls.search_tools),
             ("read", cls.read_tools),
@@ -226,6 +234,7 @@ class AgentAdapter:
         cls._kinds = {tool.casefold(): kind for kind, tools in sets for tool in tools}
         cls._names = frozenset(tool for _, tools in sets for tool in tools)
         cls._web = frozenset(tool.casefold() for tool in cls.web_tools)
+        cls._delegates = frozenset(tool.casefold() for tool in cls.delegate_tools)
 
     # -- choosing the adapter --
 
@@ -283,6 +292,9 @@ class AgentAdapter:
         if command is not None:
             walk.shell(call, command)
             return
+        if call.name in self._delegates and call.part.state == "completed":
+            self.delegated(call, walk)
+            return
         kind = self.kind(call)
         path = self.path(call)
         if kind == "editor":
@@ -314,6 +326,22 @@ class AgentAdapter:
             return  # a plan tool that sent no list
         if call.part.state == "error":
             walk.error(call.result, call.part.name, f"tool:{call.part.name}")
+
+    def delegated(self, call: ToolCall, walk: Walk) -> None:
+        """Report a subagent's task as done when the subagent finished it: `Subagent "Fix the
+        login test" finished (general-purpose)`. Not when it was turned down or interrupted, or
+        has not finished (`unfinished_delegations`)."""
+        result = call.result.lstrip()
+        if not result or result.startswith(self.unfinished_delegations):
+            return
+        if any(marker in result[:300] for marker in self.declined_markers):
+            return
+        label = call.args.get("description")
+        if not isinstance(label, str) or not label.strip():
+            return  # nothing says what the task was; its report's names still reach the working set
+        kind = call.args.get("subagent_type")
+        suffix = f" ({kind.strip()})" if isinstance(kind, str) and kind.strip() else ""
+        walk.done(f'Subagent "{" ".join(label.split())[:120]}" finished{suffix[:60]}')
 
     def is_shell(self, call: ToolCall) -> bool:
         """A shell tool: one of `shell_tools`, or any tool whose name ends in `bash` or `shell`."""

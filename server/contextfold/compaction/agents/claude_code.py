@@ -52,10 +52,12 @@ class ClaudeCode(AgentAdapter):
     search_tools = frozenset({"Grep", "Glob"})
     plan_tools = frozenset({"TodoWrite", "TaskCreate", "TaskUpdate"})
     web_tools = frozenset({"WebFetch", "WebSearch"})
+    delegate_tools = frozenset({"Task", "Agent"})
+    unfinished_delegations = ("Async agent launched", "API Error")
+    """A subagent started in the background (its result comes later through `TaskOutput`), or one
+    the API stopped."""
     other_tools = frozenset(
         {
-            "Task",
-            "Agent",
             "TaskOutput",
             "TaskList",
             "TaskGet",

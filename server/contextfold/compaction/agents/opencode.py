@@ -15,11 +15,11 @@ class OpenCode(AgentAdapter):
     search_tools = frozenset({"glob", "grep"})
     plan_tools = frozenset({"todowrite"})
     web_tools = frozenset({"webfetch", "websearch"})
+    delegate_tools = frozenset({"task"})
     other_tools = frozenset(
         {
             "apply_patch",
             "list",
-            "task",
             "todoread",
             "skill",
             "question",
