@@ -48,6 +48,10 @@ def work() -> list[Message]:
         "你好",
         "olá, tudo bem",
         "claude --c",
+        "hi claude",  # the agent greeted by name
+        "Merhaba!",
+        "cześć",
+        "halo, terima kasih",
     ],
 )
 def test_a_greeting_before_the_task_is_not_the_goal(opener: str) -> None:

@@ -232,9 +232,19 @@ _FILLER = frozenset(
     继续 繼續 请继续 請繼續 继续吧 繼續吧 好 好的 好吧 是 是的 对 對 可以 行 嗯 谢谢 謝謝 你好 您好 嗨 没问题 沒問題
     続けて 続けてください はい ありがとう ありがとうございます こんにちは お願いします 進めて
     계속 계속해 계속해줘 네 감사합니다 안녕하세요 좋아요
+    merhaba selam teşekkürler sağol tamam devam evet
+    hoi dank bedankt doorgaan
+    cześć dzięki dziękuję dalej tak
+    halo terima kasih lanjut lanjutkan
+    xin chào cảm ơn tiếp tục
+    namaste dhanyavaad
+    مرحبا شكرا نعم استمر
+    שלום תודה
+    claude codex gemini assistant buddy bro mate dude friend guys team
     """.split()
 )
-"""Words that ask for nothing by themselves: greetings, thanks, acknowledgements, "continue", and
+"""Words that ask for nothing by themselves: greetings, thanks, acknowledgements, "continue" (in
+the languages users write to agents in), the names a user greets an agent by ("hi claude"), and
 the pronouns and little words such openers are made of ("i am you and you are me"). `warmup` is
 the prompt Claude Code sends to warm a subagent's cache."""
 _WORDS = re.compile(r"[\w'’-]+")
