@@ -61,6 +61,14 @@ TOOL_NAMES = [
     "PowerShell",
     "execute_bash",
     "AskUserQuestion",
+    "ExitPlanMode",
+    "Agent",
+    "shell_command",
+    "mcp__serena__replace_symbol_body",
+    "mcp__serena__execute_shell_command",
+    "mcp__jetbrains__get_file_text_by_path",
+    "mcp__context7__get-library-docs",
+    "mcp__playwright__browser_snapshot",
     "unknown_tool",
 ]
 KEYS = [
@@ -83,6 +91,11 @@ KEYS = [
     "session_id",
     "chars",
     "status",
+    "relative_path",
+    "pathInProject",
+    "libraryId",
+    "description",
+    "subagent_type",
 ]
 PATHS = st.sampled_from(
     [
@@ -107,6 +120,12 @@ TEXT = st.one_of(
             "<tool_use_error>File has not been read yet.</tool_use_error>",
             "<returncode>0</returncode>\n<output>ok</output>",
             "Process exited with code 2\nOutput:\nFAILED tests/test_a.py::test_x",
+            "Exit code: 1\nWall time: 0.2 seconds\nOutput:\nFAILED tests/test_a.py::test_x",
+            '{"stdout": "1 failed", "stderr": "", "return_code": 1}',
+            "User has approved your plan. You can now start coding.",
+            "# Plan\n\n1. Fix `a.py`\n2. Test it\n",
+            "Async agent launched successfully.",
+            "https://x.org/a.md#_snippet_1?utm=2 https://",
         ]
     ),
 )
