@@ -565,6 +565,31 @@ def test_an_mcp_servers_json_keys_are_its_protocol_where_a_commands_json_is_the_
     assert "order_total" in names and "customer_tier" in names  # the work's API fields
 
 
+def test_what_claude_code_appends_to_a_subagents_report_is_not_the_works() -> None:
+    report = (
+        "Added `withRetry` in `src/api/retry.ts` and wrapped `fetchJson`.\n"
+        "agentId: a81f2c3 (for resuming to continue this agent's work if needed)\n"
+        "<usage>total_tokens: 34007\ntool_uses: 8\nduration_ms: 396952</usage>"
+    )
+    launched = (
+        "Async agent launched successfully.\nagentId: a2b1218 (This is an internal ID for your use.)\n"
+        "output_file: /tmp/claude/-w/tasks/a2b1218.output\nThe agent is currently working in the background."
+    )
+    names = ranked(
+        [
+            user("Add retries to the API client."),
+            assistant("", call("Task", {"description": "Implement retries", "prompt": "Add retries"}, report)),
+            assistant("", call("Agent", {"description": "Write tests", "prompt": "Test retries"}, launched)),
+            bash("cat usage.txt", "tool_uses: 8 per run; see track_tool_uses()"),  # a command's output is its own
+            assistant("Both agents ran."),
+        ]
+    )
+    assert "withRetry" in names and "fetchJson" in names
+    for notice in ("agentId", "total_tokens", "duration_ms", "a2b1218.output", "/tmp/claude/-w/tasks/a2b1218.output"):
+        assert notice not in names, notice
+    assert "track_tool_uses" in names
+
+
 def test_the_harness_settings_and_handles_a_call_names_are_not_the_works_names() -> None:
     names = ranked(
         [

@@ -159,10 +159,12 @@ and OpenHands' clipped file view): the word just before it may be cut mid-name."
 _MARKUP = re.compile(r"</?[A-Za-z][\w-]*>")
 """A harness's tags around an output (`<returncode>`, `<tool_use_error>`): not the output's names."""
 _JSON_KEY = re.compile(r'"[\w.$-]{1,100}"[ \t]*:')
-"""A key of the JSON an MCP server answers with (`"relative_path":`, `"return_code":`): its
-protocol's words, not the work's. Only for a tool no adapter knows by name (a JSON a command
-printed or a file holds is the work's, and inside such a tool's string values it is escaped, so
-it stays); the values stay."""
+"""A key of the JSON an MCP server answers with (`"relative_path":`, `"return_code":`), or a
+harness's own tool (the records of a background subagent's transcript Claude Code's `TaskOutput`
+shows: `"sessionId":`, `"gitBranch":`): its protocol's words, not the work's. Only for a tool no
+adapter knows by name or one of the harness's own (`other`): the JSON a command printed or a file
+holds is the work's (and inside an MCP tool's string values it is escaped, so it stays); the
+values stay."""
 _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$|^[A-Z][a-z]+(?:-[A-Z][A-Za-z]+)+$")
 """`kebab-case`, and a command's or header's `Verb-Noun` (`Copy-Item`, `Content-Type`)."""
 _VARIABLE = re.compile(r"^\$[A-Z][A-Z0-9_]{2,}$")
@@ -1321,10 +1323,12 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             clipped = result[:MAX_OUTPUT_CHARS]
             if len(result) > MAX_OUTPUT_CHARS:
                 clipped = clipped[: max(clipped.rfind(" "), clipped.rfind("\n"))]  # not the word cut in two
+            if adapter.result_notices is not None and adapter.kind(call) == "other":
+                clipped = adapter.result_notices.sub(" ", clipped)  # not a file's or a command's text
             output = _MARKUP.sub(" ", _CUT_HERE.sub("… ", clipped) if "<" in clipped else clipped)
             if "at " in output or 'File "' in output:
                 output = _own_frames(output, own)
-            if output.lstrip()[:1] in ("{", "[") and not adapter.knows(call):
+            if '":' in output and (adapter.kind(call) == "other" or not adapter.knows(call)):
                 output = _JSON_KEY.sub(" ", output)
             scores.outputs += 1
             # A web page or search results are others' prose: names count as in plain words there.

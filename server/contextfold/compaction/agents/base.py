@@ -201,6 +201,11 @@ class AgentAdapter:
     handles: ClassVar[re.Pattern[str] | None] = None
     """The ids the harness gives its own processes (Claude Code's background shells, `bash_5`):
     its outputs and the agent's words name them, but they are no name of the work."""
+    result_notices: ClassVar[re.Pattern[str] | None] = None
+    """What the harness writes into the result of one of its own tools (`other_tools`,
+    `delegate_tools`) beside the tool's output (Claude Code's `agentId: a81f2c3 (for resuming …)`
+    and `<usage>total_tokens: …</usage>` after a subagent's report): no names of the work are read
+    from it. A file's or a command's output is left whole."""
     injected_prefixes: ClassVar[tuple[str, ...]] = ()
     """How text the harness puts in the user's turn begins: not the user's words."""
     looking_commands: ClassVar[frozenset[str]] = frozenset()

@@ -52,6 +52,11 @@ class ClaudeCode(AgentAdapter):
     search_tools = frozenset({"Grep", "Glob"})
     plan_tools = frozenset({"TodoWrite", "TaskCreate", "TaskUpdate"})
     web_tools = frozenset({"WebFetch", "WebSearch"})
+    result_notices = re.compile(
+        r"agentId: \w{1,40} \([^)\n]{0,300}\)|<usage>[^<]{0,500}</usage>|^output_file: [^\n]{0,500}$", re.MULTILINE
+    )
+    """After a subagent's report: its id for resuming it, its token and time usage, where a
+    background agent writes its output."""
     delegate_tools = frozenset({"Task", "Agent"})
     unfinished_delegations = ("Async agent launched", "API Error")
     """A subagent started in the background (its result comes later through `TaskOutput`), or one

@@ -1,18 +1,17 @@
-"""Any other agent, and any tool no adapter knows: tool names common elsewhere (Gemini CLI,
-Cursor, Cline, Windsurf, the Anthropic text editor tool), and the tools of MCP servers an agent
-was given (Serena, JetBrains, the filesystem and GitHub servers, Desktop Commander, Playwright,
-Context7 …), whose names no list can hold.
+"""Any other agent, and any tool no adapter knows: tool names common elsewhere (Gemini CLI, Cursor,
+Cline, Windsurf, the Anthropic text editor tool), and the tools of MCP servers an agent was given
+(Serena, JetBrains, the filesystem and GitHub servers, Desktop Commander, Playwright, Context7 …),
+whose names no list can hold.
 
 A known name is read as its list says. An unknown one is read by its words and arguments
-(`guessed_kind`): a tool with a `command` string and a word such as `shell`, `terminal` or
-`execute` runs a shell command; one with a file path argument changes that file when a word
-says so (`replace_symbol_body`, `edit_block`, `create_or_update_file`), reads it when a word
-says that (`get_file_text_by_path`), searches it (`find_symbol`); a tool that browses or fetches
-pages or documentation (`browser_snapshot`, `get-library-docs`) brings back others' prose, as a
-web tool does, and an argument named as an id (`libraryId`, `node_id`) holds the service's handle,
-not a name of the work. A result an MCP shell tool sends as JSON (`{"stdout": …, "return_code": 1}`) is
-judged by its exit code. A tool whose words say nothing of these stays a tool that touches no
-file."""
+(`guessed_kind`): a tool with a `command` string and a word such as `shell`, `terminal` or `execute`
+runs a shell command; one with a file path argument changes that file when a word says so
+(`replace_symbol_body`, `edit_block`, `create_or_update_file`), reads it when a word says that
+(`get_file_text_by_path`), searches it (`find_symbol`); a tool that browses or fetches pages or
+documentation (`browser_snapshot`, `get-library-docs`) brings back others' prose, as a web tool
+does, and an argument named as an id (`libraryId`, `node_id`) holds the service's handle, not a name
+of the work. A result an MCP shell tool sends as JSON (`{"stdout": …, "return_code": 1}`) is judged
+by its exit code. A tool whose words say nothing of these stays a tool that touches no file."""
 
 from __future__ import annotations
 
