@@ -161,10 +161,18 @@ def timings(opts: Options) -> None:
         for _ in range(max(1, min(opts.repeat, 3))):
             synthetic_claude_transcript(transcript, 25)
             grown.append(hook("PreCompact", pre))
+        # After the compaction: the handover (blind to the summary), then the comparison with it.
+        start = _event("SessionStart", transcript_path=str(transcript), source="compact")
+        handed = [hook("SessionStart", start) for _ in range(max(1, min(opts.repeat, 3)))]
+        summary = "This session is being continued from a previous conversation. The user asked to refactor."
+        post = _event("PostCompact", transcript_path=str(transcript), trigger="auto", compact_summary=summary)
+        compared = [hook("PostCompact", post) for _ in range(max(1, min(opts.repeat, 3)))]
         medians += [
             (f"PreCompact, first import of a {size / 1024**2:,.1f} MB transcript", first),
             ("PreCompact again, nothing new", unchanged),
             ("PreCompact after 25 more tool calls", sorted(grown)[len(grown) // 2]),
+            ("SessionStart compact: the handover from the whole history", sorted(handed)[len(handed) // 2]),
+            ("PostCompact: what the summary lacks, kept for the next prompt", sorted(compared)[len(compared) // 2]),
         ]
     floor = medians[0][1]
     version = medians[1][1]
@@ -184,6 +192,9 @@ def timings(opts: Options) -> None:
             "3,000-line one is spilled (settings, store and tokenizer loaded)",
             f"the transcript is generated in Claude Code 2.1.197's format ({size:,} bytes); each PreCompact imports only "
             "what was appended since the last",
+            "SessionStart(compact) and PostCompact read the whole stored history (redaction, facts, the working set): "
+            "linear in its size; Claude Code waits for the first before the model goes on (the hooks are installed "
+            "with a 300 s timeout)",
         ],
         packages=("mcp", "pydantic", "tiktoken"),
     )
