@@ -266,6 +266,8 @@ def test_an_mcp_shell_tool_runs_its_command_and_its_json_result_says_how_it_ende
     assert adapter("generic").outcome(call("x", {}, '{"return_code": 1}')) is None
     assert adapter("generic").outcome(call("x", {}, '{"stdout": "x", "return_code": true}')) is None
     assert bash.outcome(call("Bash", {}, '{"stdout": "x", "return_code": 1}')) is None
+    nested = '{"stdout": ' * 5_000 + '"x"' + "}" * 5_000  # past the JSON parser's depth: read as text
+    assert adapter("generic").outcome(call("mcp__x__run_command", {"command": "x"}, nested)) is None
 
 
 def test_codexs_shell_command_and_its_exit_code_header_are_read() -> None:

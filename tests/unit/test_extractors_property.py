@@ -122,6 +122,7 @@ TEXT = st.one_of(
             "Process exited with code 2\nOutput:\nFAILED tests/test_a.py::test_x",
             "Exit code: 1\nWall time: 0.2 seconds\nOutput:\nFAILED tests/test_a.py::test_x",
             '{"stdout": "1 failed", "stderr": "", "return_code": 1}',
+            '{"stdout": ' * 3_000 + "1" + "}" * 3_000,  # deeper than the JSON parser goes
             "User has approved your plan. You can now start coding.",
             "# Plan\n\n1. Fix `a.py`\n2. Test it\n",
             "Async agent launched successfully.",

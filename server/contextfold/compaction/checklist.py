@@ -43,9 +43,6 @@ def checklist(text: str) -> list[PlanItem]:
     return items
 
 
-__all__ = ["checklist"]
-
-
 MAX_STEPS = 10
 """Steps of a plan's outline, at most (the first)."""
 MAX_PLAN_LINES = 2_000
@@ -88,3 +85,6 @@ def outline(plan: str) -> tuple[str, list[str]]:
 
 def _plain(text: str) -> str:
     return text.replace("**", "").strip().strip(":：").strip()
+
+
+__all__ = ["MAX_STEPS", "checklist", "outline"]

@@ -35,6 +35,10 @@ COMMON_OPTION_KEYS = frozenset(
 Claude Code's `output_mode` (`files_with_matches`), `model` (`opus`) and the ids of its background
 shells and tasks (`bash_5`), Codex's `sandbox_permissions` (`require_escalated`)."""
 
+MAX_DELEGATION_LABEL_CHARS = 120
+MAX_SUBAGENT_TYPE_CHARS = 60
+"""Of a subagent's task, as Done names it: its label and its kind."""
+
 PlanStatus = Literal["completed", "in_progress", "pending"]
 _PLAN_STATUS: dict[str, PlanStatus] = {
     "completed": "completed",
@@ -345,8 +349,8 @@ class AgentAdapter:
         if not isinstance(label, str) or not label.strip():
             return  # nothing says what the task was; its report's names still reach the working set
         kind = call.args.get("subagent_type")
-        suffix = f" ({kind.strip()})" if isinstance(kind, str) and kind.strip() else ""
-        walk.done(f'Subagent "{" ".join(label.split())[:120]}" finished{suffix[:60]}')
+        suffix = f" ({kind.strip()[:MAX_SUBAGENT_TYPE_CHARS]})" if isinstance(kind, str) and kind.strip() else ""
+        walk.done(f'Subagent "{" ".join(label.split())[:MAX_DELEGATION_LABEL_CHARS]}" finished{suffix}')
 
     def is_shell(self, call: ToolCall) -> bool:
         """A shell tool: one of `shell_tools`, or any tool whose name ends in `bash` or `shell`."""

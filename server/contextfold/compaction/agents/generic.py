@@ -155,7 +155,7 @@ def _json_shell_result(text: str) -> Outcome | None:
         return None
     try:
         data: Any = json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
     if not isinstance(data, dict):
         return None
