@@ -181,6 +181,11 @@ def test_a_settings_file_that_is_not_json_is_refused_untouched(tmp_path: Path, u
     done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", env={"HOME": str(user_home)})
     assert done.returncode == 2 and "is not valid JSON" in done.stderr and done.stderr.count("\n") == 1
     assert path.read_text() == "{ this is not json"
+    deep = '{"a": ' * 5_000 + "1" + "}" * 5_000  # valid JSON, nested past what the parser goes
+    path.write_text(deep)
+    done = contextfold(tmp_path / "data", "hooks", "install", "claude-code", env={"HOME": str(user_home)})
+    assert done.returncode == 2 and "nested too deeply" in done.stderr and done.stderr.count("\n") == 1
+    assert path.read_text() == deep
 
 
 TEAM_SETTINGS = {"permissions": {"allow": ["Bash(npm test)"]}}

@@ -647,6 +647,8 @@ def _json(path: Path, text: str | None) -> dict[str, Any]:
         value = json.loads(text)
     except ValueError as exc:
         raise InstallError(f"{path} is not valid JSON ({exc}); fix it by hand, then install again") from exc
+    except RecursionError as exc:
+        raise InstallError(f"{path} is nested too deeply to read as JSON; fix it by hand, then install again") from exc
     if not isinstance(value, dict):
         raise InstallError(f"{path} does not hold a JSON object; fix it by hand, then install again")
     return value

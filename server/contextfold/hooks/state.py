@@ -56,7 +56,7 @@ def _write(path: Path, text: str) -> None:
 def load(home: Path, session_id: str) -> dict[str, Any]:
     try:
         value = json.loads(_session_file(home, session_id, ".json").read_text("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
