@@ -314,6 +314,44 @@ def test_a_task_a_subagent_finished_is_work_done_and_one_it_did_not_finish_is_no
     ], done
 
 
+def test_a_background_command_ends_where_claude_code_reports_its_exit_code() -> None:
+    launched = "Command running in background with ID: {}. Output is being written to: /tmp/claude/w/tasks/{}.output"
+    polled_task = (
+        "<retrieval_status>success</retrieval_status>\n\n<task_id>bae407b</task_id>\n\n<task_type>local_bash"
+        "</task_type>\n\n<status>completed</status>\n\n<exit_code>1</exit_code>\n\n<output>\n"
+        "FAILED tests/test_cart.py::test_total - assert 10 == 30\n1 failed, 3 passed in 0.21s\n</output>"
+    )
+    running = "<status>running</status>\n\n<stdout>\nPASS src/a.test.js\n</stdout>"
+    finished = "<status>completed</status>\n\n<exit_code>0</exit_code>\n\n<stdout>\nTests: 4 passed, 4 total\n</stdout>"
+    messages = [
+        assistant(
+            call("Bash", {"command": "pytest -q", "run_in_background": True}, launched.format("bae407b", "bae407b"))
+        ),
+        assistant(call("Bash", {"command": "npm run dev", "run_in_background": True}, launched.format("b2", "b2"))),
+        assistant(
+            call(
+                "Bash",
+                {"command": "npm test", "run_in_background": True},
+                "Command running in background with ID: bash_3",
+            )
+        ),
+        assistant(call("TaskOutput", {"task_id": "bae407b", "block": True}, polled_task)),
+        assistant(call("BashOutput", {"bash_id": "bash_3"}, running)),
+        assistant(call("BashOutput", {"bash_id": "bash_3"}, finished)),
+    ]
+    facts = extract_facts(messages)
+    steps = [(s.kind, s.text, s.ok) for s in facts.steps]
+    # The dev server never reported an end: a command that ran, where it started; the tests end
+    # where their exit codes came.
+    assert steps == [("command", "npm run dev", True), ("test", "pytest -q", False), ("test", "npm test", True)], steps
+    assert [e.text for e in facts.errors] == ["FAILED tests/test_cart.py::test_total - assert 10 == 30"]
+    assert facts.steps[-1].detail == "Tests: 4 passed, 4 total"
+    # A poll that says it is still running has no outcome yet.
+    assert adapter("Claude Code").outcome(call("BashOutput", {"bash_id": "b"}, running)) == Outcome(
+        None, None, "PASS src/a.test.js\n"
+    )
+
+
 def test_a_known_tool_in_another_spelling_goes_to_the_agent_that_has_it() -> None:
     # No adapter has `READ` or `todowrite` without a list exactly; the ones whose tools they are read them.
     shouting = ToolCall.of(call("READ", {"file_path": "/r/x.py"}))

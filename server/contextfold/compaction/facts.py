@@ -294,8 +294,9 @@ class _Walker:
         self.commands: list[str] = []
         self.open_file: str | None = None
         """The file open in the agent's editor (SWE-agent's `open`), for edits that name none."""
-        self.sessions: dict[str, tuple[ToolPart, str, str]] = {}
-        """Commands still running (Codex exec sessions): session id → (part, command, output so far)."""
+        self.sessions: dict[str, tuple[ToolPart, str, str, int, int]] = {}
+        """Commands still running (Codex exec sessions, Claude Code's background commands): session
+        id → (part, command, output so far, where in `steps` it started, its message)."""
         self.said: list[str] = []
         """Sentences of the assistant text just before the current tool call: why it was made."""
         self.seq = 0
@@ -475,7 +476,7 @@ class _Walker:
         self.commands.append(display)
         outcome = _outcome(part, self.adapters)
         if outcome.ok is None and outcome.session is not None:
-            self.sessions[outcome.session] = (part, command, outcome.body)
+            self.sessions[outcome.session] = (part, command, outcome.body, len(self.steps), self.seq)
             return
         self.shell_finished(part.name, command, outcome)
 
@@ -483,10 +484,10 @@ class _Walker:
         pending = self.sessions.get(session)
         if pending is None:
             return
-        started, command, so_far = pending
+        started, command, so_far, at, seq = pending
         outcome = _outcome(part, self.adapters)
         if outcome.ok is None:
-            self.sessions[session] = (started, command, so_far + outcome.body)
+            self.sessions[session] = (started, command, so_far + outcome.body, at, seq)
             return
         del self.sessions[session]
         outcome.body = so_far + outcome.body
@@ -670,6 +671,15 @@ class _Walker:
 
     # -- result --
 
+    def still_running(self) -> None:
+        """The commands no later output said had finished (a dev server, a watcher, a run nobody
+        polled) are Done's where they started, as commands that ran: their outcome is unknown."""
+        for _, command, _, at, seq in sorted(self.sessions.values(), key=lambda s: -s[3]):
+            words = simple_commands(command)
+            if suite_invocation(command) is None and not is_inspection(words, self.looking) and not is_plumbing(words):
+                self.steps.insert(at, Step("command", readable(command), seq))
+        self.sessions.clear()
+
     def facts(self) -> Facts:
         edited = [(p, s) for p, s in self.files.items() if s.action == "edited"]
         read = [(p, s) for p, s in self.files.items() if s.action == "read"]
@@ -811,4 +821,5 @@ def extract_facts(messages: Sequence[Message], adapters: Sequence[AgentAdapter] 
     walker = _Walker(registered_adapters() if adapters is None else tuple(adapters))
     for message in messages:
         walker.message(message)
+    walker.still_running()
     return walker.facts()

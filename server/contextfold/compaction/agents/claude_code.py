@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import re
 
-from contextfold.compaction.agents.base import AgentAdapter, ApprovedPlan, Outcome, PlanEdit, ToolCall, plan_status
+from contextfold.compaction.agents.base import (
+    AgentAdapter,
+    ApprovedPlan,
+    Outcome,
+    PlanEdit,
+    ToolCall,
+    Walk,
+    plan_status,
+)
 from contextfold.domain import ToolPart
 
 _EXIT = re.compile(r"^Exit code (-?\d+)\s*\n?")
@@ -22,6 +30,14 @@ _APPROVED = "User has approved your plan"
 """How `ExitPlanMode`'s result begins when the user approved the plan (and, in recent versions,
 where it was saved: `Your plan has been saved to: PATH`)."""
 _SAVED = re.compile(r"^Your plan has been saved to: (\S[^\n]*?)\s*$", re.MULTILINE)
+_BACKGROUND = re.compile(r"^Command running in background with ID: ([\w-]{1,64})")
+"""How a `Bash` call with `run_in_background` answers: its output and exit code come later, through
+`BashOutput` (`bash_id`) or `TaskOutput` (`task_id`)."""
+_STATUS = re.compile(r"<status>(\w{1,20})</status>")
+_EXIT_TAG = re.compile(r"<exit_code>(-?\d{1,6})</exit_code>")
+_STREAMS = re.compile(r"<(stdout|stderr|output)>\n?(.*?)\n?(?:</\1>|\Z)", re.DOTALL)
+MAX_STATUS_HEAD = 2_000
+"""Characters of a `BashOutput` or `TaskOutput` result searched for its status and exit code."""
 
 
 _ANSWERED = "User has answered your questions: "
@@ -140,8 +156,21 @@ class ClaudeCode(AgentAdapter):
         saved = _SAVED.search(result[:2_000])
         return ApprovedPlan(plan, saved.group(1) if saved else None)
 
+    def report(self, call: ToolCall, walk: Walk) -> None:
+        if call.name in ("bashoutput", "taskoutput"):
+            handle = call.args.get("bash_id", call.args.get("task_id"))
+            if isinstance(handle, str) and handle:
+                walk.resume(handle, call.part)  # a background command's output and exit code
+                return
+        super().report(call, walk)
+
     def outcome(self, part: ToolPart) -> Outcome | None:
         text = part.result_text
+        background = _BACKGROUND.match(text.lstrip())
+        if background is not None:
+            return Outcome(None, None, "", session=background.group(1))
+        if text.lstrip().startswith(("<status>", "<retrieval_status>")):
+            return _polled(text)
         tool_error = _TOOL_USE_ERROR.match(text.lstrip())
         if tool_error:
             return Outcome(False, None, tool_error.group(1).strip())
@@ -174,3 +203,18 @@ class ClaudeCode(AgentAdapter):
             return None
         name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
         return (name.group(1) if name else "", args.group(1) if args else "")
+
+
+def _polled(text: str) -> Outcome | None:
+    """The outcome `BashOutput` or `TaskOutput` reports of a background command: still running
+    (`ok` None, the output so far), or finished with its exit code; None when it says neither."""
+    head = text[:MAX_STATUS_HEAD]
+    status = _STATUS.search(head)
+    if status is None:
+        return None
+    body = "".join(m.group(2).rstrip("\n") + "\n" for m in _STREAMS.finditer(text) if m.group(2).strip())
+    code = _EXIT_TAG.search(head)
+    if status.group(1) == "running" or (code is None and status.group(1) not in ("failed", "killed")):
+        return Outcome(None, None, body)
+    exit_code = int(code.group(1)) if code else None
+    return Outcome(exit_code == 0 and status.group(1) == "completed", exit_code, body)
