@@ -352,6 +352,31 @@ def test_a_background_command_ends_where_claude_code_reports_its_exit_code() -> 
     )
 
 
+def test_claude_codes_task_notifications_end_background_commands_and_subagents() -> None:
+    def notice(task: str, summary: str, *, status: str = "completed", result: str = "") -> Message:
+        body = (
+            f"<task-notification>\n<task-id>{task}</task-id>\n<status>{status}</status>\n<summary>{summary}</summary>\n"
+        )
+        body += f"<result>{result}</result>\n" if result else ""
+        return Message(role="user", parts=[TextPart(text=body + "</task-notification>\nRead the output file.")])
+
+    launched = "Command running in background with ID: b1e. Output is being written to: /tmp/claude/w/tasks/b1e.output"
+    agent = "Async agent launched successfully.\nagentId: a2b (internal ID)"
+    messages = [
+        assistant(call("Bash", {"command": "pytest -q", "run_in_background": True}, launched)),
+        assistant(call("Task", {"description": "Explore the auth module", "prompt": "Map it"}, agent)),
+        notice("b1e", 'Background command "Run the tests" completed (exit code 1)'),
+        notice("a2b", 'Agent "Explore the auth module" completed', result="`verifyPassword` in `src/auth.ts`"),
+        notice("zzz", 'Agent "Never started here" failed', status="failed"),
+    ]
+    facts = extract_facts(messages)
+    assert [(s.kind, s.text, s.ok) for s in facts.steps if s.kind != "user"] == [
+        ("test", "pytest -q", False),
+        ("note", 'Subagent "Explore the auth module" finished', True),
+    ]
+    assert "Never started here" not in " ".join(facts.done)
+
+
 def test_a_known_tool_in_another_spelling_goes_to_the_agent_that_has_it() -> None:
     # No adapter has `READ` or `todowrite` without a list exactly; the ones whose tools they are read them.
     shouting = ToolCall.of(call("READ", {"file_path": "/r/x.py"}))

@@ -590,6 +590,23 @@ def test_what_claude_code_appends_to_a_subagents_report_is_not_the_works() -> No
     assert "track_tool_uses" in names
 
 
+def test_a_background_subagents_report_in_a_harness_notice_is_shown_as_an_output_is() -> None:
+    report = "Found `verifyPassword` in src/lib/auth.ts; `SESSION_TTL` is 3600."
+    notice = (
+        "<task-notification>\n<task-id>a2b</task-id>\n<status>completed</status>\n"
+        f'<summary>Agent "Explore auth" completed</summary>\n<result>{report}</result>\n</task-notification>'
+    )
+    names = ranked(
+        [
+            user("Why does login fail?"),
+            assistant("", call("Task", {"description": "Explore auth", "prompt": "Map it"}, "Async agent launched.")),
+            user(notice),
+            assistant("The subagent found the check."),
+        ]
+    )
+    assert "verifyPassword" in names and "src/lib/auth.ts" in names and "SESSION_TTL" in names
+
+
 def test_the_harness_settings_and_handles_a_call_names_are_not_the_works_names() -> None:
     names = ranked(
         [

@@ -32,6 +32,7 @@ from typing import Literal
 
 from contextfold.compaction.agents import AgentAdapter, Outcome, PlanEdit, PlanItem, ToolCall, pick
 from contextfold.compaction.agents import adapters as registered_adapters
+from contextfold.compaction.agents.base import MAX_DELEGATION_LABEL_CHARS
 from contextfold.compaction.agents.output import error_line, judged, suite_verdict
 from contextfold.compaction.agents.shell import (
     ShellTouch,
@@ -362,6 +363,7 @@ class _Walker:
         words = user_words(message, self.adapters, previous)
         if words is None:
             self.carry(message)
+            self.notified(message)
             return
         instruction = clip(words, MAX_INSTRUCTION_CHARS)
         seqs = self.words.pop(words, [])
@@ -384,6 +386,20 @@ class _Walker:
                 self.constraints.append(sentence)
                 known.add(sentence.casefold())
                 added += 1
+
+    def notified(self, message: Message) -> None:
+        """What the harness says ended in the background: a command's end (its exit code) closes
+        it, a subagent's finished task is done."""
+        if message.role != "user":
+            return
+        text = message.text
+        for adapter in self.adapters:
+            for notice in adapter.notifications(text):
+                if notice.agent:
+                    if notice.outcome.ok and notice.label:
+                        self.done(f'Subagent "{clip(notice.label, MAX_DELEGATION_LABEL_CHARS)}" finished')
+                else:
+                    self.finish(notice.handle, notice.outcome)
 
     def carry(self, message: Message) -> None:
         """Keep the task a summary the harness handed in states (a session going on after a
@@ -481,11 +497,15 @@ class _Walker:
         self.shell_finished(part.name, command, outcome)
 
     def resume(self, session: str, part: ToolPart) -> None:
+        if session in self.sessions:
+            self.finish(session, _outcome(part, self.adapters))
+
+    def finish(self, session: str, outcome: Outcome) -> None:
+        """More of a running command's output, or its end (a poll's result, a harness's notice)."""
         pending = self.sessions.get(session)
         if pending is None:
             return
         started, command, so_far, at, seq = pending
-        outcome = _outcome(part, self.adapters)
         if outcome.ok is None:
             self.sessions[session] = (started, command, so_far + outcome.body, at, seq)
             return

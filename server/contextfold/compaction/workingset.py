@@ -1301,6 +1301,18 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             words = user_words(message, adapters, messages[index - 1] if index else None)
             if words:
                 scores.prose(words, 1.0)
+            elif words is None:
+                # A background subagent's report, handed back in a harness notice: shown, as an output.
+                for report in (n.outcome.body for a in adapters for n in a.notifications(message.text)):
+                    if report:
+                        scores.outputs += 1
+                        scores.code(
+                            report[:MAX_OUTPUT_CHARS],
+                            OUTPUT_WEIGHT,
+                            once=True,
+                            file_weight=OUTPUT_FILE_WEIGHT,
+                            spread=True,
+                        )
             continue
         scores.prose(assistant_prose(message), 1.0)
         for part in message.tool_parts:

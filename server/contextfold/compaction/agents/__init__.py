@@ -6,11 +6,20 @@ call. `shell` and `output` read what every agent's shell tool runs and prints. S
 agent is one more module and one `register` call.
 """
 
-from contextfold.compaction.agents.base import AgentAdapter, Outcome, PlanEdit, PlanItem, ToolCall, Walk
+from contextfold.compaction.agents.base import (
+    AgentAdapter,
+    Notification,
+    Outcome,
+    PlanEdit,
+    PlanItem,
+    ToolCall,
+    Walk,
+)
 from contextfold.compaction.agents.registry import adapters, pick, register, unregister
 
 __all__ = [
     "AgentAdapter",
+    "Notification",
     "Outcome",
     "PlanEdit",
     "PlanItem",

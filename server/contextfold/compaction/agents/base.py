@@ -132,6 +132,21 @@ class ApprovedPlan:
     """Where the harness saved it, when it says."""
 
 
+@dataclass(frozen=True)
+class Notification:
+    """The harness telling the agent, in the user's turn, that something it started in the
+    background ended (Claude Code's `<task-notification>`)."""
+
+    handle: str
+    """The id the start was answered with (`Command running in background with ID: …`, a subagent's)."""
+    outcome: Outcome
+    """How it ended; `body` is the report a subagent handed back, if any."""
+    label: str | None = None
+    """What the notice calls it (a background agent's task: `Explore the auth module`)."""
+    agent: bool = False
+    """A subagent's task, not a command."""
+
+
 class Walk(Protocol):
     """What an adapter reports a tool call did; the walker records it."""
 
@@ -412,6 +427,11 @@ class AgentAdapter:
     def answers(self, result: str) -> list[tuple[str, str]]:
         """(question, answer) for each question a harness's ask-the-user tool put and the user
         answered, read from that tool's `result`; empty when the result is not in the harness's form."""
+        return []
+
+    def notifications(self, text: str) -> list[Notification]:
+        """What the harness says, in a user turn's `text`, ended in the background; [] for a turn
+        that says no such thing."""
         return []
 
     def carried_task(self, text: str) -> str | None:

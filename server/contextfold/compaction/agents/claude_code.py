@@ -12,6 +12,7 @@ import re
 from contextfold.compaction.agents.base import (
     AgentAdapter,
     ApprovedPlan,
+    Notification,
     Outcome,
     PlanEdit,
     ToolCall,
@@ -36,6 +37,14 @@ _BACKGROUND = re.compile(r"^Command running in background with ID: ([\w-]{1,64})
 _STATUS = re.compile(r"<status>(\w{1,20})</status>")
 _EXIT_TAG = re.compile(r"<exit_code>(-?\d{1,6})</exit_code>")
 _STREAMS = re.compile(r"<(stdout|stderr|output)>\n?(.*?)\n?(?:</\1>|\Z)", re.DOTALL)
+_NOTIFICATION = re.compile(r"<task-notification>(.*?)(?:</task-notification>|\Z)", re.DOTALL)
+_TASK_ID = re.compile(r"<task-id>([\w-]{1,64})</task-id>")
+_NOTICE_SUMMARY = re.compile(r"<summary>([^<]{0,800})</summary>")
+_NOTICE_LABEL = re.compile(r'^(Agent|Background command) "(.{1,300}?)"')
+_NOTICE_EXIT = re.compile(r"\(exit code (-?\d{1,6})\)")
+_NOTICE_RESULT = re.compile(r"<result>(.*?)(?:</result>|\Z)", re.DOTALL)
+MAX_NOTIFICATIONS = 20
+"""Notices read from one user turn, at most."""
 MAX_STATUS_HEAD = 2_000
 """Characters of a `BashOutput` or `TaskOutput` result searched for its status and exit code."""
 
@@ -187,6 +196,26 @@ class ClaudeCode(AgentAdapter):
         if not result.startswith(_ANSWERED):
             return []
         return [(q.strip(), a.strip()) for q, a in _ANSWER.findall(result[len(_ANSWERED) : MAX_ANSWERS_CHARS])]
+
+    def notifications(self, text: str) -> list[Notification]:
+        if "<task-notification>" not in text:
+            return []
+        found: list[Notification] = []
+        for block in _NOTIFICATION.findall(text)[:MAX_NOTIFICATIONS]:
+            handle, status = _TASK_ID.search(block[:MAX_STATUS_HEAD]), _STATUS.search(block[:MAX_STATUS_HEAD])
+            if handle is None or status is None:
+                continue
+            summary = _NOTICE_SUMMARY.search(block)
+            said = summary.group(1) if summary else ""
+            named, code = _NOTICE_LABEL.match(said), _NOTICE_EXIT.search(said)
+            what, label = named.groups() if named else (None, None)
+            exit_code = int(code.group(1)) if code else None
+            ended = status.group(1)
+            ok = None if ended == "running" else ended == "completed" and exit_code in (0, None)
+            result = _NOTICE_RESULT.search(block)
+            outcome = Outcome(ok, exit_code, result.group(1).strip() if result else "")
+            found.append(Notification(handle.group(1), outcome, label, agent=what == "Agent"))
+        return found
 
     def carried_task(self, text: str) -> str | None:
         if not text.startswith(_CONTINUED):
