@@ -34,6 +34,7 @@ from contextfold.compaction.workingset import (
     WorkingSet,
     fit_working_set,
     listed,
+    noise,
     working_set,
 )
 from contextfold.domain import Message
@@ -605,6 +606,42 @@ def test_a_background_subagents_report_in_a_harness_notice_is_shown_as_an_output
         ]
     )
     assert "verifyPassword" in names and "src/lib/auth.ts" in names and "SESSION_TTL" in names
+
+
+def test_a_file_written_as_a_file_address_is_that_file() -> None:
+    names = ranked(
+        [
+            user("Why is [@vite.config.js#L19:38](file:///Users/me/app/vite.config.js#L19:38) ignored?"),
+            bash(
+                "npm run dev",
+                "Warning: Module type of file:///Users/me/app/postcss.config.js?t=1770 is not specified\n"
+                "  at file:///C:/Users/me/app/src/main.ts:3:1",
+            ),
+            assistant("Looking at the config."),
+        ]
+    )
+    for path in ("/Users/me/app/vite.config.js", "/Users/me/app/postcss.config.js", "C:/Users/me/app/src/main.ts"):
+        assert any(n.endswith(path.rsplit("/", 1)[1]) and "://" not in n for n in names), (path, names)
+    assert not [n for n in names if n.startswith("file:")], names
+
+
+def test_encoded_data_in_an_output_is_no_path_or_name() -> None:
+    lock = (
+        '"integrity": "sha512-GknRHDHvnAo0VIQqjMozSeflFP566NHuXo+OikgtADx9ixlcpyD1RINh/N52ELD99wc04HCDpP2CKm83a/X=="\n'
+        '"resolved": "https://registry.npmjs.org/left-pad/-/left-pad-1.3.0.tgz"\n'
+        "token: eyJhbGciOiJIUzI1NiJ9Q2x1c3Rlcg0K3xYz9Lmn\n"
+    )
+    names = ranked(
+        [
+            user("Why does npm ci fail?"),
+            bash("cat package-lock.json | head", lock),
+            assistant("", call("Read", {"file_path": "/w/src/components/PlayerProfileDashboard2/index.tsx"}, "x")),
+            assistant("Checked PlayerProfileDashboard2."),
+        ]
+    )
+    assert not [n for n in names if "OikgtADx9ix" in n or "eyJhbGci" in n], names
+    assert "/w/src/components/PlayerProfileDashboard2/index.tsx" in names  # CamelCase and a digit: a name
+    assert not noise("a1b2c3d4e5f6a7b8c9d0e1f2")  # a hex hash (no capitals): a commit, kept
 
 
 def test_the_harness_settings_and_handles_a_call_names_are_not_the_works_names() -> None:

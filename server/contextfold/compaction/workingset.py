@@ -389,6 +389,9 @@ _PRODUCT_JS = re.compile(r"[A-Z][A-Za-z0-9]*\.js")
 """`Node.js`, `D3.js`, `Vue.js` in plain words: a product's name. A file so named (`App.js`) is one in a
 call, a listing or code, where the names of plain words are not read."""
 _SHEBANG = re.compile(r"#![ \t]*/\S*")
+_FILE_URI = re.compile(r"\bfile://(?:/(?=[A-Za-z]:[\\/]))?")
+"""`file:///Users/me/app/vite.config.js#L19`, `file:///C:/app/main.ts`: a file written as an
+address (an editor's link to it, a runtime's warning about it) is the file at that path."""
 _URL = re.compile(r"\b[A-Za-z][\w+.-]{0,15}://[^\s\"'<>`()\[\]]*")
 """A web address, whole: on a page or in documentation the agent fetched, its query and fragment
 (`…/use-router.mdx#_snippet_3`, `?utm_source=x`) are the site's own words, not names of the work
@@ -577,6 +580,24 @@ def _own_packages(messages: Sequence[Message]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+_ENCODED = re.compile(r"[A-Za-z0-9+=]{20,}")
+ENCODED_SHARE = 0.35
+"""A run of at least 20 letters and digits, this share of them capitals or digits (two digits at
+least), capitals and lower case both (a hex hash has no capitals), is encoded data (`sha512-GknRHD…+OikgtADx9ixlcpyD1RINh/N52ELD99wc…`, a key, a
+token), not a name: a CamelCase name's capitals start its words (`PlayerProfileDashboard2`: 4 of 23)."""
+
+
+def _encoded(term: str) -> bool:
+    for part in re.split(r"[/\\.]", term):
+        if len(part) >= 20 and _ENCODED.fullmatch(part):
+            loud = sum(1 for c in part if c.isupper() or c.isdigit())
+            digits = sum(1 for c in part if c.isdigit())
+            mixed = any(c.islower() for c in part) and any(c.isupper() for c in part)  # not hex: a hash
+            if digits >= 2 and loud >= ENCODED_SHARE * len(part) and mixed:
+                return True
+    return False
+
+
 @lru_cache(maxsize=16_384)
 def noise(term: str) -> bool:
     """Whether `term` is, by its syntax alone, not a name worth listing: a sed expression, a
@@ -592,6 +613,7 @@ def noise(term: str) -> bool:
         and not is_file_name(term)  # `a.c`, `x.h`: files
         or _EATEN_SEPARATORS.match(term)
         or term == REDACTED
+        or _encoded(term)
         or "M-" in term
         and _META_ESCAPED.search(term)
     ):
@@ -1036,6 +1058,8 @@ class _Scores:
             text = _ESCAPE_AFTER_FILE.sub(_file_ends, text)
         if "#!" in text:
             text = _SHEBANG.sub(" ", text)
+        if "file://" in text:
+            text = _FILE_URI.sub(" ", text)
         if plain and "://" in text:
             text = _URL.sub(_without_query, text)
         whole: list[str] = []
