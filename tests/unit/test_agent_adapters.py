@@ -346,6 +346,8 @@ def test_a_background_command_ends_where_claude_code_reports_its_exit_code() -> 
     assert steps == [("command", "npm run dev", True), ("test", "pytest -q", False), ("test", "npm test", True)], steps
     assert [e.text for e in facts.errors] == ["FAILED tests/test_cart.py::test_total - assert 10 == 30"]
     assert facts.steps[-1].detail == "Tests: 4 passed, 4 total"
+    # Only a poll's result is read as one: a command printing such tags is a command's output.
+    assert adapter("Claude Code").outcome(call("Bash", {"command": "cat s.xml"}, "<status>ok</status>")) is None
     # A poll that says it is still running has no outcome yet.
     assert adapter("Claude Code").outcome(call("BashOutput", {"bash_id": "b"}, running)) == Outcome(
         None, None, "PASS src/a.test.js\n"

@@ -175,11 +175,14 @@ class ClaudeCode(AgentAdapter):
 
     def outcome(self, part: ToolPart) -> Outcome | None:
         text = part.result_text
-        background = _BACKGROUND.match(text.lstrip())
+        tool = part.name.rsplit("__", 1)[-1]
+        background = _BACKGROUND.match(text.lstrip()) if tool in self.shell_tools else None
         if background is not None:
             return Outcome(None, None, "", session=background.group(1))
-        if text.lstrip().startswith(("<status>", "<retrieval_status>")):
-            return _polled(text)
+        if tool in ("BashOutput", "TaskOutput"):
+            polled = _polled(text)
+            if polled is not None:
+                return polled
         tool_error = _TOOL_USE_ERROR.match(text.lstrip())
         if tool_error:
             return Outcome(False, None, tool_error.group(1).strip())
