@@ -379,6 +379,29 @@ def test_claude_codes_task_notifications_end_background_commands_and_subagents()
     assert "Never started here" not in " ".join(facts.done)
 
 
+def test_a_background_subagent_is_done_once_where_a_poll_or_a_notice_says_it_finished() -> None:
+    launched = "Async agent launched successfully.\nagentId: a7937d1 (internal ID - do not mention to user.)"
+    polled = (
+        "<retrieval_status>success</retrieval_status>\n\n<task_id>a7937d1</task_id>\n\n<task_type>local_agent"
+        "</task_type>\n\n<status>completed</status>\n\n<output>\nFound `verifyPassword`.\n</output>"
+    )
+    notice = (
+        "<task-notification>\n<task-id>a7937d1</task-id>\n<status>completed</status>\n"
+        '<summary>Agent "Explore auth" completed</summary>\n</task-notification>'
+    )
+    messages = [
+        assistant(call("Task", {"description": "Explore auth", "subagent_type": "Explore", "prompt": "x"}, launched)),
+        assistant(call("TaskOutput", {"task_id": "a7937d1", "block": True}, polled)),
+        Message(role="user", parts=[TextPart(text=notice)]),
+    ]
+    notes = [s.text for s in extract_facts(messages).steps if s.kind == "note"]
+    assert notes == ['Subagent "Explore auth" finished (Explore)'], notes
+    # Still running at the cut: not done.
+    running = polled.replace("<status>completed</status>", "<status>running</status>")
+    messages[1] = assistant(call("TaskOutput", {"task_id": "a7937d1", "block": False}, running))
+    assert not [s for s in extract_facts(messages[:2]).steps if s.kind == "note"]
+
+
 def test_a_known_tool_in_another_spelling_goes_to_the_agent_that_has_it() -> None:
     # No adapter has `READ` or `todowrite` without a list exactly; the ones whose tools they are read them.
     shouting = ToolCall.of(call("READ", {"file_path": "/r/x.py"}))

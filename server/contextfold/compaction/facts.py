@@ -295,6 +295,10 @@ class _Walker:
         self.commands: list[str] = []
         self.open_file: str | None = None
         """The file open in the agent's editor (SWE-agent's `open`), for edits that name none."""
+        self.agents: dict[str, str] = {}
+        """Subagents running in the background: handle → their task, as Done will name it."""
+        self.ended: dict[str, None] = {}
+        """Background subagents already found finished (a poll), so a later notice adds nothing."""
         self.sessions: dict[str, tuple[ToolPart, str, str, int, int]] = {}
         """Commands still running (Codex exec sessions, Claude Code's background commands): session
         id → (part, command, output so far, where in `steps` it started, its message)."""
@@ -395,11 +399,11 @@ class _Walker:
         text = message.text
         for adapter in self.adapters:
             for notice in adapter.notifications(text):
-                if notice.agent:
-                    if notice.outcome.ok and notice.label:
-                        self.done(f'Subagent "{clip(notice.label, MAX_DELEGATION_LABEL_CHARS)}" finished')
-                else:
+                if notice.handle in self.agents or notice.handle in self.sessions:
                     self.finish(notice.handle, notice.outcome)
+                elif notice.agent and notice.outcome.ok and notice.label and notice.handle not in self.ended:
+                    # A subagent this history did not see start: the notice names its task.
+                    self.done(f'Subagent "{clip(notice.label, MAX_DELEGATION_LABEL_CHARS)}" finished')
 
     def carry(self, message: Message) -> None:
         """Keep the task a summary the harness handed in states (a session going on after a
@@ -497,11 +501,25 @@ class _Walker:
         self.shell_finished(part.name, command, outcome)
 
     def resume(self, session: str, part: ToolPart) -> None:
-        if session in self.sessions:
+        if session in self.sessions or session in self.agents:
             self.finish(session, _outcome(part, self.adapters))
+
+    def delegate(self, handle: str, label: str) -> None:
+        self.agents[handle] = label
+        while len(self.agents) > MAX_TASKS:
+            del self.agents[next(iter(self.agents))]
 
     def finish(self, session: str, outcome: Outcome) -> None:
         """More of a running command's output, or its end (a poll's result, a harness's notice)."""
+        if session in self.agents:
+            if outcome.ok is not None:
+                label = self.agents.pop(session)
+                self.ended[session] = None
+                if len(self.ended) > MAX_TASKS:
+                    del self.ended[next(iter(self.ended))]
+                if outcome.ok:
+                    self.done(f"Subagent {label}")
+            return
         pending = self.sessions.get(session)
         if pending is None:
             return

@@ -178,6 +178,10 @@ class Walk(Protocol):
     def done(self, item: str) -> None:
         """Something finished that no file or command records (a submission)."""
 
+    def delegate(self, handle: str, label: str) -> None:
+        """A subagent started in the background on `handle` with the task `label`: done when a
+        later poll (`resume`) or a harness's notice says it finished."""
+
 
 class AgentAdapter:
     """One agent's tool calls and harness formats. Subclass, declare the tool sets, override
@@ -210,6 +214,9 @@ class AgentAdapter:
     unfinished_delegations: ClassVar[tuple[str, ...]] = ()
     """How such a tool's result begins when the subagent has not finished (launched in the
     background, stopped by an API error)."""
+    delegation_handle: ClassVar[re.Pattern[str] | None] = None
+    """The id an unfinished delegation's result gives the subagent (its group 1), which a later
+    poll or notice names when it ends."""
     web_tools: ClassVar[frozenset[str]] = frozenset()
     """Tools that bring back a web page or search results (others' prose, whose names count as
     in plain words); otherwise like `other_tools`."""
@@ -356,16 +363,20 @@ class AgentAdapter:
         login test" finished (general-purpose)`. Not when it was turned down or interrupted, or
         has not finished (`unfinished_delegations`)."""
         result = call.result.lstrip()
-        if not result or result.startswith(self.unfinished_delegations):
-            return
-        if any(marker in result[:300] for marker in self.declined_markers):
-            return
         label = call.args.get("description")
         if not isinstance(label, str) or not label.strip():
             return  # nothing says what the task was; its report's names still reach the working set
         kind = call.args.get("subagent_type")
         suffix = f" ({kind.strip()[:MAX_SUBAGENT_TYPE_CHARS]})" if isinstance(kind, str) and kind.strip() else ""
-        walk.done(f'Subagent "{" ".join(label.split())[:MAX_DELEGATION_LABEL_CHARS]}" finished{suffix}')
+        task = f'"{" ".join(label.split())[:MAX_DELEGATION_LABEL_CHARS]}"'
+        if not result or result.startswith(self.unfinished_delegations):
+            handle = self.delegation_handle.search(result[:500]) if self.delegation_handle and result else None
+            if handle is not None:
+                walk.delegate(handle.group(1), f"{task} finished{suffix}")
+            return
+        if any(marker in result[:300] for marker in self.declined_markers):
+            return
+        walk.done(f"Subagent {task} finished{suffix}")
 
     def is_shell(self, call: ToolCall) -> bool:
         """A shell tool: one of `shell_tools`, or any tool whose name ends in `bash` or `shell`."""

@@ -84,6 +84,7 @@ class ClaudeCode(AgentAdapter):
     background agent writes its output."""
     delegate_tools = frozenset({"Task", "Agent"})
     unfinished_delegations = ("Async agent launched", "API Error")
+    delegation_handle = re.compile(r"agentId: (\w{1,40})")
     """A subagent started in the background (its result comes later through `TaskOutput`), or one
     the API stopped."""
     other_tools = frozenset(
@@ -246,7 +247,9 @@ def _polled(text: str) -> Outcome | None:
         return None
     body = "".join(m.group(2).rstrip("\n") + "\n" for m in _STREAMS.finditer(text) if m.group(2).strip())
     code = _EXIT_TAG.search(head)
-    if status.group(1) == "running" or (code is None and status.group(1) not in ("failed", "killed")):
-        return Outcome(None, None, body)
+    ended = status.group(1)
+    if ended not in ("completed", "failed", "killed"):
+        return Outcome(None, None, body)  # running, or a status it does not know
     exit_code = int(code.group(1)) if code else None
-    return Outcome(exit_code == 0 and status.group(1) == "completed", exit_code, body)
+    # A subagent's task ends with no exit code; a command's with one.
+    return Outcome(ended == "completed" and exit_code in (0, None), exit_code, body)
