@@ -226,12 +226,16 @@ MCP_FILE_TOOLS = [
     ("mcp__jetbrains__get_file_text_by_path", {"pathInProject": "src/main.ts"}, "read"),
     ("mcp__serena__get_symbols_overview", {"relative_path": "src/lib/user.ts"}, "read"),
     ("mcp__serena__find_symbol", {"name_path": "User", "relative_path": "src/models"}, "read"),
+    # Other agents' own tools, by the same words: Cline's, VS Code Copilot's
+    ("write_to_file", {"path": "src/cli.ts", "content": "x"}, "edited"),
+    ("replace_string_in_file", {"filePath": "/w/src/app.ts", "oldString": "a", "newString": "b"}, "edited"),
+    ("list_code_definition_names", {"path": "src/"}, "read"),
 ]
 
 
 @pytest.mark.parametrize(("tool", "args", "action"), MCP_FILE_TOOLS, ids=[t for t, _, _ in MCP_FILE_TOOLS])
 def test_an_mcp_servers_file_tool_is_read_by_its_words_and_path(tool: str, args: dict[str, Any], action: str) -> None:
-    path = next(v for k, v in args.items() if k in ("relative_path", "pathInProject", "file_path", "path"))
+    path = next(v for k, v in args.items() if k in ("relative_path", "pathInProject", "file_path", "path", "filePath"))
     facts = extract_facts([assistant(call(tool, args, "OK"))])
     assert [(f.path, f.action) for f in facts.files] == [(path, action)]
 
@@ -255,10 +259,11 @@ def test_an_mcp_shell_tool_runs_its_command_and_its_json_result_says_how_it_ende
             assistant(
                 call("mcp__desktop-commander__start_process", {"command": "pytest", "timeout_ms": 5000}, passing)
             ),
+            assistant(call("run_terminal_cmd", {"command": "pytest -x", "is_background": False}, "1 passed in 0.1s")),
         ]
     )
-    assert facts.commands == ["pytest tests/test_auth.py", "pytest"]
-    assert facts.done[-1].startswith("Tests passed: `pytest`")
+    assert facts.commands == ["pytest tests/test_auth.py", "pytest", "pytest -x"]  # Cursor's terminal tool too
+    assert facts.done[-1].startswith("Tests passed: `pytest -x`")
     assert any("test_login" in e.text for e in facts.errors)
     # A command's JSON is the command's: not read as an exit code unless it is one object with an
     # exit code and an output.
