@@ -1359,12 +1359,14 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
             clipped = result[:MAX_OUTPUT_CHARS]
             if len(result) > MAX_OUTPUT_CHARS:
                 clipped = clipped[: max(clipped.rfind(" "), clipped.rfind("\n"))]  # not the word cut in two
-            if adapter.result_notices is not None and adapter.kind(call) == "other":
+            # The harness's own tools (and tools no adapter knows) answer in its words, not the work's.
+            harness_tool = adapter.kind(call) == "other" or not adapter.knows(call)
+            if adapter.result_notices is not None and harness_tool:
                 clipped = adapter.result_notices.sub(" ", clipped)  # not a file's or a command's text
             output = _MARKUP.sub(" ", _CUT_HERE.sub("… ", clipped) if "<" in clipped else clipped)
             if "at " in output or 'File "' in output:
                 output = _own_frames(output, own)
-            if '":' in output and (adapter.kind(call) == "other" or not adapter.knows(call)):
+            if '":' in output and harness_tool:
                 output = _JSON_KEY.sub(" ", output)
             scores.outputs += 1
             # A web page or search results are others' prose: names count as in plain words there.
