@@ -312,6 +312,38 @@ async def test_importing_a_grown_file_again_adds_only_what_is_new(service, tmp_p
     assert (await service.status("s")).tokens_stored == (await service.status("whole")).tokens_stored
 
 
+async def test_a_message_typed_while_the_agent_worked_is_kept_across_imports_and_in_the_summary(
+    service, tmp_path: Path
+):
+    # Claude Code 2.1 keeps such a message only as a `queued_command` attachment: read live (the file
+    # ends with it) and then grown, it lands once, where a single import puts it.
+    typed = "never touch the migrations folder, it is shared with the billing team"
+    first = [
+        *_exchanges(4, None),
+        _user("q", "m3-b", "now deploy"),
+        _assistant("d", "q", [_call("toolu_deploy", "make deploy")], "msg_d"),
+        _user("dr", "d", [_result("toolu_deploy", "deployed")]),
+        _record(
+            "attachment", "t", "dr", attachment={"type": "queued_command", "prompt": typed, "commandMode": "prompt"}
+        ),
+    ]
+    later = [
+        _assistant("done", "t", [_text("Deployed; migrations untouched.")], "msg_done"),
+        *_exchanges(4, "done", "n"),
+    ]
+    path = _write(tmp_path / "s.jsonl", first)
+    await service.import_transcript(path, session_id="live")
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in later))
+    await service.import_transcript(path, session_id="live")
+    await service.import_transcript(path, session_id="whole")
+    assert (await service.get_context("live")).messages == (await service.get_context("whole")).messages
+    assert sum(typed in json.dumps(m) for m in (await service.get_context("whole")).messages) == 1
+
+    assert (await service.compact("whole", summarizer="extractive")).compacted
+    assert typed in await service.summary_text("whole")  # the user's words, quoted as such
+
+
 async def test_imports_while_claude_code_writes_and_compacts_add_up_to_one_import(service, tmp_path: Path):
     whole = _compacted_session(tmp_path / "whole.jsonl")
     lines = whole.read_bytes().splitlines(keepends=True)

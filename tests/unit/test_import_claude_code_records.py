@@ -127,6 +127,108 @@ def test_command_records_are_kept_as_they_are_and_marked_as_harness_text(tmp_pat
     assert transcript.title == "now fix the login form"
 
 
+# -- attachments: what Claude Code showed the model besides its message records -------------------
+
+
+def _attachment(uuid: str, parent: str | None, **attachment: Any) -> dict[str, Any]:
+    return _record("attachment", uuid, parent, version="2.1.50", attachment=attachment)
+
+
+def test_a_message_typed_while_the_agent_worked_is_the_users_and_follows_the_results(tmp_path: Path) -> None:
+    # Claude Code 2.1 writes no `user` record for it: the attachment is the only place the words are.
+    typed = "also keep the old endpoint working"
+    records = [
+        _user("u1", None, "add the v2 endpoint"),
+        _assistant("a1", "u1", [_call("toolu_1", "pytest -q")], "msg_1"),
+        _user("r1", "a1", [_result("toolu_1", "3 passed")]),
+        _attachment("q1", "r1", type="queued_command", prompt=typed, commandMode="prompt", origin={"kind": "human"}),
+        _assistant("a2", "q1", [{"type": "text", "text": "Keeping the old one too."}], "msg_2"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    assert [m["role"] for m in transcript.messages] == ["user", "assistant", "user", "user", "assistant"]
+    assert transcript.messages[3]["content"] == typed
+    assert transcript.metadata["attachment_message_indexes"] == [3]
+    assert transcript.metadata["attachments"] == {"queued_command": 1}
+    assert 3 not in transcript.metadata["harness_message_indexes"]  # the user's own words
+
+
+def test_a_queued_notice_and_a_changed_file_are_harness_text_placed_after_the_calls_results(tmp_path: Path) -> None:
+    # The changed-file notice is written between the call and its result (its parent comes later in
+    # the file): it still lands after the results, never between a call and its answer.
+    notice = "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n</task-notification>"
+    records = [
+        _user("u1", None, "tidy the view"),
+        _assistant("a1", "u1", [_call("toolu_1", "black views.py")], "msg_1"),
+        _attachment("e1", "r1", type="edited_text_file", filename="/w/views.py", snippet="12\tdef index():"),
+        _user("r1", "a1", [_result("toolu_1", "reformatted views.py")]),
+        _attachment("n1", "e1", type="queued_command", prompt=notice, commandMode="task-notification"),
+        _assistant("a2", "n1", [{"type": "text", "text": "Done."}], "msg_2"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    texts = [_texts(m) for m in transcript.messages]
+    assert transcript.messages[2]["content"][0]["type"] == "tool_result"
+    assert texts[3].startswith("<system-reminder>\nNote: /w/views.py was modified, either by the user or by a linter")
+    assert texts[3].endswith("12\tdef index():\n</system-reminder>")
+    assert texts[4] == notice and texts[5] == "Done."
+    assert transcript.metadata["harness_message_indexes"] == [3, 4]
+
+
+def test_files_read_into_the_conversation_after_a_compaction_are_kept_as_harness_text(tmp_path: Path) -> None:
+    shown = {"type": "text", "file": {"filePath": "/w/app.py", "content": "def main():\n    serve()"}}
+    records = [
+        _user("u1", None, "continue", version="2.1.50"),
+        _attachment("f1", "u1", type="file", filename="/w/app.py", content=shown),
+        _attachment("f2", "f1", type="file", filename="/w/logo.png", content={"type": "image", "file": {}}),
+        _attachment("c1", "f2", type="compact_file_reference", filename="/w/big.sql", displayPath="big.sql"),
+        _attachment("s1", "c1", type="selected_lines_in_ide", filename="/w/app.py", lineStart=1, lineEnd=2),
+        _attachment("o1", "s1", type="opened_file_in_ide", filename="/w/README.md"),
+        _attachment("p1", "o1", type="plan_file_reference", planFilePath="/p/plan.md", planContent="# Plan\n1. x"),
+        _attachment("m1", "p1", type="nested_memory", content={"path": "/w/api/CLAUDE.md", "content": "Use httpx."}),
+        _attachment("t1", "m1", type="task_reminder", content=[], itemCount=0),  # a nudge: not conversation
+        _attachment("x1", "t1", type="file", filename="/w/gone.py"),  # no content: unreadable
+        _assistant("a1", "x1", [{"type": "text", "text": "Resuming."}], "msg_1"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    texts = [_texts(m) for m in transcript.messages]
+    assert len(texts) == 9 and texts[-1] == "Resuming."
+    assert all(t.startswith("<system-reminder>\n") for t in texts[1:8])
+    assert "Contents of /w/app.py, read into the conversation:\ndef main():\n    serve()" in texts[1]
+    assert "/w/logo.png was attached (image; not shown here)" in texts[2]
+    assert "/w/big.sql was read before the conversation was summarized" in texts[3]
+    assert "The user selected lines 1 to 2 of /w/app.py" in texts[4]
+    assert "The user opened /w/README.md in the IDE." in texts[5]
+    assert "saved at /p/plan.md:\n# Plan\n1. x" in texts[6] and "Contents of /w/api/CLAUDE.md:\nUse httpx." in texts[7]
+    assert transcript.metadata["harness_message_indexes"] == list(range(1, 8))
+    skipped = transcript.metadata["skipped_records"]
+    assert skipped["attachment"] == 1 and skipped["attachment:file"] == 1
+
+
+def test_attachments_off_the_thread_are_left_out_and_one_written_last_is_kept(tmp_path: Path) -> None:
+    records = [
+        _user("u1", None, "rename the flag"),
+        _assistant("a1", "u1", [{"type": "text", "text": "Which name?"}], "msg_1"),
+        _user("old", "a1", "call it --dry"),  # rewound: the prompt was edited
+        _attachment("q0", "old", type="queued_command", prompt="and the short form -n", commandMode="prompt"),
+        _user("new", "a1", "call it --dry-run"),
+        _assistant("a2", "new", [_call("toolu_1", "grep -rn dry")], "msg_2"),
+        _user("r2", "a2", [_result("toolu_1", "cli.py:3")]),
+        # Typed mid-turn, read before the agent's next message is written.
+        _attachment("q1", "r2", type="queued_command", prompt=[{"type": "text", "text": "update the docs too"}]),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    texts = [_texts(m) for m in transcript.messages]
+    assert "and the short form -n" not in texts and "call it --dry" not in texts
+    assert texts[-1] == "update the docs too"
+    assert transcript.metadata["skipped_records"]["branch"] == 2
+
+
+def test_the_reader_turns_every_conversation_attachment_kind_into_a_message() -> None:
+    from contextfold.importers import claude_code
+    from contextfold.importers.claude_code_thread import CONVERSATION_ATTACHMENTS
+
+    assert set(claude_code._ATTACHMENT_CONTENT) == CONVERSATION_ATTACHMENTS
+
+
 # -- properties every real session must have ------------------------------------------------------
 
 CLAUDE_CODE_SESSIONS = corpus_files("raw/claude-code-*/**/*.jsonl")

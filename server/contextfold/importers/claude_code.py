@@ -20,8 +20,15 @@ they carry the Anthropic API message under `message`. What the reader does with 
   and abandoned branches are skipped and counted.
 - The usage each API response reported is kept by message, to calibrate the imported count.
 - `isApiErrorMessage` assistant records are errors Claude Code displayed, not model output; skipped.
-- Everything else (progress, file-history-snapshot, queue-operation, other system records) is not
-  conversation and is counted under `skipped_records`.
+- `attachment` records of the kinds that carry conversation (`CONVERSATION_ATTACHMENTS`) become
+  user messages where Claude Code showed them to the model, after the tool results of the step
+  they follow: a message the user typed while the agent worked (`queued_command`: it is in no
+  `user` record) is the user's own words; a file the user or a linter changed, a file read into
+  the conversation, an IDE selection, a nested CLAUDE.md and the like are harness text (wrapped in
+  `<system-reminder>`, listed as harness messages). Their indexes are listed as
+  `attachment_message_indexes`, their kinds counted in `attachments`.
+- Everything else (progress, file-history-snapshot, queue-operation, reminders and listings Claude
+  Code attaches, other system records) is not conversation and is counted under `skipped_records`.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from contextfold.importers.base import (
     require,
 )
 from contextfold.importers.claude_code_thread import SYNTHETIC_MODEL as _SYNTHETIC_MODEL
-from contextfold.importers.claude_code_thread import select_thread
+from contextfold.importers.claude_code_thread import carries_conversation, select_thread
 
 _MEDIA_KEYS = ("title", "context")
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
@@ -152,6 +159,10 @@ class ClaudeCodeReader:
         self._records = 0
         self._first_prompt: str | None = None
         self._titles: dict[str, str] = {}
+        self._attached: list[tuple[str | list[Block], bool]] = []
+        """Attachments read and not yet placed: their content, and whether the user wrote it."""
+        self._attachment_indexes: list[int] = []
+        self._attachments: Counter[str] = Counter()
 
     def feed(self, record: dict[str, Any]) -> None:
         self._records += 1
@@ -159,7 +170,10 @@ class ClaudeCodeReader:
         if kind in ("user", "assistant"):
             self._conversation(kind, record)
         elif kind == "system" and record.get("subtype") == "compact_boundary":
+            self._place_attachments()
             self._compact_boundary(record)
+        elif kind == "attachment" and carries_conversation(record):
+            self._attachment(record["attachment"])
         elif kind == "summary" and isinstance(record.get("summary"), str):
             self._titles["summary"] = record["summary"]
         elif kind == "custom-title" and isinstance(record.get("customTitle"), str):
@@ -176,6 +190,7 @@ class ClaudeCodeReader:
         return max(settled, 0)
 
     def finish(self) -> ImportedTranscript:
+        self._place_attachments()
         title = self._titles.get("custom") or self._titles.get("summary") or derive_title(self._first_prompt)
         model = self._models.most_common(1)[0][0] if self._models else None
         return ImportedTranscript(
@@ -224,6 +239,8 @@ class ClaudeCodeReader:
                 self._open = None  # a user turn: the assistant message before it is complete
         else:
             self._open = None
+        if not (isinstance(content, list) and _only_tool_results(content)):
+            self._place_attachments()  # never between calls and their results
         index = self._next_index()
         self.messages.append({"role": "user", "content": content})
         if record.get("isCompactSummary"):
@@ -255,12 +272,36 @@ class ClaudeCodeReader:
         if not blocks:
             self._skipped_records["empty_message"] += 1
             return
+        self._place_attachments()
         index = self._next_index()
         self.messages.append({"role": "assistant", "content": blocks})
         self._open = (index, message_id) if message_id else None
         self._note_usage(index, message, model)
         if model and model != _SYNTHETIC_MODEL:
             self._models[model] += 1  # once per API response, not per line
+
+    def _attachment(self, attachment: dict[str, Any]) -> None:
+        """Read one; it is placed before the next message (after the tool results of its step)."""
+        kind = attachment["type"]
+        content = _ATTACHMENT_CONTENT[kind](self, attachment)
+        if content is None:
+            self._skipped_records[f"attachment:{kind}"] += 1
+            return
+        self._attachments[kind] += 1
+        self._attached.append(content)
+
+    def _place_attachments(self) -> None:
+        for content, own in self._attached:
+            index = self._next_index()
+            self.messages.append({"role": "user", "content": content})
+            self._attachment_indexes.append(index)
+            if not own:
+                self._harness_indexes.append(index)
+            elif self._first_prompt is None:
+                self._first_prompt = _prompt_text(content)
+        if self._attached:
+            self._open = None
+            self._attached.clear()
 
     def _note_usage(self, index: int, message: dict[str, Any], model: str | None) -> None:
         # Every line of a split response repeats the response's usage; the last one stands.
@@ -348,10 +389,122 @@ class ClaudeCodeReader:
             "compact_summary_indexes": self._summary_indexes,
             "meta_message_indexes": self._meta_indexes,
             "harness_message_indexes": self._harness_indexes,
+            "attachment_message_indexes": self._attachment_indexes,
+            "attachments": dict(self._attachments),
             "skipped_records": dict(self._skipped_records),
             "skipped_blocks": dict(self._skipped_blocks),
             "records": self._records,
         }
+
+
+# -- attachments: what Claude Code showed the model besides the messages -------------------------
+
+Attached = tuple[str | list[Block], bool]
+"""A message's content, and whether the user wrote it (else Claude Code did)."""
+
+
+def _reminder(text: str) -> str:
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def _field(attachment: dict[str, Any], key: str) -> str:
+    """A string field of an attachment ('' when missing or not a string)."""
+    value = attachment.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _queued(reader: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    """A message that arrived while the agent worked: typed by the user (`commandMode` `prompt`,
+    origin `human` or none), a background task's notice, or another sender's message."""
+    prompt = attachment.get("prompt")
+    content: str | list[Block]
+    if isinstance(prompt, list):
+        content = reader._blocks(prompt, "attachment.prompt", allowed=_RESULT_BLOCKS)
+    elif isinstance(prompt, str):
+        content = prompt
+    else:
+        return None
+    if not content or (isinstance(content, str) and not content.strip()):
+        return None
+    origin = attachment.get("origin")
+    sender = _field(origin, "kind") if isinstance(origin, dict) else ""
+    mode = _field(attachment, "commandMode") or "prompt"
+    if mode == "prompt" and sender in ("", "human"):
+        return content, True
+    if mode == "task-notification" or sender == "task-notification":
+        return content, False  # `<task-notification>…`, as older versions wrote it in a user record
+    said = _first_text(content)
+    return _reminder(f"A message from {sender or mode} arrived while the agent worked:\n{said}"), False
+
+
+def _edited_file(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    name = _field(attachment, "filename")
+    if not name:
+        return None
+    text = f"Note: {name} was modified, either by the user or by a linter. The changes, with line numbers:"
+    return _reminder(f"{text}\n{_field(attachment, 'snippet')}"), False
+
+
+def _file(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    """A file Claude Code read into the conversation: one the user mentioned with `@`, or one it
+    read again after a compaction. Only text is shown as text; an image or a PDF is named."""
+    name = _field(attachment, "filename")
+    content = attachment.get("content")
+    if not name or not isinstance(content, dict):
+        return None
+    shown = content.get("file")
+    text = _field(shown, "content") if isinstance(shown, dict) and content.get("type") == "text" else ""
+    if not text:
+        return _reminder(f"{name} was attached ({_field(content, 'type') or 'not text'}; not shown here)."), False
+    return _reminder(f"Contents of {name}, read into the conversation:\n{text}"), False
+
+
+def _compact_file_reference(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    name = _field(attachment, "filename")
+    if not name:
+        return None
+    return _reminder(f"Note: {name} was read before the conversation was summarized; too large to show again."), False
+
+
+def _selected_lines(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    name = _field(attachment, "filename")
+    if not name:
+        return None
+    start, end = attachment.get("lineStart"), attachment.get("lineEnd")
+    lines = f"lines {start} to {end}" if isinstance(start, int) and isinstance(end, int) else "lines"
+    return _reminder(f"The user selected {lines} of {name} in the IDE:\n{_field(attachment, 'content')}"), False
+
+
+def _opened_file(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    name = _field(attachment, "filename")
+    return (_reminder(f"The user opened {name} in the IDE."), False) if name else None
+
+
+def _plan_file(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    path = _field(attachment, "planFilePath")
+    if not path:
+        return None
+    return _reminder(f"The plan from plan mode, saved at {path}:\n{_field(attachment, 'planContent')}"), False
+
+
+def _nested_memory(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    memory = attachment.get("content")
+    if not isinstance(memory, dict) or not _field(memory, "path"):
+        return None
+    path = _field(memory, "path")
+    return _reminder(f"Contents of {path}:\n{_field(memory, 'content')}"), False
+
+
+_ATTACHMENT_CONTENT: dict[str, Callable[[ClaudeCodeReader, dict[str, Any]], Attached | None]] = {
+    "queued_command": _queued,
+    "edited_text_file": _edited_file,
+    "file": _file,
+    "compact_file_reference": _compact_file_reference,
+    "selected_lines_in_ide": _selected_lines,
+    "opened_file_in_ide": _opened_file,
+    "plan_file_reference": _plan_file,
+    "nested_memory": _nested_memory,
+}
 
 
 def _text(_: ClaudeCodeReader, block: Block, where: str) -> Block:

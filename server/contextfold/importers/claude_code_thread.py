@@ -13,6 +13,10 @@ root, with these additions, each seen in real sessions:
   answering any of its calls, belong to the conversation too.
 - Records whose parent lies outside the file (a subagent file starts from points in the main
   session) and that carry context (`isMeta`) open the thread before the path starts.
+- `attachment` records of the kinds that carry conversation (`CONVERSATION_ATTACHMENTS`: a
+  message the user typed while the agent worked, a file the user changed) sit on the path like
+  any record; one written after the newest message, or after another kept attachment, is kept when
+  its parent is.
 
 Left out, and counted: records of a subagent's sidechain inside a main file (`sidechain`) and
 records on a branch the conversation left (`branch`: a rewind, an edited prompt, an earlier
@@ -47,6 +51,21 @@ _KIND = 3
 _SIDECHAIN, _META, _SUMMARY, _HAS_UUID, _ANSWERS = 4, 8, 16, 32, 64
 """`_SUMMARY`: an `isCompactSummary` user record (without a parent, it continues the record before
 it). `_ANSWERS`: a user record holding only tool results; its refs are the calls it answers."""
+_ATTACHED = 128
+"""An `attachment` record of a kind the reader turns into a message (kind 0: not a message record)."""
+CONVERSATION_ATTACHMENTS = frozenset(
+    {
+        "queued_command",
+        "edited_text_file",
+        "file",
+        "compact_file_reference",
+        "selected_lines_in_ide",
+        "opened_file_in_ide",
+        "plan_file_reference",
+        "nested_memory",
+    }
+)
+"""The attachment kinds whose content Claude Code showed the model as part of the conversation."""
 _NONE, _OUTSIDE = -1, -2
 """Parent numbers: no parent; a parent not among the records read (its uuid is in `_Tree.outside`)."""
 
@@ -89,7 +108,7 @@ class _Tree:
         if uuid is None and kind == 0:
             return  # neither on a path nor conversation
         number = len(self.flags)
-        flags = kind
+        flags = kind | (_ATTACHED if kind == 0 and carries_conversation(record) else 0)
         if uuid is not None:
             flags |= _HAS_UUID
             self.number.setdefault(hash(uuid), number)
@@ -204,21 +223,28 @@ def select_thread(
             talk, side = True, side and bool(flags[i] & _SIDECHAIN)
     if not talk:
         return thread
-    ours = bytearray(1 if flags[i] & _KIND and bool(flags[i] & _SIDECHAIN) == side else 0 for i in range(count))
+    ours = bytearray(
+        1 if flags[i] & (_KIND | _ATTACHED) and bool(flags[i] & _SIDECHAIN) == side else 0 for i in range(count)
+    )
     if not tree.linked:
-        thread.skip = _skips(tree, lambda i: flags[i] & _KIND and not ours[i], lambda i: "sidechain")
+        thread.skip = _skips(tree, lambda i: flags[i] & (_KIND | _ATTACHED) and not ours[i], lambda i: "sidechain")
         return thread
-    leaf = max(i for i in range(count) if ours[i])
+    leaf = max(i for i in range(count) if ours[i] and flags[i] & _KIND)
     kept = bytearray(count)
     start_parent = _path(tree, leaf, ours, kept, previous_tail)
     _add_forks(tree, ours, kept, pending_calls)
+    for i in range(leaf + 1, count):
+        # Attachments written after the newest message (it is not written yet): kept on the path.
+        parent = tree.parent[i]
+        if ours[i] and flags[i] & _ATTACHED and parent >= 0 and kept[parent]:
+            kept[i] = 1
     first = min((tree.line[i] for i in range(count) if kept[i]), default=0)
     for i in range(count):
         if ours[i] and tree.line[i] < first and flags[i] & _META and tree.parent[i] == _OUTSIDE:
             kept[i] = 1
     thread.skip = _skips(
         tree,
-        lambda i: flags[i] & _KIND and flags[i] & _HAS_UUID and not kept[i],
+        lambda i: flags[i] & (_KIND | _ATTACHED) and flags[i] & _HAS_UUID and not kept[i],
         lambda i: "sidechain" if flags[i] & _SIDECHAIN and not side else "branch",
     )
     thread.model = _model(tree, kept)
@@ -311,8 +337,25 @@ def _model(tree: _Tree, kept: bytearray) -> str | None:
     return tree.models[counts.most_common(1)[0][0]] if counts else None
 
 
+def carries_conversation(record: dict[str, Any]) -> bool:
+    """An `attachment` record of a kind in `CONVERSATION_ATTACHMENTS`."""
+    attachment = record.get("attachment")
+    return (
+        record.get("type") == "attachment"
+        and isinstance(attachment, dict)
+        and attachment.get("type") in CONVERSATION_ATTACHMENTS
+    )
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-__all__ = ["SYNTHETIC_MODEL", "TAIL_UUIDS", "Thread", "select_thread"]
+__all__ = [
+    "CONVERSATION_ATTACHMENTS",
+    "SYNTHETIC_MODEL",
+    "TAIL_UUIDS",
+    "Thread",
+    "carries_conversation",
+    "select_thread",
+]
