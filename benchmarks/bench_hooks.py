@@ -193,8 +193,9 @@ def timings(opts: Options) -> None:
             f"the transcript is generated in Claude Code 2.1.197's format ({size:,} bytes); each PreCompact imports only "
             "what was appended since the last",
             "SessionStart(compact) and PostCompact read the whole stored history (redaction, facts, the working set): "
-            "linear in its size; Claude Code waits for the first before the model goes on (the hooks are installed "
-            "with a 300 s timeout)",
+            "linear in its size; PostCompact takes the working set's ranking SessionStart made of the same history "
+            "(most of the time) instead of ranking again; Claude Code waits for SessionStart before the model goes on "
+            "(the hooks are installed with a 300 s timeout)",
         ],
         packages=("mcp", "pydantic", "tiktoken"),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -385,6 +386,46 @@ def test_postcompact_keeps_what_the_summary_lacked_for_the_next_prompt_once(tmp_
     assert not any(line in later for line in given)  # nothing the first handover gave
     again = run_hook(home, "claude-code", "UserPromptSubmit", t.event("UserPromptSubmit", prompt="and now?"))
     assert (again.code, again.stdout) == (0, "")  # delivered once
+
+
+def test_postcompact_takes_the_ranking_sessionstart_made_of_the_same_history_only(tmp_path: Path) -> None:
+    # Ranking the working set is most of a handover's time: the second look at a compaction takes
+    # the first one's, and only for the history it ranked.
+    t = working_session(tmp_path)
+    verbs = "parse load render store fetch check merge split index route track queue".split()
+    for i, (noun, verb) in enumerate((n, v) for n in "invoice order cart user token".split() for v in verbs):
+        t.tool(
+            "Bash", {"command": f"grep -rn {verb}_{noun} src/"}, f"src/{noun}/{verb}.py:{i}: def {verb}_{noun}(): ..."
+        )
+    env = {"CONTEXTFOLD_HOOK_CONTEXT_TOKENS": "1000"}
+    summary = f"Working on retries in {t.cwd}/src/client.py."
+
+    def compaction(home: Path, ranking: Callable[[Path], None] | None = None) -> str | None:
+        run_hook(home, "claude-code", "PreCompact", t.event("PreCompact", trigger="auto", custom_instructions=None))
+        run_hook(home, "claude-code", "SessionStart", t.event("SessionStart", source="compact"), env=env)
+        files = list((home / "hooks" / "sessions").glob("*.ranking"))
+        assert len(files) == 1
+        if ranking is not None:
+            ranking(files[0])
+        event = t.event("PostCompact", trigger="auto", compact_summary=summary)
+        run_hook(home, "claude-code", "PostCompact", event, env=env)
+        return run_hook(home, "claude-code", "UserPromptSubmit", t.event("UserPromptSubmit", prompt="go on")).context
+
+    def planted(history: str | None) -> Callable[[Path], None]:
+        def plant(path: Path) -> None:
+            kept = json.loads(path.read_text("utf-8"))
+            ranked = [["planted_marker_name", "name"], *kept["ranked"]]
+            path.write_text(json.dumps({"history": history or kept["history"], "ranked": ranked}), "utf-8")
+
+        return plant
+
+    taken = compaction(tmp_path / "a")
+    assert taken and "_invoice" in taken
+    assert compaction(tmp_path / "b", lambda path: path.unlink()) == taken  # ranked again: the same
+    assert compaction(tmp_path / "c", planted("1:another-history")) == taken  # not this history's
+    assert compaction(tmp_path / "d", lambda path: path.write_text("[1, 2", "utf-8")) == taken  # damaged
+    used = compaction(tmp_path / "e", planted(None))
+    assert used and "planted_marker_name" in used  # this history's: taken as it is
 
 
 def test_a_prompt_without_anything_pending_is_answered_with_nothing(tmp_path: Path) -> None:

@@ -74,6 +74,9 @@ class Handover:
     tokens: int
     keys: frozenset[str] = field(default_factory=frozenset)
     """What the text carries: `file:PATH`, `user:OPENING`, `error:TEXT`, `plan:TEXT`, `output:ID`, `name:NAME`."""
+    ranked: tuple[tuple[str, str], ...] | None = None
+    """The working set's ranking it chose from (`WorkingSet.ranked`), when it ranked one: a later
+    handover of the same history may take it (`handover(ranked=…)`) instead of ranking again."""
 
 
 @dataclass
@@ -96,6 +99,7 @@ def handover(
     root: str | None = None,
     notes: Sequence[str] = (),
     depth: int | None = None,
+    ranked: Sequence[tuple[str, str]] | None = None,
 ) -> Handover:
     """The additional context for the compaction of `messages` (the stored history, oldest first).
     `root`: the agent's working directory; the working set names files under it relative to it.
@@ -104,6 +108,8 @@ def handover(
     names take when nothing is known (`DEPTH`); of those, only what the summary and `sent` lack is
     given, so what the summary holds leaves the handover smaller rather than reaching for names
     further down. None: the whole ranking.
+    `ranked`: the working set's ranking of these same messages, from an earlier handover
+    (`Handover.ranked`; ranking is most of a handover's time); None: rank them.
     Written from the history with its secrets redacted (`compaction.secrets`), as a summary is."""
     messages, redactor = redact_history(messages)
     facts = extract_facts(messages)
@@ -128,19 +134,21 @@ def handover(
     room = budget - counter.count(fixed) - 8
     names: list[str] = []
     if room > 10:
-        names = _working_set(
-            messages, facts, known, sent, counter, min(room, depth or workingset.MAX_TOKENS), root, depth
-        )
+        read = [f.path for f in facts.files if f.action == "read"]
+        if ranked is None:
+            ranked = workingset.working_set(messages, {f.path for f in facts.edited_files}, read).ranked
+        names = _working_set(ranked, read, known, sent, counter, min(room, depth or workingset.MAX_TOKENS), root, depth)
     text = sections.render(HEADER, closing, names)
     while counter.count(text) > budget and names:
         names.pop()  # the least relevant bullet of the working set
         text = sections.render(HEADER, closing, names)
     # Only the names given are sent: a later handover may still give the ones trimmed away.
     keys = frozenset(i.key for i in sections.items()) | frozenset(_name_keys(names))
+    ranking = tuple(ranked) if ranked is not None else None
     if not keys:
-        return Handover("", 0)  # the summary holds it all, or it was all given already
+        return Handover("", 0, ranked=ranking)  # the summary holds it all, or it was all given already
     text = redactor.text(text)
-    return Handover(text, counter.count(text), keys)
+    return Handover(text, counter.count(text), keys, ranking)
 
 
 PINNED_HEADER = "contextfold: pinned in this session, word for word (the user asked that these never be forgotten):"
@@ -238,8 +246,8 @@ def _outputs(outputs: Sequence[SpilledOutput]) -> list[_Item]:
 
 
 def _working_set(
-    messages: Sequence[Message],
-    facts: Facts,
+    ranked: Sequence[tuple[str, str]],
+    read: Sequence[str],
     known: _Known,
     sent: Collection[str],
     counter: TokenCounter,
@@ -250,10 +258,8 @@ def _working_set(
     """Working-set bullets within `budget` tokens: files first (those the agent read, then those it
     named, by relevance) in `FILE_SHARE` of it, then tests and identifiers in the rest. Files under
     `root` are named relative to it (they are the longest names, and the agent works from there).
-    With `depth`, only the names the first `depth` tokens of that order hold are candidates."""
-    edited = {f.path for f in facts.edited_files}
-    read = [f.path for f in facts.files if f.action == "read"]
-    found = workingset.working_set(messages, edited, read)
+    With `depth`, only the names the first `depth` tokens of that order hold are candidates.
+    `ranked`: the working set's ranking (`WorkingSet.ranked`); `read`: the files the calls read."""
     prefix = root.rstrip("/") + "/" if root and root.startswith("/") else None
 
     def fresh(name: str) -> bool:
@@ -266,8 +272,8 @@ def _working_set(
         )
 
     files = [(path, "read") for path in read]
-    files += [(n, k) for n, k in found.ranked if k in ("read", "file") and (n, "read") not in files]
-    others = [(n, k) for n, k in found.ranked if k not in ("read", "file")]
+    files += [(n, k) for n, k in ranked if k in ("read", "file") and (n, "read") not in files]
+    others = [(n, k) for n, k in ranked if k not in ("read", "file")]
     if depth is not None:
         files = _within(files, counter, int(depth * FILE_SHARE))
         others = _within(others, counter, depth - int(depth * FILE_SHARE))

@@ -329,6 +329,7 @@ class _Hook:
         else:
             budget = whole
         result = Handover("", 0)
+        ranked_history = f"{len(history)}:{history[-1].id if history else ''}"
         if budget >= sizing.MIN_PART:  # below it there is room for the header and closing line only
             result = handover(
                 history,
@@ -341,7 +342,10 @@ class _Hook:
                 root=self.data.get("cwd") if isinstance(self.data.get("cwd"), str) else None,
                 depth=whole,
                 notes=problems(marks_in(session.metadata)),
+                ranked=state.load_ranking(self.home, sid, ranked_history) if again else None,
             )
+            if result.ranked is not None and summary is None and self.agent == claude_code.AGENT:
+                state.save_ranking(self.home, sid, ranked_history, result.ranked)  # for PostCompact's look
         spent = (
             [*before.get("tokens", []), result.tokens] if isinstance(before.get("tokens"), list) else [result.tokens]
         )

@@ -10,6 +10,9 @@ Files are written whole and renamed into place (a reader sees the old or the new
 - `sessions/<id>.pending` — context for the next UserPromptSubmit (Claude Code hands the summary
   over only after the last point where a hook can add context). Claimed by renaming it away, so
   two prompts cannot both deliver it; checking for it costs one `stat`;
+- `sessions/<id>.ranking` — the working set's ranking the latest handover chose from, with the
+  history it ranked (its length and last message id): a second look at the same compaction takes
+  it instead of ranking the whole history again (most of a handover's time);
 - `hooks.log` — one line per hook that failed open (the agent never sees the failure).
 
 Standard library only: the prompt hook reads a pending file without loading the settings.
@@ -21,6 +24,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +93,37 @@ def take_pending(home: Path, session_id: str) -> str | None:
         claimed.unlink(missing_ok=True)
 
 
+MAX_RANKED = 5_000
+"""Names of a ranking kept for the second look, at most (the most relevant): a handover reaches a
+few hundred (`hook_context_tokens` bounds it)."""
+MAX_RANKING_BYTES = 4 << 20
+"""A ranking file larger than this is not read (it was not written by this code)."""
+
+
+def save_ranking(home: Path, session_id: str, history: str, ranked: Sequence[tuple[str, str]]) -> None:
+    """Keep `ranked` (name, kind), the working set's ranking of the history `history` names."""
+    kept = [list(pair) for pair in ranked[:MAX_RANKED]]
+    _write(_session_file(home, session_id, ".ranking"), json.dumps({"history": history, "ranked": kept}))
+
+
+def load_ranking(home: Path, session_id: str, history: str) -> list[tuple[str, str]] | None:
+    """The ranking kept for the history `history` names; None when there is none for it (another
+    history, a file damaged or too large)."""
+    path = _session_file(home, session_id, ".ranking")
+    try:
+        if path.stat().st_size > MAX_RANKING_BYTES:
+            return None
+        value = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or value.get("history") != history or not isinstance(value.get("ranked"), list):
+        return None
+    pairs = value["ranked"]
+    if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
+        return None
+    return [(name, kind) for name, kind in pairs]
+
+
 def log_failure(home: Path, agent: str, event: str, error: BaseException) -> None:
     """One line in `<home>/hooks/hooks.log`; never raises (the hook is failing open already)."""
     try:
@@ -105,4 +140,14 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         pass
 
 
-__all__ = ["hooks_dir", "load", "log_failure", "save", "set_pending", "take_pending"]
+__all__ = [
+    "MAX_RANKED",
+    "hooks_dir",
+    "load",
+    "load_ranking",
+    "log_failure",
+    "save",
+    "save_ranking",
+    "set_pending",
+    "take_pending",
+]
