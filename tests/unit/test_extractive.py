@@ -44,6 +44,7 @@ from contextfold.compaction.template import (
     FILES,
     GOAL,
     IN_PROGRESS,
+    LEFT_OUT,
     NEXT_STEPS,
     SECTIONS,
     Summary,
@@ -1166,7 +1167,7 @@ def test_focus_adds_matching_sentences_and_protects_them() -> None:
         budget -= 10
     assert COUNTER.count(tight) <= budget
     assert "exponential backoff" in tight
-    assert parse_summary(tight)[DONE] == []  # Done went before context
+    assert parse_summary(tight)[DONE] == [LEFT_OUT]  # Done went before context
 
 
 # -- budget --------------------------------------------------------------------------------------------
@@ -1222,14 +1223,39 @@ def test_medium_budget_keeps_the_essentials_and_drops_the_least_important_first(
     assert summary[BLOCKED] == full[BLOCKED] and "ValueError: bad header" in summary[BLOCKED][0]
     assert summary[GOAL] == full[GOAL]
     # Oldest Done went first, read-only files before decisions.
-    assert len(summary[DONE]) < len(full[DONE])
-    if summary[DONE]:
-        assert summary[DONE] == full[DONE][-len(summary[DONE]) :]
+    done = [b for b in summary[DONE] if b != LEFT_OUT]
+    assert len(done) < len(full[DONE])
+    if done:
+        assert done == full[DONE][-len(done) :]
     # Read-only files before decisions, once the account of the work (decisions among it) is
     # within its share of the budget, which its oldest bullets leave first (issue 27).
     kept = summary[DECISIONS]
     assert not any("read_only_" in b for b in summary[FILES]) or (kept and kept == full[DECISIONS][-len(kept) :])
     assert pin_facts(text, head, budget_tokens=1_100) == (text, PinReport([]))
+
+
+def test_a_section_the_budget_emptied_says_so_instead_of_none() -> None:
+    # "(none)" under Done would say nothing was done; the edits were many, the room was short.
+    head = big_session()
+    full = parse_summary(summarize(head, budget=100_000))
+    assert full[DONE] and not full[NEXT_STEPS]
+    emptied = []
+    for budget in (1_500, 1_000, 800, 700):
+        text = summarize(head, budget=budget)
+        assert COUNTER.count(text) <= budget
+        summary = parse_summary(text)
+        for name in (DONE, DECISIONS, CRITICAL):
+            assert summary[name] and (summary[name] == [LEFT_OUT] or LEFT_OUT not in summary[name]), (budget, name)
+            if summary[name] == [LEFT_OUT]:
+                emptied.append(name)
+        assert summary[NEXT_STEPS] == []  # "(none)": there never were any
+    assert DONE in emptied
+    # Updated, the summary does not carry the note over as a bullet; a bullet added replaces it.
+    anchor = f"## {GOAL}\n- Refactor the storage layer\n\n## {DONE}\n- {LEFT_OUT}\n"
+    assert LEFT_OUT not in parse_summary(summarize([user("Now add a changelog entry.")], previous=anchor))[DONE]
+    edited = parse_summary(anchor)
+    edited.add(DONE, "Moved the writer to a thread")
+    assert edited[DONE] == ["Moved the writer to a thread"]
 
 
 def test_tiny_budget_still_renders_every_section() -> None:

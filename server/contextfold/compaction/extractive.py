@@ -59,7 +59,7 @@ oldest Done, the working set's least relevant names, decisions, older context,
 later next steps; then long bullets are shortened; only then, for a budget too small for them, the
 essentials go (constraints, edited files, the unresolved error, the goal). Each bullet is counted
 once and the summary rendered a few times, not once per bullet dropped. Sections are never
-dropped: an emptied section reads `(none)`. When even the empty template does not fit, the empty
+dropped: a section with nothing to say reads `(none)`, one the budget emptied `LEFT_OUT`. When even the empty template does not fit, the empty
 template is returned (the section list is the contract; the engine decides what to do with it).
 """
 
@@ -104,6 +104,7 @@ from contextfold.compaction.template import (
     GOAL,
     IN_PROGRESS,
     LATEST_REQUEST,
+    LEFT_OUT,
     NEXT_STEPS,
     PROJECT_ROOT,
     SECTIONS,
@@ -175,6 +176,11 @@ class _Draft:
         default_factory=lambda: {name: set() for name in SECTIONS}, init=False, repr=False
     )
     """Each section's texts, casefolded: the duplicate check of `add`."""
+    _emptied: set[str] = field(default_factory=set, init=False, repr=False)
+    """Sections of the account whose every bullet was dropped for room: they read `LEFT_OUT`, not
+    `(none)` (counted in the budget like any bullet), unless `notes` is off."""
+    notes: bool = field(default=True, init=False, repr=False)
+    """Off once only the essentials are left to drop (a budget too small for the notes)."""
 
     def add(
         self,
@@ -187,7 +193,7 @@ class _Draft:
         carried: bool = False,
     ) -> bool:
         text = collapse(text)
-        if not text or text == EMPTY:
+        if not text or text in (EMPTY, LEFT_OUT):
             return False
         key = text.casefold()
         if key in self._keys[section]:
@@ -206,6 +212,9 @@ class _Draft:
             for item in self.sections[name]:
                 if id(item) not in leaving_out:
                     summary.add(name, item.text)
+            emptied = self.sections[name] or name in self._emptied
+            if self.notes and name in ACCOUNT_SECTIONS and emptied and not summary.sections[name]:
+                summary.add(name, LEFT_OUT)
         return summary
 
     def render(self, leaving_out: frozenset[int] = frozenset()) -> str:
@@ -217,6 +226,8 @@ class _Draft:
             for name, items in self.sections.items():
                 self.sections[name] = [item for item in items if id(item) not in gone]
                 self._keys[name] = {item.text.casefold() for item in self.sections[name]}
+                if items and not self.sections[name]:
+                    self._emptied.add(name)
 
 
 class ExtractiveSummarizer:
@@ -924,7 +935,8 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
     if fitted is not None:
         return fitted
 
-    # Only essentials left: shorten before dropping any of them.
+    # Only essentials left: shorten before dropping any of them (and say nothing of what went).
+    draft.notes = False
     for items in draft.sections.values():
         for item in items:
             if item.path is not None and item.text != _shortened_file(item):

@@ -34,6 +34,10 @@ SECTIONS: tuple[str, ...] = (GOAL, CONSTRAINTS, DONE, IN_PROGRESS, BLOCKED, DECI
 PROGRESS_PARTS: tuple[str, ...] = (DONE, IN_PROGRESS, BLOCKED)
 
 EMPTY = "(none)"
+LEFT_OUT = "(left out for room; search_history finds them)"
+"""What a section reads when it had bullets and the budget took them all: not `(none)`, which
+would say there was nothing (a Done emptied for room is not a session where nothing was done).
+An updated summary does not carry it over as a bullet (`extractive`)."""
 LATEST_REQUEST = "Latest request: "
 PINNED_NOTE = "Pinned: "
 """How a pinned note opens its bullet in Constraints (carried word for word into every summary)."""
@@ -141,10 +145,16 @@ class Summary:
         return self.sections[name]
 
     def add(self, name: str, bullet: str) -> bool:
-        """Append `bullet` unless the section already holds it (ignoring case and spacing)."""
+        """Append `bullet` unless the section already holds it (ignoring case and spacing); it
+        replaces a lone `LEFT_OUT`, which is added only to an empty section."""
         bullet = " ".join(bullet.split())
         if not bullet or bullet == EMPTY:
             return False
+        if bullet == LEFT_OUT and self.sections[name]:
+            return False  # the note stands only for a section with nothing else
+        if self.sections[name] == [LEFT_OUT]:
+            self.sections[name] = []  # a bullet now stands where the budget left none
+            self._keys.pop(name, None)
         keys = self._section_keys(name)
         key = bullet.casefold()
         if key in keys:
