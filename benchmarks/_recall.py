@@ -31,7 +31,7 @@ Definitions (issue 16):
   opens with text a harness writes (`HARNESS_OPENINGS`: Claude Code's local-command caveat, its
   continuation summary, a skill's base directory, `Unknown skill: …`, `Unknown slash command: …`,
   its compaction request; mini-swe-agent's and SWE-agent's format errors and command notices;
-  OpenHands' headless nudge);
+  OpenHands' headless nudge; the note an import makes of a tool result whose call is not in the file);
   the message right after a slash command (the prompt the command expands to, or its output);
   and a long message (≥ `INJECTED_MIN_CHARS`) put into the agent's running turn, right after its
   tool calls or their results (skill bodies, hook output, attachments, a subagent's prompt). A slash command (`<command-name>/x</command-name>`)
@@ -312,6 +312,9 @@ HARNESS_OPENINGS = (
     "Your command ran successfully and did not produce any output",
     # OpenHands' headless runs: the nudge sent when the agent asks the user something.
     "Please continue working on the task on whatever approach you think is suitable",
+    # contextfold's import of a tool result whose call is not in the file (a session continued from a plan).
+    "[The result of tool call ",
+    "[The error result of tool call ",
 )
 """How text Claude Code, mini-swe-agent, SWE-agent and OpenHands write into the user's turn without a tag begins."""
 _REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)

@@ -24,6 +24,11 @@ IMPORT_FORMATS: tuple[ImportFormat, ...] = (
     "openhands",
 )
 
+ORPHAN_RESULT_END = ", made before this transcript begins:]"
+"""How the first line ends of the user-role note an import makes of a tool result whose call is
+not in the file (`[The result of tool call ID, made before this transcript begins:]`, then the
+result): the importer's words and a tool's output, never the user's."""
+
 REMOVAL_STRATEGIES = ("middle", "oldest", "hybrid")
 """Compaction strategies that remove messages from view without summarizing them."""
 

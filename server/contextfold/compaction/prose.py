@@ -21,6 +21,7 @@ from contextfold.compaction.agents import adapters as registered_adapters
 from contextfold.compaction.agents.text import clip, collapse
 from contextfold.domain import FilePart, Message, TextPart
 from contextfold.formats.base import instruction_role
+from contextfold.names import ORPHAN_RESULT_END
 
 MAX_INSTRUCTION_CHARS = 400
 
@@ -144,7 +145,7 @@ def user_words(
     # project instruction files, interruption notices, continuation summaries, demonstrations.
     if text.startswith(tuple(prefix for adapter in adapters for prefix in adapter.injected_prefixes)):
         return None
-    if _NOTICE.match(text) or _harness_blocks(text):
+    if _NOTICE.match(text) or _harness_blocks(text) or _orphan_result(text):
         return None
     # A task wrapped in one tag (`<pr_description>…</pr_description>`) reads better without it.
     text = _WRAPPER_TAG.sub(" ", text)
@@ -171,7 +172,13 @@ def harness_turn(message: Message, adapters: Sequence[AgentAdapter] | None = Non
         text.startswith(tuple(prefix for adapter in adapters for prefix in adapter.injected_prefixes))
         or bool(_NOTICE.match(text))
         or _harness_blocks(text)
+        or _orphan_result(text)
     )
+
+
+def _orphan_result(text: str) -> bool:
+    """A tool result whose call is not in the history, kept by the import as user text."""
+    return text.startswith("[The ") and text.partition("\n")[0].endswith(ORPHAN_RESULT_END)
 
 
 _BLOCK = re.compile(r"\s*<([A-Za-z][\w -]*)(?:\s[^>]*)?>.*?</\1>\s*", re.DOTALL)

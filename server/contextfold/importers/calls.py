@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contextfold.formats import WireFormat
+from contextfold.names import ORPHAN_RESULT_END
 
 _MEDIA = ("image", "document")
 
@@ -139,7 +140,7 @@ def _openai_orphans(messages: list[dict[str, Any]], index: int, called: set[str]
 
 def _note(call_id: str, is_error: bool, text: str) -> str:
     kind = "error result" if is_error else "result"
-    return f"[The {kind} of tool call {call_id}, made before this transcript begins:]\n{text}"
+    return f"[The {kind} of tool call {call_id}{ORPHAN_RESULT_END}\n{text}"
 
 
 __all__ = ["Calls", "keep_orphan_results", "open_calls"]
