@@ -59,8 +59,9 @@ oldest Done, the working set's least relevant names, decisions, older context,
 later next steps; then long bullets are shortened; only then, for a budget too small for them, the
 essentials go (constraints, edited files, the unresolved error, the goal). Each bullet is counted
 once and the summary rendered a few times, not once per bullet dropped. Sections are never
-dropped: a section with nothing to say reads `(none)`, one the budget emptied `LEFT_OUT`. When even the empty template does not fit, the empty
-template is returned (the section list is the contract; the engine decides what to do with it).
+dropped: a section with nothing to say reads `(none)`, a section of the account the budget emptied
+`LEFT_OUT`. When even the empty template does not fit, the empty template is returned (the section
+list is the contract; the engine decides what to do with it).
 """
 
 from __future__ import annotations

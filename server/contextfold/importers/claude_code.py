@@ -86,6 +86,8 @@ _SESSION_KEYS = {
 }
 
 Block = dict[str, Any]
+Attached = tuple[str | list[Block], bool]
+"""An attachment as a message: its content, and whether the user wrote it (else Claude Code did)."""
 
 
 def load_claude_code(path: Path, resume: Resume = START) -> ImportedTranscript:
@@ -159,7 +161,7 @@ class ClaudeCodeReader:
         self._records = 0
         self._first_prompt: str | None = None
         self._titles: dict[str, str] = {}
-        self._attached: list[tuple[str | list[Block], bool]] = []
+        self._attached: list[Attached] = []
         """Attachments read and not yet placed: their content, and whether the user wrote it."""
         self._attachment_indexes: list[int] = []
         self._attachments: Counter[str] = Counter()
@@ -398,10 +400,6 @@ class ClaudeCodeReader:
 
 
 # -- attachments: what Claude Code showed the model besides the messages -------------------------
-
-Attached = tuple[str | list[Block], bool]
-"""A message's content, and whether the user wrote it (else Claude Code did)."""
-
 
 def _reminder(text: str) -> str:
     return f"<system-reminder>\n{text}\n</system-reminder>"
