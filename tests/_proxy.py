@@ -134,12 +134,15 @@ class RawClient:
         self.notifications: list[bytes] = []
 
     @classmethod
-    async def start(cls, argv: list[str], environ: dict[str, str]) -> RawClient:
+    async def start(
+        cls, argv: list[str], environ: dict[str, str], stderr: Any = asyncio.subprocess.DEVNULL
+    ) -> RawClient:
+        """`stderr`: where the process's log goes (a file, to read after a failure)."""
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=stderr,
             env=environ,
             limit=1 << 26,
         )

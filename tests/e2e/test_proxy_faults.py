@@ -166,7 +166,10 @@ async def test_an_upstream_that_cannot_start_is_named_in_the_first_answer(tmp_pa
 
 
 async def test_sigterm_stops_the_proxy_and_its_upstream_cleanly(tmp_path):
-    client = await start(tmp_path, *faulty())
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as stderr:
+        client = await RawClient.start(proxy_command(*faulty()), env(tmp_path), stderr=stderr)
+    assert json.loads(await client.handshake())["result"]["serverInfo"]["name"] == "faulty"
     await call(client, "huge", {"mb": 0.3})
     await call(client, "echo", {"text": "recorded before the end"})
     children = subprocess.run(["pgrep", "-P", str(client.process.pid)], capture_output=True, text=True).stdout.split()
@@ -181,7 +184,8 @@ async def test_sigterm_stops_the_proxy_and_its_upstream_cleanly(tmp_path):
     )
     sessions = json.loads(done.stdout)
     sessions = sessions if isinstance(sessions, list) else sessions["sessions"]
-    assert sessions[0]["messages"] == 2  # both calls were recorded before it stopped (a call and its result are one)
+    # Both calls were recorded before it stopped (a call and its result are one).
+    assert [s["messages"] for s in sessions] == [2], (sessions, log.read_text("utf-8", "replace")[-3000:])
 
 
 async def test_an_upstream_without_tools_still_gets_the_added_ones(tmp_path):
