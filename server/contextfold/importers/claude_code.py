@@ -401,6 +401,7 @@ class ClaudeCodeReader:
 
 # -- attachments: what Claude Code showed the model besides the messages -------------------------
 
+
 def _reminder(text: str) -> str:
     return f"<system-reminder>\n{text}\n</system-reminder>"
 
