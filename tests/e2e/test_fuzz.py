@@ -1045,6 +1045,8 @@ SAMPLES: dict[str, bytes] = {
                 id="m1",
                 model="claude-opus-4-6",
             ),
+            {"type": "queue-operation", "operation": "enqueue", "content": "hi"},  # typed while it worked
+            {"type": "queue-operation", "operation": "remove"},
             _cc("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "one\ntwo"}]),
             _cc("assistant", [{"type": "text", "text": "done"}], id="m2", model="claude-opus-4-6"),
         ]

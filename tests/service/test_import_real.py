@@ -344,6 +344,40 @@ async def test_a_message_typed_while_the_agent_worked_is_kept_across_imports_and
     assert typed in await service.summary_text("whole")  # the user's words, quoted as such
 
 
+async def test_a_message_queued_when_an_import_stops_is_taken_by_the_next_one(service, tmp_path: Path):
+    # Claude Code 2.0 and 2.1 write a message typed while the agent works only in the queue's records:
+    # the text when queued, and a bare `remove` when the turn takes it. An import that stops between
+    # the two must hand the text to the next one (the import's mark keeps it).
+    typed = "keep the public API as it is, only the internals change"
+    queue = {"type": "queue-operation", "sessionId": "s", "timestamp": "2026-01-14T00:17:13.682Z"}
+    first = [
+        *_exchanges(4, None),
+        _user("q", "m3-b", "refactor the parser"),
+        _assistant("d", "q", [_call("toolu_t", "pytest -q")], "msg_d"),
+        {**queue, "operation": "enqueue", "content": typed},
+    ]
+    later = [
+        {**queue, "operation": "remove"},
+        _user("dr", "d", [_result("toolu_t", "41 passed")]),
+        _assistant("done", "dr", [_text("Only the internals move.")], "msg_done"),
+        *_exchanges(4, "done", "n"),
+    ]
+    path = _write(tmp_path / "s.jsonl", first)
+    await service.import_transcript(path, session_id="live")
+    assert typed not in json.dumps((await service.get_context("live")).messages)  # queued, not yet taken
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in later))
+    await service.import_transcript(path, session_id="live")
+    await service.import_transcript(path, session_id="whole")
+    assert (await service.get_context("live")).messages == (await service.get_context("whole")).messages
+    assert sum(typed in json.dumps(m) for m in (await service.get_context("whole")).messages) == 1
+
+    assert (await service.compact("whole", summarizer="extractive")).compacted
+    assert typed in await service.summary_text("whole")  # the user's words, quoted as such
+    found = await service.search_history("whole", pattern="public API as it is")
+    assert found.text.splitlines()[0].endswith("user, hidden") and typed in found.text
+
+
 async def test_imports_while_claude_code_writes_and_compacts_add_up_to_one_import(service, tmp_path: Path):
     whole = _compacted_session(tmp_path / "whole.jsonl")
     lines = whole.read_bytes().splitlines(keepends=True)

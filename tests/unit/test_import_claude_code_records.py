@@ -222,6 +222,73 @@ def test_attachments_off_the_thread_are_left_out_and_one_written_last_is_kept(tm
     assert transcript.metadata["skipped_records"]["branch"] == 2
 
 
+def _queue(operation: str, content: str | None = None) -> dict[str, Any]:
+    # The queue's records carry no uuid and no parent: they are not on the tree.
+    record = {"type": "queue-operation", "operation": operation, "timestamp": "2025-12-15T01:31:31.385Z"}
+    return {**record, "sessionId": SESSION, **({"content": content} if content is not None else {})}
+
+
+def test_messages_taken_from_the_queue_into_the_turn_are_imported_after_the_results(tmp_path: Path) -> None:
+    # Claude Code 2.0 and 2.1 (to 2.1.6x at least) write a message typed while the agent works only as
+    # the queue's `enqueue` record; `remove` is when the running turn took it, with no text.
+    typed = "don't run the linter, it is broken here; run the tests one file at a time"
+    notice = "<bash-notification>\n<shell-id>b0f</shell-id>\n<status>completed</status>\n</bash-notification>"
+    records = [
+        _user("u1", None, "fix the card tests", version="2.0.69"),
+        _assistant("a1", "u1", [_call("toolu_1", "npm test")], "msg_1", version="2.0.69"),
+        _queue("enqueue", notice),  # queued first, but the user's message is taken first
+        _queue("enqueue", typed),
+        _queue("remove"),
+        _queue("remove"),
+        _user("r1", "a1", [_result("toolu_1", "2 failed")], version="2.0.69"),
+        _assistant("a2", "r1", [{"type": "text", "text": "Running them one by one."}], "msg_2", version="2.0.69"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    texts = [_texts(m) for m in transcript.messages]
+    assert transcript.messages[2]["content"][0]["type"] == "tool_result"  # never between a call and its result
+    assert texts[3:] == [typed, notice, "Running them one by one."]
+    assert transcript.metadata["queued_message_indexes"] == [3, 4]
+    assert transcript.metadata["harness_message_indexes"] == [4]  # the notice is Claude Code's
+    assert "queue-operation" not in transcript.metadata["skipped_records"]
+    assert transcript.queued == ()
+
+
+def test_queued_messages_taken_as_the_next_prompt_or_handed_back_are_not_imported_twice(tmp_path: Path) -> None:
+    records = [
+        _user("u1", None, "start the dev server", version="2.1.62"),
+        _assistant("a1", "u1", [_call("toolu_1", "npm run dev")], "msg_1", version="2.1.62"),
+        _queue("enqueue", "it crashed: port 3000 in use"),
+        _queue("popAll", "it crashed: port 3000 in use"),  # back in the prompt to edit
+        _user("r1", "a1", [_result("toolu_1", "[Request interrupted by user for tool use]")], version="2.1.62"),
+        _queue("enqueue", "use port 3001"),
+        _queue("dequeue"),  # taken as the next prompt: the user record below holds it
+        _user("u2", "r1", "use port 3001", version="2.1.62"),
+        _queue("enqueue", "and open the browser"),  # never taken before the file ends
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    texts = [_texts(m) for m in transcript.messages]
+    assert texts.count("use port 3001") == 1 and "it crashed: port 3000 in use" not in texts
+    assert transcript.metadata["queued_message_indexes"] == []
+    assert transcript.queued == ("and open the browser",)  # the next import is told of it
+
+
+@pytest.mark.parametrize("attachment_first", [True, False])
+def test_a_queued_message_written_both_ways_is_imported_once(tmp_path: Path, attachment_first: bool) -> None:
+    # Later versions write the queue's records and a `queued_command` attachment of the same message.
+    typed = "also bump the version"
+    attached = _attachment("q1", "r1", type="queued_command", prompt=typed, commandMode="prompt")
+    queue = [_queue("enqueue", typed), _queue("remove")]
+    records = [
+        _user("u1", None, "release it"),
+        _assistant("a1", "u1", [_call("toolu_1", "make dist")], "msg_1"),
+        _user("r1", "a1", [_result("toolu_1", "built")]),
+        *([attached, *queue] if attachment_first else [*queue, attached]),
+        _assistant("a2", "q1", [{"type": "text", "text": "Bumping it."}], "msg_2"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    assert [_texts(m) for m in transcript.messages].count(typed) == 1
+
+
 def test_the_reader_turns_every_conversation_attachment_kind_into_a_message() -> None:
     from contextfold.importers import claude_code
     from contextfold.importers.claude_code_thread import CONVERSATION_ATTACHMENTS

@@ -65,6 +65,8 @@ class Resume:
     """Tool calls imported without a result yet: their results may arrive now."""
     tail_uuids: tuple[str, ...] = ()
     """Claude Code: the last records imported, to tell a continuation from a rewind."""
+    queued: tuple[str, ...] = ()
+    """Claude Code: messages queued while the agent worked and not yet taken (see `ClaudeCodeReader`)."""
 
 
 START = Resume()
@@ -109,6 +111,8 @@ class ImportedTranscript:
     end_line: int = 0
     tail_uuids: tuple[str, ...] = ()
     """Claude Code: the last records read (see `Resume.tail_uuids`)."""
+    queued: tuple[str, ...] = ()
+    """Claude Code: messages still queued once the file is read (see `Resume.queued`)."""
     unreadable: int = 0
     """Lines skipped because they could not be read, or their record not used (the warnings say which)."""
     deep_values: int = 0

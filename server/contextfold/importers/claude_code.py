@@ -27,8 +27,18 @@ they carry the Anthropic API message under `message`. What the reader does with 
   the conversation, an IDE selection, a nested CLAUDE.md and the like are harness text (wrapped in
   `<system-reminder>`, listed as harness messages). Their indexes are listed as
   `attachment_message_indexes`, their kinds counted in `attachments`.
-- Everything else (progress, file-history-snapshot, queue-operation, reminders and listings Claude
-  Code attaches, other system records) is not conversation and is counted under `skipped_records`.
+- `queue-operation` records follow Claude Code's queue of messages that arrive while the agent
+  works (typed by the user, a background task's notice): `enqueue` writes the text, `remove` takes
+  one into the running turn, `dequeue` takes one as the next prompt (a `user` record holds it),
+  `popAll` hands them back to the prompt for editing. A message taken into the turn is in no
+  `user` record (2.0 and 2.1 write only the queue's record; later versions a `queued_command`
+  attachment too, and the two are imported once): it becomes a user message placed like an
+  attachment, the user's own words unless it is a notice. Which queued message a `remove` or
+  `dequeue` takes is not written; the reader takes the user's before notices, each in the order
+  queued, as Claude Code does. Its indexes are listed as `queued_message_indexes`. Messages still
+  queued when the file ends are carried to the next import (`Resume.queued`).
+- Everything else (progress, file-history-snapshot, reminders and listings Claude Code attaches,
+  other system records) is not conversation and is counted under `skipped_records`.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +96,31 @@ _SESSION_KEYS = {
     "slug": "slug",
 }
 
+QUEUE_LIMIT = 1_000
+"""Messages the reader holds as queued (Claude Code's queue holds a few; past this the oldest go)."""
+QUEUE_CARRIED = 16
+"""How many messages still queued when an import stops the next import of the file is told of (the newest)."""
+QUEUE_CARRIED_CHARS = 50_000
+"""What is carried of each (a background agent's report can be long; what the user types is not)."""
+_NOTICE = re.compile(r"\s*<[A-Za-z-]*notification>")
+"""How a background task's notice in the queue begins (`<task-notification>`, 2.0's `<bash-notification>`)."""
+
 Block = dict[str, Any]
 Attached = tuple[str | list[Block], bool]
 """An attachment as a message: its content, and whether the user wrote it (else Claude Code did)."""
+
+
+@dataclass
+class _Arrival:
+    """A message that arrived while the agent worked, read and not yet placed."""
+
+    content: str | list[Block]
+    own: bool
+    """The user wrote it (else Claude Code did)."""
+    source: str
+    """The record it was read from: an attachment's kind, or `queue-operation`."""
+    twinned: bool = False
+    """The same message, read from the other record Claude Code writes of it, was left out."""
 
 
 def load_claude_code(path: Path, resume: Resume = START) -> ImportedTranscript:
@@ -117,7 +150,7 @@ def open_claude_code(path: Path, resume: Resume = START) -> JsonlStream:
     stop = boundary if boundary is not None else lines.end
     stream = JsonlStream(
         path,
-        ClaudeCodeReader(),
+        ClaudeCodeReader(resume.queued),
         "anthropic",
         resume,
         skip=thread.skip,
@@ -141,7 +174,7 @@ def looks_like_claude_code(record: dict[str, Any]) -> bool:
 
 
 class ClaudeCodeReader:
-    def __init__(self) -> None:
+    def __init__(self, queued: tuple[str, ...] = ()) -> None:
         self.messages: list[dict[str, Any]] = []
         self.taken = 0
         self.usage: dict[int, dict[str, Any]] = {}
@@ -161,10 +194,13 @@ class ClaudeCodeReader:
         self._records = 0
         self._first_prompt: str | None = None
         self._titles: dict[str, str] = {}
-        self._attached: list[Attached] = []
-        """Attachments read and not yet placed: their content, and whether the user wrote it."""
+        self._attached: list[_Arrival] = []
+        """Attachments and messages taken from the queue, read and not yet placed."""
         self._attachment_indexes: list[int] = []
         self._attachments: Counter[str] = Counter()
+        self._queue: list[str] = list(queued)
+        """The texts of Claude Code's message queue, in the order queued ('' for one without text)."""
+        self._queued_indexes: list[int] = []
 
     def feed(self, record: dict[str, Any]) -> None:
         self._records += 1
@@ -176,6 +212,8 @@ class ClaudeCodeReader:
             self._compact_boundary(record)
         elif kind == "attachment" and carries_conversation(record):
             self._attachment(record["attachment"])
+        elif kind == "queue-operation" and _str_in(record.get("operation"), _QUEUE_OPERATIONS):
+            self._queue_operation(record["operation"], record.get("content"))
         elif kind == "summary" and isinstance(record.get("summary"), str):
             self._titles["summary"] = record["summary"]
         elif kind == "custom-title" and isinstance(record.get("customTitle"), str):
@@ -206,6 +244,7 @@ class ClaudeCodeReader:
             compactions=self.compactions,
             usage=self.usage,
             skipped={k: v for k, v in self._skipped_records.items() if k in _CONVERSATION_SKIPS},
+            queued=tuple(text[:QUEUE_CARRIED_CHARS] for text in self._queue[-QUEUE_CARRIED:]),
         )
 
     def _next_index(self) -> int:
@@ -290,17 +329,55 @@ class ClaudeCodeReader:
             self._skipped_records[f"attachment:{kind}"] += 1
             return
         self._attachments[kind] += 1
-        self._attached.append(content)
+        self._arrive(_Arrival(*content, source=kind))
+
+    def _queue_operation(self, operation: str, text: Any) -> None:
+        """One change to Claude Code's message queue (see the module's docstring)."""
+        if operation == "enqueue":
+            self._queue.append(text if isinstance(text, str) else "")
+            if len(self._queue) > QUEUE_LIMIT:
+                del self._queue[0]
+            return
+        if operation == "popAll":  # one record for each message handed back, with its text
+            at = self._queue.index(text) if text in self._queue else self._next_queued(notices=False)
+        else:
+            at = self._next_queued(notices=True)
+        if at is None:
+            return
+        taken = self._queue.pop(at)
+        if operation == "remove" and taken.strip():
+            self._arrive(_Arrival(taken, not (_NOTICE.match(taken) or _is_harness_text(taken)), "queue-operation"))
+
+    def _next_queued(self, *, notices: bool) -> int | None:
+        """Where the message Claude Code takes next is: the user's first, then (if `notices`) notices."""
+        for at, text in enumerate(self._queue):
+            if not _NOTICE.match(text):
+                return at
+        return 0 if notices and self._queue else None
+
+    def _arrive(self, arrival: _Arrival) -> None:
+        """Hold a message until it is placed; one Claude Code wrote twice (its queue's record and a
+        `queued_command` attachment) is held once."""
+        if arrival.source in _QUEUED_SOURCES:
+            for held in self._attached:
+                if held.source in _QUEUED_SOURCES and held.source != arrival.source and not held.twinned:
+                    if held.content == arrival.content:
+                        held.twinned = True
+                        return
+        self._attached.append(arrival)
 
     def _place_attachments(self) -> None:
-        for content, own in self._attached:
-            index = self._next_index()
-            self.messages.append({"role": "user", "content": content})
-            self._attachment_indexes.append(index)
+        for arrival in self._attached:
+            index, own = self._next_index(), arrival.own
+            self.messages.append({"role": "user", "content": arrival.content})
+            if arrival.source == "queue-operation":
+                self._queued_indexes.append(index)
+            else:
+                self._attachment_indexes.append(index)
             if not own:
                 self._harness_indexes.append(index)
             elif self._first_prompt is None:
-                self._first_prompt = _prompt_text(content)
+                self._first_prompt = _prompt_text(arrival.content)
         if self._attached:
             self._open = None
             self._attached.clear()
@@ -393,6 +470,7 @@ class ClaudeCodeReader:
             "harness_message_indexes": self._harness_indexes,
             "attachment_message_indexes": self._attachment_indexes,
             "attachments": dict(self._attachments),
+            "queued_message_indexes": self._queued_indexes,
             "skipped_records": dict(self._skipped_records),
             "skipped_blocks": dict(self._skipped_blocks),
             "records": self._records,
@@ -548,6 +626,8 @@ _BLOCK_CONVERTERS: dict[str, Callable[[ClaudeCodeReader, Block, str], Block]] = 
     "document": _media,
 }
 _RESULT_BLOCKS = frozenset({"text", "image", "document"})
+_QUEUE_OPERATIONS = frozenset({"enqueue", "remove", "dequeue", "popAll"})
+_QUEUED_SOURCES = frozenset({"queued_command", "queue-operation"})
 _CONVERSATION_SKIPS = frozenset({"api_error_message", "empty_message"})
 
 
@@ -559,6 +639,10 @@ def _carries_only_results(message: dict[str, Any]) -> bool:
     """A user message holding nothing but tool results: a reply to tools, not a user turn."""
     content = message["content"]
     return message["role"] == "user" and isinstance(content, list) and _only_tool_results(content)
+
+
+def _str_in(value: Any, names: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in names
 
 
 def _first_text(content: str | list[Block]) -> str:

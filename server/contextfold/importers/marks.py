@@ -2,9 +2,9 @@
 
 Each import of a file into a session leaves a mark in the session's state (`SessionState.imports`): the
 file's path, how many bytes and lines it read, a SHA-256 of those bytes and of the file's first
-64 KiB, where to pick up (calls still waiting for a result, the newest Claude Code record ids), and
-how many lines it could not read and skipped, and values it kept as text, over all its imports
-(`problems` says them in words, for `stats` and the hooks' handover).
+64 KiB, where to pick up (calls still waiting for a result, the newest Claude Code record ids, the
+messages still in its queue), and how many lines it could not read and skipped, and values it kept as
+text, over all its imports (`problems` says them in words, for `stats` and the hooks' handover).
 A file continues a mark when all the bytes that import read are still there unchanged: then only
 the rest is read (the prefix is hashed, never parsed again), wherever the file was moved or copied.
 A file at a marked path, or starting like a marked one, whose imported bytes changed is refused.
@@ -37,6 +37,8 @@ class ImportMark:
     head_sha256: str
     pending_calls: tuple[str, ...] = ()
     tail_uuids: tuple[str, ...] = ()
+    queued: tuple[str, ...] = ()
+    """Claude Code: messages queued while the agent worked, not yet taken (`Resume.queued`)."""
     at: float = 0.0
     unreadable: int = 0
     """Lines of the file skipped because they could not be read, over every import of it."""
@@ -44,7 +46,7 @@ class ImportMark:
     """Values nested too deeply, kept as their JSON text, over every import of it."""
 
     def resume(self) -> Resume:
-        return Resume(self.bytes, self.lines, frozenset(self.pending_calls), self.tail_uuids)
+        return Resume(self.bytes, self.lines, frozenset(self.pending_calls), self.tail_uuids, self.queued)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class ImportMark:
             "head_sha256": self.head_sha256,
             "pending_calls": list(self.pending_calls),
             "tail_uuids": list(self.tail_uuids),
+            "queued": list(self.queued),
             "at": self.at,
             "unreadable": self.unreadable,
             "deep_values": self.deep_values,
@@ -76,6 +79,7 @@ class ImportMark:
                 head_sha256=str(raw["head_sha256"]),
                 pending_calls=tuple(str(c) for c in raw.get("pending_calls", ())),
                 tail_uuids=tuple(str(u) for u in raw.get("tail_uuids", ())),
+                queued=tuple(str(q) for q in raw.get("queued", ())),
                 at=float(raw.get("at", 0.0)),
                 unreadable=int(raw.get("unreadable", 0)),
                 deep_values=int(raw.get("deep_values", 0)),
@@ -168,6 +172,7 @@ def new_mark(
     lines: int,
     pending_calls: frozenset[str],
     tail_uuids: tuple[str, ...],
+    queued: tuple[str, ...] = (),
     unreadable: int = 0,
     deep_values: int = 0,
 ) -> ImportMark:
@@ -181,6 +186,7 @@ def new_mark(
         head_sha256=head_digest(path, end),
         pending_calls=tuple(sorted(pending_calls)),
         tail_uuids=tail_uuids,
+        queued=queued,
         at=time.time(),
         unreadable=unreadable,
         deep_values=deep_values,

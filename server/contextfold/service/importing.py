@@ -147,6 +147,7 @@ async def _import_once(
             lines=transcript.end_line,
             pending_calls=transcript.pending_calls,
             tail_uuids=transcript.tail_uuids or resume.tail_uuids,
+            queued=transcript.queued,
             unreadable=(mark.unreadable if mark else 0) + transcript.unreadable,
             deep_values=(mark.deep_values if mark else 0) + transcript.deep_values,
         )
