@@ -190,6 +190,37 @@ def test_identifiers_of_any_script_are_names_but_a_digit_never_starts_one() -> N
         assert name in names, (name, names)
 
 
+def test_names_with_capitals_in_a_row_are_identifiers_but_an_acronyms_plural_is_a_word() -> None:
+    # Written by the agent in a plan and in code: a name ending in one capital, or holding an acronym.
+    plan = (
+        "```ts\nconst getTargetX = (i: number) => '500px'\nel.innerHTML = toJSON(userID)\n"
+        "const node: HTMLElement = parse()\n```\nThe APIs and URLs stay; IOError is raised when it fails."
+    )
+    names = ranked(
+        [
+            user("Make the flying cards responsive."),
+            assistant("", call("Write", {"file_path": "/w/PLAN.md", "content": plan}, "File created")),
+            assistant(
+                "", call("Edit", {"file_path": "/w/a.ts", "old_string": "getTargetX()", "new_string": "x"}, "ok")
+            ),
+        ]
+    )
+    for name in ("getTargetX", "el.innerHTML", "toJSON", "userID", "HTMLElement", "IOError"):
+        assert name in names, (name, names)
+    assert "APIs" not in names and "URLs" not in names, names
+
+
+def test_the_paths_of_logged_requests_are_routes_not_files() -> None:
+    log = (
+        'https://huggingface.co:443 "HEAD /org/model/resolve/9ea9927/tokenizer_config.json HTTP/1.1" 307 0\n'
+        '127.0.0.1:5000 - "GET /static/js/app.bundle.js HTTP/1.1" 200 -\n'
+        "Loaded scanners from app/scanners.py"
+    )
+    names = ranked([user("Why is the server slow to start?"), bash("make run", log)])
+    assert "app/scanners.py" in names, names
+    assert not [n for n in names if "tokenizer_config" in n or "bundle" in n], names
+
+
 def test_a_test_files_name_is_a_file_and_the_tests_in_it_are_tests() -> None:
     go = "--- FAIL: TestParseAmount (0.00s)\n    parse_test.go:42: got 15, want 1.5\nFAIL"
     py = "FAILED tests/test_views.py::test_login_redirects - assert 302 == 200\n1 failed"

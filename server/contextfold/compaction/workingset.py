@@ -134,7 +134,13 @@ _BRACKET_PATH = re.compile(r"(?<![\w./:~<$\[-])[\w.~/-]*/\[\w+\]/[\w.\[\]/-]*[\w
 read whole; a `]` closing no bracket of its own (`[see app/[id]/x.tsx]`) is not the path's."""
 _SNAKE = re.compile(r"^_*[^\W\d_][^\W_]*(?:_+[^\W_]+)+_*$")
 """`snake_case`, in any script (`数据_加载`): a letter first, never a digit (`2024_01` is a number)."""
-_CAMEL = re.compile(r"^[A-Z]?[a-z0-9]+(?:[A-Z][a-z0-9]+)+$|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
+_CAMEL = re.compile(
+    r"^[A-Z]?[a-z0-9]+(?:[A-Z]+[a-z0-9]*)+$"
+    r"|^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$"
+    r"|^[A-Z]{2,}[a-z0-9]{2,}(?:[A-Z]+[a-z0-9]*)*$"
+)
+"""`camelCase`, `PascalCase`, and with capitals in a row: `getTargetX`, `innerHTML`, `userID`,
+`HTMLElement`, `IOError` (not `APIs` or `URLs`: an acronym's plural)."""
 _DOTTED = re.compile(r"^[^\W\d][\w]*(?:\.[^\W\d][\w]*)+(?:\(\))?$")
 _LINE_SUFFIX = re.compile(r"(?<=\w):\d+(?::\S*)?$")
 """`path.py:12` or `path.py:12:3:`: a place in a file; the name is the file's."""
@@ -389,6 +395,7 @@ _PRODUCT_JS = re.compile(r"[A-Z][A-Za-z0-9]*\.js")
 """`Node.js`, `D3.js`, `Vue.js` in plain words: a product's name. A file so named (`App.js`) is one in a
 call, a listing or code, where the names of plain words are not read."""
 _SHEBANG = re.compile(r"#![ \t]*/\S*")
+"""`#!/usr/bin/env python3`: the interpreter a script names, not a file of the work."""
 _FILE_URI = re.compile(r"\bfile://(?:/(?=[A-Za-z]:[\\/]))?")
 """`file:///Users/me/app/vite.config.js#L19`, `file:///C:/app/main.ts`: a file written as an
 address (an editor's link to it, a runtime's warning about it) is the file at that path."""
@@ -396,7 +403,9 @@ _URL = re.compile(r"\b[A-Za-z][\w+.-]{0,15}://[^\s\"'<>`()\[\]]*")
 """A web address, whole: on a page or in documentation the agent fetched, its query and fragment
 (`…/use-router.mdx#_snippet_3`, `?utm_source=x`) are the site's own words, not names of the work
 (`_without_query`)."""
-"""`#!/usr/bin/env python3`: the interpreter a script names, not a file of the work."""
+_REQUEST_LINE = re.compile(r"\b(?:GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) +/[^\s\"]* +HTTP/\d")
+"""`"HEAD /org/model/resolve/9ea9…/tokenizer.json HTTP/1.1" 307`: a request a server or a client
+logged; its path is a route on some host, not a file of the work."""
 _ELLIPSIS = re.compile(r"…|\.\.\.")
 _LAST_WORD = re.compile(r"(?<![\w./:~<$-])[\w.:/-]*[\w)]$")
 """A word followed right away by an ellipsis was cut there."""
@@ -1062,6 +1071,8 @@ class _Scores:
             text = _FILE_URI.sub(" ", text)
         if plain and "://" in text:
             text = _URL.sub(_without_query, text)
+        if " HTTP/" in text:
+            text = _REQUEST_LINE.sub(" ", text)
         whole: list[str] = []
         for pattern, mark in ((_WINDOWS_PATH, ":\\"), (_BRACKET_PATH, "/[")):
             if mark in text and (paths := pattern.findall(text)):
