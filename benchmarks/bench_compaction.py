@@ -157,7 +157,8 @@ def original_of(normalized: Path) -> Path:
     except (OSError, ValueError):
         return normalized
     for entry in sources:
-        if entry.get("normalized") == normalized.name and (CORPUS / "raw" / entry["local"]).is_file():
+        named = entry.get("normalized") or f"{entry.get('source')}__{Path(entry.get('local', '')).name}"
+        if named == normalized.name and (CORPUS / "raw" / entry["local"]).is_file():
             return CORPUS / "raw" / entry["local"]
     return normalized
 
