@@ -201,3 +201,14 @@ def test_short_messages_said_again_cite_every_sending_and_different_long_ones_st
     said.append(Said("fix the tax " + "y" * 200, (8,)))
     chosen = quotes(said, [], budget=8_000)
     assert [q.citation for q, _ in chosen] == ["[m4]", "[m2, m6]", "[m8]"]
+
+
+def test_a_message_said_again_in_another_case_is_quoted_as_typed_each_time() -> None:
+    # "Pronto" quoted for "pronto" is not the user's words verbatim: only the very same text folds.
+    said = [Said("pronto", (3,)), Said("continue", (5,)), Said("Pronto", (7,)), Said("pronto", (9,))]
+    chosen = quotes(said, [], budget=8_000)
+    assert [(q.text, q.citation) for q, _ in chosen] == [
+        ("continue", "[m5]"),
+        ("Pronto", "[m7]"),
+        ("pronto", "[m3, m9]"),
+    ]

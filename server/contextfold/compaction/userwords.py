@@ -167,10 +167,10 @@ def quotes(said: Sequence[Said], carried: Sequence[str] = (), budget: int = QUOT
     seen: set[str] = set()
     unique: list[Quote] = []
     sendings: list[list[int]] = []  # per quote in `unique`, the stored messages that sent it
-    sent: dict[str, int] = {}  # a sent message's opening (casefolded): its quote's index in `unique`
+    sent: dict[str, int] = {}  # a sent message's opening: its quote's index in `unique`
     folded: set[int] = set()  # the quotes that more than one message sent
     for quote, seqs in reversed(items):  # newest first: a message said again is quoted where it was said last
-        key = quote.text.casefold()
+        key = quote.text  # as typed: "Pronto" quoted for "pronto" would not be the user's words verbatim
         opening = key[:OPENING_CHARS]
         if seqs and opening in sent:
             # Said again, or a long message sent again with changes past its opening (a command
