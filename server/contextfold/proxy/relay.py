@@ -368,9 +368,9 @@ class Relay:
         for request in pending:
             if not request.cancelled:
                 text = f"{reason}, before it answered {self._what(request)}"
-                await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
                 if request.method == "tools/call":
                     self.session.record(str(request.tool), request.arguments, None, text)
+                await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
 
     async def _upstream_frame(self, frame: Frame) -> None:
         message = frame.message
@@ -422,9 +422,9 @@ class Relay:
                 log.warning("contextfold proxy: dropped what %s", frame.problem)
                 return
             text = f"the upstream server's answer to {self._what(unread)} could not be read: {frame.problem}"
-            await self._to_client(wire.error(unread.id, wire.UPSTREAM_ERROR, text))
             if unread.method == "tools/call":
                 self.session.record(str(unread.tool), unread.arguments, None, text)
+            await self._to_client(wire.error(unread.id, wire.UPSTREAM_ERROR, text))
             return
         found, request_id = wire.find_id(frame.head, frame.tail)
         request = self.pending.pop(wire.key(request_id), None) if found else None
@@ -438,9 +438,9 @@ class Relay:
             f"max_message_bytes ({self.max_message_bytes:,}); nothing of it was passed on. Ask for less "
             "(a narrower query, a filter, a page), or raise max_message_bytes"
         )
-        await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
         if request.method == "tools/call":
             self.session.record(str(request.tool), request.arguments, None, text)
+        await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
 
     @staticmethod
     def _what(request: Pending) -> str:
@@ -453,10 +453,10 @@ class Relay:
             return
         result = message.get("result")
         if not isinstance(result, dict):
-            await self._to_client(frame.raw or b"")
             if request.method == "tools/call" and "error" in message:
                 error = message["error"] if isinstance(message["error"], dict) else {}
                 self.session.record(str(request.tool), request.arguments, None, str(error.get("message", "error")))
+            await self._to_client(frame.raw or b"")
             return
         meta = result.get("_meta")
         if isinstance(meta, dict) and meta.get(wire.SERVER_INFO_META) is not None:
@@ -509,9 +509,9 @@ class Relay:
         try:
             planned = await self._plan(frame, result)
             if planned is None:
-                await self._to_client(frame.raw or b"")
                 if request.method == "tools/call":
                     self.session.record(str(request.tool), request.arguments, result)
+                await self._to_client(frame.raw or b"")
                 return
             stored = {}
             for piece in planned.pieces:
@@ -525,18 +525,18 @@ class Relay:
             )
         except guard.Unguardable as exc:
             text = f"contextfold proxy did not pass on the answer to {self._what(request)}: {exc}"
-            await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
             if request.method == "tools/call":
                 self.session.record(str(request.tool), request.arguments, None, text)
+            await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
             return
         except Exception:
             log.exception("contextfold proxy: could not guard the answer to %s", self._what(request))
             text = f"contextfold proxy could not process the answer to {self._what(request)}; see its log"
             await self._to_client(wire.error(request.id, wire.INTERNAL_ERROR, text))
             return
-        await self._to_client({**message, "result": guarded})
         if request.method == "tools/call":
             self.session.record(str(request.tool), request.arguments, guarded)
+        await self._to_client({**message, "result": guarded})
 
     async def _output_schema(self, request: Pending) -> Any:
         """The called tool's output schema; when the client called it without listing the tools
@@ -610,6 +610,8 @@ class Relay:
                     f"the upstream server did not answer {self._what(request)} within {self.timeout:g} s "
                     "(proxy_timeout_seconds); the request was cancelled"
                 )
+                if request.method == "tools/call":
+                    self.session.record(str(request.tool), request.arguments, None, text)
                 await self._to_client(wire.error(request.id, wire.UPSTREAM_ERROR, text))
                 cancel = {
                     "jsonrpc": "2.0",
@@ -617,8 +619,6 @@ class Relay:
                     "params": {"requestId": request.id, "reason": "timed out in contextfold proxy"},
                 }
                 await self._to_upstream(cancel)
-                if request.method == "tools/call":
-                    self.session.record(str(request.tool), request.arguments, None, text)
 
 
 async def to_the_end(work: Coroutine[Any, Any, None]) -> None:
