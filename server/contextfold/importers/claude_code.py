@@ -96,14 +96,15 @@ _SESSION_KEYS = {
     "slug": "slug",
 }
 
-QUEUE_LIMIT = 1_000
+QUEUE_LIMIT = 100
 """Messages the reader holds as queued (Claude Code's queue holds a few; past this the oldest go)."""
 QUEUE_CARRIED = 16
-"""How many messages still queued when an import stops the next import of the file is told of (the newest)."""
+"""Of the messages still queued when an import stops, how many (the newest) the next import is given."""
 QUEUE_CARRIED_CHARS = 50_000
 """What is carried of each (a background agent's report can be long; what the user types is not)."""
 _NOTICE = re.compile(r"\s*<[A-Za-z-]*notification>")
-"""How a background task's notice in the queue begins (`<task-notification>`, 2.0's `<bash-notification>`)."""
+"""How a background task's notice in the queue begins (`<task-notification>`, 2.0's
+`<bash-notification>`)."""
 
 Block = dict[str, Any]
 Attached = tuple[str | list[Block], bool]
@@ -119,8 +120,6 @@ class _Arrival:
     """The user wrote it (else Claude Code did)."""
     source: str
     """The record it was read from: an attachment's kind, or `queue-operation`."""
-    twinned: bool = False
-    """The same message, read from the other record Claude Code writes of it, was left out."""
 
 
 def load_claude_code(path: Path, resume: Resume = START) -> ImportedTranscript:
@@ -196,6 +195,8 @@ class ClaudeCodeReader:
         self._titles: dict[str, str] = {}
         self._attached: list[_Arrival] = []
         """Attachments and messages taken from the queue, read and not yet placed."""
+        self._held: dict[tuple[str, str], list[_Arrival]] = {}
+        """Of those, the queued messages (text) by their record's kind and text, with no twin yet."""
         self._attachment_indexes: list[int] = []
         self._attachments: Counter[str] = Counter()
         self._queue: list[str] = list(queued)
@@ -346,7 +347,8 @@ class ClaudeCodeReader:
             return
         taken = self._queue.pop(at)
         if operation == "remove" and taken.strip():
-            self._arrive(_Arrival(taken, not (_NOTICE.match(taken) or _is_harness_text(taken)), "queue-operation"))
+            own = not (_NOTICE.match(taken) or _is_harness_text(taken))
+            self._arrive(_Arrival(taken, own, "queue-operation"))
 
     def _next_queued(self, *, notices: bool) -> int | None:
         """Where the message Claude Code takes next is: the user's first, then (if `notices`) notices."""
@@ -358,12 +360,13 @@ class ClaudeCodeReader:
     def _arrive(self, arrival: _Arrival) -> None:
         """Hold a message until it is placed; one Claude Code wrote twice (its queue's record and a
         `queued_command` attachment) is held once."""
-        if arrival.source in _QUEUED_SOURCES:
-            for held in self._attached:
-                if held.source in _QUEUED_SOURCES and held.source != arrival.source and not held.twinned:
-                    if held.content == arrival.content:
-                        held.twinned = True
-                        return
+        if arrival.source in _QUEUED_SOURCES and isinstance(arrival.content, str):
+            other = "queue-operation" if arrival.source == "queued_command" else "queued_command"
+            twins = self._held.get((other, arrival.content))
+            if twins:
+                twins.pop()  # the same message, from the other record Claude Code writes of it
+                return
+            self._held.setdefault((arrival.source, arrival.content), []).append(arrival)
         self._attached.append(arrival)
 
     def _place_attachments(self) -> None:
@@ -381,6 +384,7 @@ class ClaudeCodeReader:
         if self._attached:
             self._open = None
             self._attached.clear()
+            self._held.clear()
 
     def _note_usage(self, index: int, message: dict[str, Any], model: str | None) -> None:
         # Every line of a split response repeats the response's usage; the last one stands.
