@@ -331,17 +331,27 @@ async def test_a_message_typed_while_the_agent_worked_is_kept_across_imports_and
         _assistant("done", "t", [_text("Deployed; migrations untouched.")], "msg_done"),
         *_exchanges(4, "done", "n"),
     ]
-    path = _write(tmp_path / "s.jsonl", first)
+    await _typed_lands_once_live_and_in_the_summary(service, tmp_path / "s.jsonl", first, later, typed)
+
+
+async def _typed_lands_once_live_and_in_the_summary(
+    service, path: Path, first: list[dict[str, Any]], later: list[dict[str, Any]], typed: str, *, queued: bool = False
+) -> None:
+    """`first` imported live (as the hooks do), then `later` appended and imported: the same as one
+    import of the whole, `typed` stored once and quoted in the summary as the user's words.
+    `queued`: `first` ends with `typed` still in Claude Code's queue, not yet in the conversation."""
+    _write(path, first)
     await service.import_transcript(path, session_id="live")
+    if queued:
+        assert typed not in json.dumps((await service.get_context("live")).messages)
     with path.open("a", encoding="utf-8") as handle:
         handle.write("".join(json.dumps(r) + "\n" for r in later))
     await service.import_transcript(path, session_id="live")
     await service.import_transcript(path, session_id="whole")
     assert (await service.get_context("live")).messages == (await service.get_context("whole")).messages
     assert sum(typed in json.dumps(m) for m in (await service.get_context("whole")).messages) == 1
-
     assert (await service.compact("whole", summarizer="extractive")).compacted
-    assert typed in await service.summary_text("whole")  # the user's words, quoted as such
+    assert typed in await service.summary_text("whole")
 
 
 async def test_a_message_queued_when_an_import_stops_is_taken_by_the_next_one(service, tmp_path: Path):
@@ -362,18 +372,7 @@ async def test_a_message_queued_when_an_import_stops_is_taken_by_the_next_one(se
         _assistant("done", "dr", [_text("Only the internals move.")], "msg_done"),
         *_exchanges(4, "done", "n"),
     ]
-    path = _write(tmp_path / "s.jsonl", first)
-    await service.import_transcript(path, session_id="live")
-    assert typed not in json.dumps((await service.get_context("live")).messages)  # queued, not yet taken
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write("".join(json.dumps(r) + "\n" for r in later))
-    await service.import_transcript(path, session_id="live")
-    await service.import_transcript(path, session_id="whole")
-    assert (await service.get_context("live")).messages == (await service.get_context("whole")).messages
-    assert sum(typed in json.dumps(m) for m in (await service.get_context("whole")).messages) == 1
-
-    assert (await service.compact("whole", summarizer="extractive")).compacted
-    assert typed in await service.summary_text("whole")  # the user's words, quoted as such
+    await _typed_lands_once_live_and_in_the_summary(service, tmp_path / "s.jsonl", first, later, typed, queued=True)
     found = await service.search_history("whole", pattern="public API as it is")
     assert found.text.splitlines()[0].endswith("user, hidden") and typed in found.text
 
