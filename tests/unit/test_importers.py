@@ -71,7 +71,15 @@ def _lines_from_anthropic(transcript: ImportedTranscript) -> list[Line]:
     lines = _system_lines(transcript)
     tool_names: dict[str, str] = {}
     summaries = set(transcript.metadata["compact_summary_indexes"])
+    # What Claude Code wrote outside its message records (a message typed while the agent worked, a
+    # file it attached): the import keeps it where the model saw it; the normalized files never had it.
+    outside = {
+        *transcript.metadata.get("queued_message_indexes", ()),
+        *transcript.metadata["attachment_message_indexes"],
+    }
     for index, message in enumerate(transcript.messages):
+        if index in outside:
+            continue
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if message["role"] == "assistant":
