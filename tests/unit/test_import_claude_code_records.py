@@ -289,6 +289,31 @@ def test_a_queued_message_written_both_ways_is_imported_once(tmp_path: Path, att
     assert [_texts(m) for m in transcript.messages].count(typed) == 1
 
 
+@pytest.mark.parametrize("attachment_first", [True, False])
+def test_a_queued_message_with_a_picture_is_imported_once_with_the_picture(
+    tmp_path: Path, attachment_first: bool
+) -> None:
+    # A picture pasted with a queued message: the queue's record holds the typed text, the
+    # attachment a list of that text and the image (Claude Code 2.1.197's code).
+    typed = "make it look like this"
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    attached = _attachment(
+        "q1", "r1", type="queued_command", prompt=[{"type": "text", "text": typed}, image], commandMode="prompt"
+    )
+    queue = [_queue("enqueue", typed), _queue("remove")]
+    records = [
+        _user("u1", None, "style the page"),
+        _assistant("a1", "u1", [_call("toolu_1", "ls css")], "msg_1"),
+        _user("r1", "a1", [_result("toolu_1", "site.css")]),
+        *([attached, *queue] if attachment_first else [*queue, attached]),
+        _assistant("a2", "q1", [{"type": "text", "text": "Matching it."}], "msg_2"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    typed_in = [m for m in transcript.messages if typed in _texts(m)]
+    assert len(typed_in) == 1
+    assert [b["type"] for b in typed_in[0]["content"]] == ["text", "image"]
+
+
 def test_the_reader_turns_every_conversation_attachment_kind_into_a_message() -> None:
     from contextfold.importers import claude_code
     from contextfold.importers.claude_code_thread import CONVERSATION_ATTACHMENTS

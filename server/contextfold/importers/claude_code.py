@@ -32,7 +32,8 @@ they carry the Anthropic API message under `message`. What the reader does with 
   one into the running turn, `dequeue` takes one as the next prompt (a `user` record holds it),
   `popAll` hands them back to the prompt for editing. A message taken into the turn is in no
   `user` record (2.0 and 2.1 write only the queue's record; later versions a `queued_command`
-  attachment too, and the two are imported once): it becomes a user message placed like an
+  attachment too, the only one to hold a picture pasted with it; the two are imported once, with
+  the attachment's content): it becomes a user message placed like an
   attachment, the user's own words unless it is a notice. Which queued message a `remove` or
   `dequeue` takes is not written; the reader takes the user's before notices, each in the order
   queued, as Claude Code does. Its indexes are listed as `queued_message_indexes`. Messages still
@@ -359,14 +360,19 @@ class ClaudeCodeReader:
 
     def _arrive(self, arrival: _Arrival) -> None:
         """Hold a message until it is placed; one Claude Code wrote twice (its queue's record and a
-        `queued_command` attachment) is held once."""
-        if arrival.source in _QUEUED_SOURCES and isinstance(arrival.content, str):
+        `queued_command` attachment) is held once, with the attachment's content: the queue's record
+        has only the typed text, the attachment also the pictures pasted with it (then a list whose
+        first block is that text)."""
+        if arrival.source in _QUEUED_SOURCES:
+            text = _first_text(arrival.content)
             other = "queue-operation" if arrival.source == "queued_command" else "queued_command"
-            twins = self._held.get((other, arrival.content))
+            twins = self._held.get((other, text))
             if twins:
-                twins.pop()  # the same message, from the other record Claude Code writes of it
+                twin = twins.pop()  # the same message, from the other record Claude Code writes of it
+                if arrival.source == "queued_command":
+                    twin.content = arrival.content
                 return
-            self._held.setdefault((arrival.source, arrival.content), []).append(arrival)
+            self._held.setdefault((arrival.source, text), []).append(arrival)
         self._attached.append(arrival)
 
     def _place_attachments(self) -> None:
