@@ -1048,6 +1048,19 @@ SAMPLES: dict[str, bytes] = {
             {"type": "queue-operation", "operation": "enqueue", "content": "hi"},  # typed while it worked
             {"type": "queue-operation", "operation": "remove"},
             _cc("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "one\ntwo"}]),
+            {  # what the IDE reported after the edit
+                "type": "attachment",
+                "attachment": {
+                    "type": "diagnostics",
+                    "files": [
+                        {
+                            "uri": "file:///a",
+                            "diagnostics": [{"message": "bad", "severity": "Error", "range": {"start": {}}}],
+                        }
+                    ],
+                },
+            },
+            {"type": "attachment", "attachment": {"type": "mcp_resource", "uri": "r://a", "content": {"contents": []}}},
             _cc("assistant", [{"type": "text", "text": "done"}], id="m2", model="claude-opus-4-6"),
         ]
     ),

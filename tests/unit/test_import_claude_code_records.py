@@ -203,6 +203,56 @@ def test_files_read_into_the_conversation_after_a_compaction_are_kept_as_harness
     assert skipped["attachment"] == 1 and skipped["attachment:file"] == 1
 
 
+def test_ide_diagnostics_and_mcp_resources_are_kept_as_harness_text(tmp_path: Path) -> None:
+    # The shapes Claude Code 2.1.197 renders for the model (read in its code).
+    problem = {
+        "message": "Cannot find name 'sessionStore'.",
+        "severity": "Error",
+        "range": {"start": {"line": 11, "character": 4}, "end": {"line": 11, "character": 16}},
+        "source": "ts",
+        "code": 2304,
+    }
+    hint = {"message": "'x' is declared but never read.", "severity": "Hint", "range": {}, "code": ""}
+    files = [
+        {"uri": "file:///w/src/app.ts", "diagnostics": [problem, hint, {"severity": "Error"}]},
+        {"uri": "file:///w/src/empty.ts", "diagnostics": []},
+        "not a file",
+    ]
+    resource = {"contents": [{"uri": "docs://api", "text": "GET /users lists users."}, {"blob": "AAAA"}]}
+    records = [
+        _user("u1", None, "fix the types", version="2.1.197"),
+        _assistant("a1", "u1", [_call("toolu_1", "sed -i s/store/sessionStore/ src/app.ts")], "msg_1"),
+        _user("r1", "a1", [_result("toolu_1", "")]),
+        _attachment("d1", "r1", type="diagnostics", files=files, isNew=True),
+        _attachment("d2", "d1", type="diagnostics", files=[{"uri": "file:///w/ok.ts", "diagnostics": []}]),
+        _attachment("m1", "d2", type="mcp_resource", server="docs", uri="docs://api", name="api", content=resource),
+        _attachment("m2", "m1", type="mcp_resource", server="docs", uri="docs://gone", content={"contents": []}),
+        _assistant("a2", "m2", [{"type": "text", "text": "Declaring it."}], "msg_2"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    texts = [_texts(m) for m in transcript.messages]
+    assert len(texts) == 7 and texts[-1] == "Declaring it."
+    assert "app.ts:\n  ✘ [Line 12:5] Cannot find name 'sessionStore'. [2304] (ts)\n  ★ 'x' is declared" in texts[3]
+    assert "empty.ts" not in texts[3]
+    assert "Contents of the MCP resource docs://api (from the MCP server docs)" in texts[4]
+    assert "GET /users lists users.\n[Binary content: application/octet-stream]" in texts[4]
+    assert "docs://gone (from the MCP server docs) was attached (no content to show)" in texts[5]
+    assert transcript.metadata["harness_message_indexes"] == [3, 4, 5]
+    assert transcript.metadata["skipped_records"]["attachment:diagnostics"] == 1  # nothing to show
+
+
+def test_a_diagnostics_report_is_bounded() -> None:
+    from contextfold.importers.claude_code import DIAGNOSTICS_CHARS, _diagnostics
+
+    many = [{"message": "x" * 90, "severity": "Warning", "range": {}} for _ in range(10_000)]
+    files = [{"uri": f"file:///w/f{i}.py", "diagnostics": many} for i in range(1_000)]
+    shown = _diagnostics(None, {"files": files})  # type: ignore[arg-type]
+    assert shown is not None and not shown[1]
+    text = shown[0]
+    assert text.count("f0.py") == 1 and "f1.py" not in text and "…[truncated]" in text
+    assert len(text) < DIAGNOSTICS_CHARS + 200
+
+
 def test_attachments_off_the_thread_are_left_out_and_one_written_last_is_kept(tmp_path: Path) -> None:
     records = [
         _user("u1", None, "rename the flag"),

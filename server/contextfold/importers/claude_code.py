@@ -25,7 +25,8 @@ they carry the Anthropic API message under `message`. What the reader does with 
   they follow: a message the user typed while the agent worked (`queued_command`: it is in no
   `user` record) is the user's own words; a file the user or a linter changed, a file read into
   the conversation, an IDE selection, a nested CLAUDE.md and the like are harness text (wrapped in
-  `<system-reminder>`, listed as harness messages). Their indexes are listed as
+  `<system-reminder>`, listed as harness messages), and so are the problems an IDE reported
+  after an edit (`diagnostics`) and an MCP resource the user mentioned with `@`. Their indexes are listed as
   `attachment_message_indexes`, their kinds counted in `attachments`.
 - `queue-operation` records follow Claude Code's queue of messages that arrive while the agent
   works (typed by the user, a background task's notice): `enqueue` writes the text, `remove` takes
@@ -103,6 +104,9 @@ QUEUE_CARRIED = 16
 """Of the messages still queued when an import stops, how many (the newest) the next import is given."""
 QUEUE_CARRIED_CHARS = 50_000
 """What is carried of each (a background agent's report can be long; what the user types is not)."""
+DIAGNOSTICS_CHARS = 4_000
+"""What is kept of one IDE diagnostics report (Claude Code cuts what it shows the model there too)."""
+_SEVERITY = {"Error": "✘", "Warning": "⚠", "Info": "ℹ", "Hint": "★"}
 _NOTICE = re.compile(r"\s*<[A-Za-z-]*notification>")
 """How a background task's notice in the queue begins (`<task-notification>`, 2.0's
 `<bash-notification>`)."""
@@ -582,6 +586,67 @@ def _nested_memory(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached 
     return _reminder(f"Contents of {path}:\n{_field(memory, 'content')}"), False
 
 
+def _diagnostics(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    """Problems the IDE reported in the files after the agent's edits, as Claude Code wrote them for
+    the model: each file's base name, then a line per problem (severity, position, message, code,
+    source), at most `DIAGNOSTICS_CHARS` in all."""
+    files = attachment.get("files")
+    if not isinstance(files, list):
+        return None
+    shown: list[str] = []
+    size = 0
+    for file in files:
+        if size > DIAGNOSTICS_CHARS:
+            break
+        problems = file.get("diagnostics") if isinstance(file, dict) else None
+        if not isinstance(problems, list) or not _field(file, "uri"):
+            continue
+        lines = [_problem(problem) for problem in problems[: DIAGNOSTICS_CHARS // 20] if isinstance(problem, dict)]
+        if lines := [line for line in lines if line]:
+            shown.append(_field(file, "uri").rstrip("/").rsplit("/", 1)[-1] + ":\n" + "\n".join(lines))
+            size += len(shown[-1])
+    text = "\n\n".join(shown)
+    if not text:
+        return None
+    if len(text) > DIAGNOSTICS_CHARS:
+        text = text[: DIAGNOSTICS_CHARS - 12] + "…[truncated]"
+    return _reminder(f"<new-diagnostics>New problems the IDE reported:\n\n{text}</new-diagnostics>"), False
+
+
+def _problem(problem: dict[str, Any]) -> str:
+    message = _field(problem, "message")
+    if not message:
+        return ""
+    start = problem.get("range", {}).get("start") if isinstance(problem.get("range"), dict) else None
+    line, column = (start.get("line"), start.get("character")) if isinstance(start, dict) else (None, None)
+    where = f"[Line {line + 1}:{column + 1}] " if isinstance(line, int) and isinstance(column, int) else ""
+    code = problem.get("code")
+    code_text = f" [{code}]" if isinstance(code, (str, int)) and not isinstance(code, bool) and code != "" else ""
+    source = _field(problem, "source")
+    symbol = _SEVERITY.get(_field(problem, "severity"), "•")
+    return f"  {symbol} {where}{message}{code_text}" + (f" ({source})" if source else "")
+
+
+def _mcp_resource(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    """An MCP server's resource the user mentioned with `@`: its text, read into the conversation
+    (a binary part is named by its type)."""
+    uri, server = _field(attachment, "uri"), _field(attachment, "server")
+    if not uri:
+        return None
+    content = attachment.get("content")
+    parts = content.get("contents") if isinstance(content, dict) else None
+    shown: list[str] = []
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            shown.append(part["text"])
+        elif isinstance(part, dict) and "blob" in part:
+            shown.append(f"[Binary content: {_field(part, 'mimeType') or 'application/octet-stream'}]")
+    named = f"{uri} (from the MCP server {server})" if server else uri
+    if not shown:
+        return _reminder(f"The MCP resource {named} was attached (no content to show)."), False
+    return _reminder(f"Contents of the MCP resource {named}, read into the conversation:\n" + "\n".join(shown)), False
+
+
 _ATTACHMENT_CONTENT: dict[str, Callable[[ClaudeCodeReader, dict[str, Any]], Attached | None]] = {
     "queued_command": _queued,
     "edited_text_file": _edited_file,
@@ -591,6 +656,8 @@ _ATTACHMENT_CONTENT: dict[str, Callable[[ClaudeCodeReader, dict[str, Any]], Atta
     "opened_file_in_ide": _opened_file,
     "plan_file_reference": _plan_file,
     "nested_memory": _nested_memory,
+    "diagnostics": _diagnostics,
+    "mcp_resource": _mcp_resource,
 }
 
 

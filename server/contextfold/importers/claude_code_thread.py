@@ -63,6 +63,8 @@ CONVERSATION_ATTACHMENTS = frozenset(
         "opened_file_in_ide",
         "plan_file_reference",
         "nested_memory",
+        "diagnostics",
+        "mcp_resource",
     }
 )
 """The attachment kinds whose content Claude Code showed the model as part of the conversation."""
