@@ -18,7 +18,7 @@ from _recall import instructions, normalize, opening_kept
 from contextfold.compaction import workingset
 from contextfold.compaction.extractive import ACCOUNT_MIN_TOKENS, ACCOUNT_SECTIONS, ACCOUNT_SHARE, build_summary
 from contextfold.compaction.record import Said
-from contextfold.compaction.template import DONE, FILES, parse_summary
+from contextfold.compaction.template import DECISIONS, DONE, FILES, LEFT_OUT, NEXT_STEPS, parse_summary
 from contextfold.compaction.userwords import MARKUP_SLACK, MIN_OPENING_CHARS, TAG_SLACK, Quote, clip_quote, quotes
 from contextfold.domain import Message
 from contextfold.tokens.counting import counter_for
@@ -148,6 +148,29 @@ def test_the_account_of_the_work_is_held_to_its_share() -> None:
     account = sum(COUNTER.count(f"- {b}\n") for name in ACCOUNT_SECTIONS for b in parsed[name])
     assert account <= max(ACCOUNT_MIN_TOKENS, int(budget * ACCOUNT_SHARE))
     assert parsed[DONE] and "stage_59.py" in " ".join(parsed[DONE])  # the newest work stays
+
+
+def test_each_section_of_the_account_keeps_its_newest_bullet_when_held() -> None:
+    """Thirty rounds, each choosing how, then a plan of twenty steps: the account is over its share
+    and the plan outranks the decisions, yet Key Decisions still says the newest choice instead of
+    reading as emptied for room while names are listed below it."""
+    messages: list[Message] = [user(TASK)]
+    for i in range(30):
+        messages.append(
+            assistant(
+                f"The fix is to treat an empty date in stage {i} as a missing value and count the row as skipped.",
+                call("Edit", {"file_path": f"/repo/src/importer/stage_{i}.py", "old_string": "a", "new_string": "b"}),
+            )
+        )
+    todos = [
+        {"content": f"Make stage {j} of the importer report the rows it skipped", "status": "pending"}
+        for j in range(30, 50)
+    ]
+    messages.append(assistant("Planning the rest.", call("TodoWrite", {"todos": todos}, "Todos have been modified.")))
+    parsed = parse_summary(build_summary(stored(messages), previous=None, counter=COUNTER, budget_tokens=2_900))
+    assert parsed[DECISIONS] and parsed[DECISIONS] != [LEFT_OUT]
+    assert "stage 29" in " ".join(parsed[DECISIONS])
+    assert parsed[NEXT_STEPS] and parsed[NEXT_STEPS] != [LEFT_OUT]
 
 
 def test_names_the_kept_tail_types_are_not_listed_again() -> None:

@@ -53,7 +53,8 @@ are added to Critical Context.
 **Budget.** The rendered summary must fit `request.budget_tokens` counted with `request.counter`.
 Before the working set is sized, the account of the work (Done … Critical Context) is held to
 `ACCOUNT_SHARE` of the budget, its oldest Done items going first, so that the names needed next
-keep their room.
+keep their room; each of its sections keeps its most important bullet there (the newest Done item
+and decision, the step under way), so none of them reads as emptied while names are listed.
 Bullets are dropped least important first:
 oldest Done, the working set's least relevant names, decisions, older context,
 later next steps; then long bullets are shortened; only then, for a budget too small for them, the
@@ -597,7 +598,8 @@ def _hold_accounts(draft: _Draft, counter: TokenCounter, budget_tokens: int) -> 
     """Drop the account's least important bullets (lowest tier, then rank: the oldest first) beyond
     `ACCOUNT_SHARE` of the budget (at least `ACCOUNT_MIN_TOKENS`). Done keeps at least half of that
     room, more when the other sections leave it; they keep the rest. Essential and focus bullets
-    stay, and are counted."""
+    stay, and are counted, and so does each section's most important bullet (its newest decision,
+    the step under way): a section the reader sees emptied for room says less than one line of it."""
     allowance = max(ACCOUNT_MIN_TOKENS, int(budget_tokens * ACCOUNT_SHARE))
     done = draft.sections[DONE]
     others = [item for name in ACCOUNT_SECTIONS if name != DONE for item in draft.sections[name]]
@@ -605,10 +607,12 @@ def _hold_accounts(draft: _Draft, counter: TokenCounter, budget_tokens: int) -> 
     if sum(costs.values()) <= allowance:
         return
     gone: set[int] = set()
+    kept = _leading(draft)
 
     def hold(items: list[_Item], room: int) -> int:
         spent = sum(costs[id(item)] for item in items)
-        for item in sorted((i for i in items if i.tier < _FOCUS_TIER), key=lambda item: (item.tier, item.rank)):
+        held = (i for i in items if i.tier < _FOCUS_TIER and id(i) not in kept)
+        for item in sorted(held, key=lambda item: (item.tier, item.rank)):
             if spent <= room:
                 break
             gone.add(id(item))
@@ -619,6 +623,15 @@ def _hold_accounts(draft: _Draft, counter: TokenCounter, budget_tokens: int) -> 
     done_spent = hold(done, max(allowance - other_cost, allowance // 2))
     hold(others, allowance - done_spent)
     draft.remove(frozenset(gone))
+
+
+def _leading(draft: _Draft) -> set[int]:
+    """The most important bullet of each section of the account (ids): the last to go for room."""
+    return {
+        id(max(items, key=lambda item: (item.tier, item.rank)))
+        for name in ACCOUNT_SECTIONS
+        if (items := draft.sections[name])
+    }
 
 
 def _working_set_budget(draft: _Draft, counter: TokenCounter, budget_tokens: int) -> int:
