@@ -151,6 +151,34 @@ def test_claude_code_files_are_exact_and_edited_first() -> None:
     assert any("String to replace not found" in e.text for e in facts.errors)
 
 
+def test_a_call_imported_as_failed_is_quoted_without_the_harness_markup() -> None:
+    # An import marks a result the API flagged `is_error` as a failed call; Claude Code wraps its
+    # words in `<tool_use_error>`, which the summary must not quote.
+    refused = ToolPart(
+        call_id="c_refused",
+        name="Edit",
+        input={"file_path": "/repo/src/app.py", "old_string": "x", "new_string": "y"},
+        state="error",
+        output="<tool_use_error>String to replace not found in file.\nString: x</tool_use_error>",
+    )
+    unknown = ToolPart(
+        call_id="c_unknown",
+        name="AskUserQuestion",
+        input={"questions": []},
+        state="error",
+        output="<tool_use_error>Error: No such tool available: AskUserQuestion</tool_use_error>",
+    )
+    history = [
+        Message(role="user", parts=[TextPart(text="fix it")]),
+        Message(role="assistant", parts=[refused, unknown]),
+    ]
+    facts = extract_facts(history)
+    assert [e.text for e in facts.errors] == [
+        "String to replace not found in file.",
+        "Error: No such tool available: AskUserQuestion",
+    ]
+
+
 def test_claude_code_failing_test_is_the_unresolved_error() -> None:
     facts = extract_facts(claude_code_session())
     assert facts.unresolved_error is not None

@@ -225,12 +225,14 @@ class Facts:
 
 def _outcome(part: ToolPart, adapters: Sequence[AgentAdapter]) -> Outcome:
     """How a call ended: from its state, else from the first adapter whose harness wrapped the
-    result, else from what the output says."""
+    result, else from what the output says. A failed call's output is unwrapped all the same
+    (`<tool_use_error>…`): the summary quotes its words, not the harness's markup."""
     text = part.result_text
     if part.state in ("pending", "running"):
         return Outcome(None, None, text)
     if part.state == "error":
-        return Outcome(False, None, text)
+        unwrapped = next((o for adapter in adapters if (o := adapter.outcome(part)) is not None), None)
+        return Outcome(False, None, unwrapped.body if unwrapped is not None else text)
     for adapter in adapters:
         outcome = adapter.outcome(part)
         if outcome is not None:

@@ -356,7 +356,8 @@ class AgentAdapter:
         if kind == "plan":
             return  # a plan tool that sent no list
         if call.part.state == "error":
-            walk.error(call.result, call.part.name, f"tool:{call.part.name}")
+            unwrapped = self.outcome(call.part)  # the harness's words, without its markup
+            walk.error(unwrapped.body if unwrapped else call.result, call.part.name, f"tool:{call.part.name}")
 
     def delegated(self, call: ToolCall, walk: Walk) -> None:
         """Report a subagent's task as done when the subagent finished it: `Subagent "Fix the
