@@ -179,6 +179,29 @@ def test_a_call_imported_as_failed_is_quoted_without_the_harness_markup() -> Non
     ]
 
 
+def test_an_edit_the_tool_refused_and_a_later_edit_made_is_no_fixed_item() -> None:
+    path = "/repo/src/app.py"
+    history = [
+        user("Rename the handler."),
+        assistant(
+            "",
+            call(
+                "Edit",
+                {"file_path": path, "old_string": "def handle(", "new_string": "def serve("},
+                "<tool_use_error>String to replace not found in file.</tool_use_error>",
+            ),
+        ),
+        assistant(
+            "", call("Edit", {"file_path": path, "old_string": "def handle (", "new_string": "def serve("}, "ok")
+        ),
+        assistant("", call("Bash", {"command": "pytest -q"}, "Exit code 1\nE   ImportError: cannot import name 'x'")),
+        assistant("", call("Bash", {"command": "pytest -q"}, "3 passed in 0.1s")),
+    ]
+    done = parse_summary(summarize(history))[DONE]
+    fixed = [bullet for bullet in done if bullet.startswith("Fixed: ")]
+    assert len(fixed) == 1 and "ImportError" in fixed[0], done  # the test run's failure, not the retry
+
+
 def test_claude_code_failing_test_is_the_unresolved_error() -> None:
     facts = extract_facts(claude_code_session())
     assert facts.unresolved_error is not None

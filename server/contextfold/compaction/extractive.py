@@ -15,7 +15,8 @@ Where each section comes from (see `facts.extract_facts`):
 - Done: the plan's finished items, then outcomes (`outcomes`): each stretch of work up to the
   test run that passed or the commit that recorded it, its files grouped by directory (relative
   to the project root), repeated edits and reruns folded, shell plumbing left out; then errors a
-  later success of the same thing fixed, with what fixed them;
+  later success of the same thing fixed, with what fixed them (not an edit the tool refused and a
+  later edit made: a retry, on record as the edit);
 - In Progress: the plan's items under way (a plan tool's latest list, or a checklist the agent
   wrote); without them, the work under way: the check that fails, and the files changed since
   the last check when the history stops in the middle of the agent's work;
@@ -397,8 +398,10 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> 
     for item in outcomes(facts.steps, root):
         draft.add(DONE, item, _DONE_TIER, rank)
         rank += 1
-    for error in facts.resolved_errors[-MAX_RESOLVED:]:
-        # What went wrong and was fixed is worth knowing (it may come back), and how it was fixed.
+    resolved = [error for error in facts.resolved_errors if not error.edit]
+    for error in resolved[-MAX_RESOLVED:]:
+        # What went wrong and was fixed is worth knowing (it may come back), and how it was fixed;
+        # an edit the tool refused and a later edit made is a retry, on record as the edit.
         draft.add(DONE, RESOLVED + _fixed_bullet(error), _DONE_TIER, rank)
         rank += 1
 

@@ -147,6 +147,9 @@ class ErrorFact:
     fix: str = ""
     """For a resolved error: what succeeded after it (a command, an edited path)."""
     fix_seq: int = 0
+    edit: bool = False
+    """A change of a file the edit tool refused (the text to replace not found, the file changed
+    since read): once a later edit of the file answers it, a routine retry, not an outcome."""
 
 
 @dataclass(frozen=True)
@@ -598,7 +601,7 @@ class _Walker:
         files = patch_files(patch)
         if outcome.ok is False:
             target = files[0][0] if files else "patch"
-            self.error(outcome.body, f"{part.name} `{target}`", target)
+            self.error(outcome.body, f"{part.name} `{target}`", target, edit=True)
             return
         for path, how in files:
             self.edited(path, how)
@@ -614,7 +617,7 @@ class _Walker:
         if failed:
             if self.was_declined(outcome.body, f"{part.name} `{path}`"):
                 return
-            self.error(outcome.body, f"{part.name} `{path}`", path)
+            self.error(outcome.body, f"{part.name} `{path}`", path, edit=True)
             if path not in self.files:
                 self.read(path, f"{part.name} failed")
             return
@@ -698,13 +701,14 @@ class _Walker:
         del self.declined[:-MAX_DECLINED]
         return True
 
-    def error(self, body: str, source: str, key: str) -> None:
+    def error(self, body: str, source: str, key: str, *, edit: bool = False) -> None:
         if self.was_declined(body, source):
             return
         text = error_line(body)
         if any(echo in text for echo in self.echoes):
             return  # another call's failure, recorded there
-        self.errors.append(_ErrorEvent(ErrorFact(text, clip(source, 200), self.seq), key, len(self.success_log)))
+        fact = ErrorFact(text, clip(source, 200), self.seq, edit=edit)
+        self.errors.append(_ErrorEvent(fact, key, len(self.success_log)))
         del self.errors[:-MAX_ERRORS]
         if key in self.successes:
             self.successes.remove(key)

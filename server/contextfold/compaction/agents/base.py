@@ -171,9 +171,9 @@ class Walk(Protocol):
     def read(self, path: str, how: str) -> None:
         """`path` was read, searched or viewed."""
 
-    def error(self, body: str, source: str, key: str) -> None:
+    def error(self, body: str, source: str, key: str, *, edit: bool = False) -> None:
         """A failure: `body` the output, `source` where it came from, `key` what a later success
-        must repeat to resolve it (a command, a path)."""
+        must repeat to resolve it (a command, a path); `edit` when a change of that file failed."""
 
     def done(self, item: str) -> None:
         """Something finished that no file or command records (a submission)."""

@@ -128,7 +128,7 @@ class SweAgent(AgentAdapter):
             if target is None:
                 return True
             if outcome.ok is False or _EDIT_FAILED in outcome.body[:500]:
-                walk.error(outcome.body, f"{verb} `{target}`", target)
+                walk.error(outcome.body, f"{verb} `{target}`", target, edit=True)
             else:
                 walk.edited(target, f"{verb} (SWE-agent)")
         elif verb == "search_file" and len(rest) > 1 and is_path(rest[-1]):
