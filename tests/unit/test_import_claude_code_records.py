@@ -322,11 +322,20 @@ def test_queued_messages_taken_as_the_next_prompt_or_handed_back_are_not_importe
     assert transcript.queued == ("and open the browser",)  # the next import is told of it
 
 
+_PICTURE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+
+
 @pytest.mark.parametrize("attachment_first", [True, False])
-def test_a_queued_message_written_both_ways_is_imported_once(tmp_path: Path, attachment_first: bool) -> None:
-    # Later versions write the queue's records and a `queued_command` attachment of the same message.
-    typed = "also bump the version"
-    attached = _attachment("q1", "r1", type="queued_command", prompt=typed, commandMode="prompt")
+@pytest.mark.parametrize("picture", [False, True])
+def test_a_queued_message_written_both_ways_is_imported_once(
+    tmp_path: Path, attachment_first: bool, picture: bool
+) -> None:
+    # Later versions write the queue's records and a `queued_command` attachment of the same message;
+    # with a picture pasted, the queue's record holds the typed text and the attachment a list of that
+    # text and the image (Claude Code 2.1.197's code): imported once, with the picture.
+    typed = "also make it look like this"
+    prompt: Any = [{"type": "text", "text": typed}, _PICTURE] if picture else typed
+    attached = _attachment("q1", "r1", type="queued_command", prompt=prompt, commandMode="prompt")
     queue = [_queue("enqueue", typed), _queue("remove")]
     records = [
         _user("u1", None, "release it"),
@@ -336,32 +345,9 @@ def test_a_queued_message_written_both_ways_is_imported_once(tmp_path: Path, att
         _assistant("a2", "q1", [{"type": "text", "text": "Bumping it."}], "msg_2"),
     ]
     transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
-    assert [_texts(m) for m in transcript.messages].count(typed) == 1
-
-
-@pytest.mark.parametrize("attachment_first", [True, False])
-def test_a_queued_message_with_a_picture_is_imported_once_with_the_picture(
-    tmp_path: Path, attachment_first: bool
-) -> None:
-    # A picture pasted with a queued message: the queue's record holds the typed text, the
-    # attachment a list of that text and the image (Claude Code 2.1.197's code).
-    typed = "make it look like this"
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
-    attached = _attachment(
-        "q1", "r1", type="queued_command", prompt=[{"type": "text", "text": typed}, image], commandMode="prompt"
-    )
-    queue = [_queue("enqueue", typed), _queue("remove")]
-    records = [
-        _user("u1", None, "style the page"),
-        _assistant("a1", "u1", [_call("toolu_1", "ls css")], "msg_1"),
-        _user("r1", "a1", [_result("toolu_1", "site.css")]),
-        *([attached, *queue] if attachment_first else [*queue, attached]),
-        _assistant("a2", "q1", [{"type": "text", "text": "Matching it."}], "msg_2"),
-    ]
-    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
     typed_in = [m for m in transcript.messages if typed in _texts(m)]
     assert len(typed_in) == 1
-    assert [b["type"] for b in typed_in[0]["content"]] == ["text", "image"]
+    assert typed_in[0]["content"] == (prompt if picture else typed)
 
 
 def test_the_reader_turns_every_conversation_attachment_kind_into_a_message() -> None:
