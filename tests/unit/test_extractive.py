@@ -225,6 +225,38 @@ def test_a_passing_rerun_resolves_the_error() -> None:
     assert any(d.startswith("Tests passed: `pytest tests") and "3 passed" in d for d in facts.done)
 
 
+def test_an_error_the_work_went_on_past_no_longer_blocks_it() -> None:
+    failed = "Exit code 1\nError: Browser is already in use for /tmp/profile"
+    head = [
+        user("check the login page in the browser"),
+        assistant(
+            "", call("mcp__playwright__browser_navigate", {"url": "http://localhost:3000"}, failed, state="error")
+        ),
+        assistant("The browser is locked; I'll leave it."),
+        user("fine, add a logout button to the header instead"),
+        assistant("", call("Edit", {"file_path": "/app/src/Header.tsx", "old_string": "a", "new_string": "b"}, "ok")),
+    ]
+    # The user spoke after the error, but nothing has run since: a fix in progress looks like this.
+    assert extract_facts(head).unresolved_error is not None
+    head.append(assistant("", call("Bash", {"command": "ls src"}, "Header.tsx")))  # a look around
+    assert extract_facts(head).unresolved_error is not None
+    head.append(assistant("", call("Bash", {"command": "npm run build"}, "built in 2.1s")))
+    facts = extract_facts(head)
+    assert facts.unresolved_error is None  # the work went on: a new request, taken up and built
+    assert [e.text for e in facts.unresolved_errors] == ["Error: Browser is already in use for /tmp/profile"]
+    summary = parse_summary(summarize(head))
+    assert summary[BLOCKED] == [], summary[BLOCKED]
+    assert not any("Fixing the failure" in b for b in summary[IN_PROGRESS]), summary[IN_PROGRESS]
+    assert any("Browser is already in use" in b for b in summary[CRITICAL]), summary[CRITICAL]
+
+    # Without the user's word in between, the agent is still on it, whatever else it ran.
+    alone = [head[0], head[1], head[4], head[6]]
+    assert extract_facts(alone).unresolved_error is not None
+    # A whole exchange after it moves on too, when nothing runs: asked, changed, asked again.
+    exchange = [*head[:5], user("now make it red")]
+    assert extract_facts(exchange).unresolved_error is None
+
+
 def test_todowrite_latest_list_wins_and_completed_items_stay() -> None:
     first = {
         "todos": [
@@ -588,6 +620,11 @@ def test_test_invocations_and_resolution_rules() -> None:
     assert resolves("git push", "git push --set-upstream origin main")
     assert resolves("git add a.css b.ex", "git add -f a.css")
     assert not resolves("npm run build", "npm run lint")
+    # A retry that dropped an option and its value resolves, if it keeps the action and a target.
+    odoo = "docker exec web odoo -d db -u crm,leads --stop-after-init"
+    assert resolves("docker exec web odoo -c /etc/odoo/odoo.conf -d db -u crm,leads --stop-after-init", odoo)
+    assert not resolves("docker exec web odoo -d db -u crm,leads", "docker exec db psql -d db")
+    assert not resolves("docker exec web odoo -d db", "docker exec")
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ Where each section comes from (see `facts.extract_facts`):
   wrote); without them, the work under way: the check that fails, and the files changed since
   the last check when the history stops in the middle of the agent's work;
 - Blocked: the latest error no later success of the same command, test or file answered, word
-  for word;
+  for word, unless the work went on past it (the user spoke after it and a command did something
+  since: it is then among the other unresolved errors);
 - Key Decisions: the user's answers to the assistant's questions, then assistant sentences that
   choose ("I'll use …", "the fix is …");
 - Next Steps: the plan's open items, the list the assistant announced last, or the action it said
@@ -524,7 +525,8 @@ def _context(
             if not _resolved(bullet, facts):
                 draft.add(CRITICAL, bullet, _CONTEXT_TIER, rank)
                 rank += 1
-    for error in facts.unresolved_errors[:-1][-3:]:
+    others = [error for error in facts.unresolved_errors if error is not facts.unresolved_error]
+    for error in others[-3:]:
         draft.add(CRITICAL, UNRESOLVED + _error_bullet(error), _CONTEXT_TIER, rank)
         rank += 1
     if tests:

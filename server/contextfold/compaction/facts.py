@@ -176,14 +176,16 @@ class Facts:
     done: list[str] = field(default_factory=list)
     errors: list[ErrorFact] = field(default_factory=list)
     unresolved_error: ErrorFact | None = None
-    """The latest error not followed by a success of the same command, test or file."""
+    """The latest error not followed by a success of the same command, test or file, while the
+    work stands on it: None once the user spoke after it and a command did something since (the
+    work went on; the error stays among `unresolved_errors`)."""
     todos: list[tuple[str, str]] = field(default_factory=list)
     """(status, text): status is `completed`, `in_progress` or `pending`; the latest list wins."""
     decisions: list[str] = field(default_factory=list)
     latest_assistant_text: str | None = None
     commands: list[str] = field(default_factory=list)
     unresolved_errors: list[ErrorFact] = field(default_factory=list)
-    """Every error not resolved later, oldest first (`unresolved_error` is the last of them)."""
+    """Every error not resolved later, oldest first (`unresolved_error`, if any, is the last)."""
     succeeded: list[str] = field(default_factory=list)
     """Keys of what succeeded, in order: normalized commands and edited paths. Lets an anchor's
     Blocked item be dropped when the command it names now passes."""
@@ -266,6 +268,12 @@ class _ErrorEvent:
     key: str
     after: int
     """How many successes were logged before this error: only later ones can resolve it."""
+    heard: tuple[int, int] | None = None
+    """(`_Walker.ran`, `_Walker.acted`) when the user next spoke after this error; None while the
+    user has not."""
+    passed: bool = False
+    """A whole exchange came after the error: the user spoke, the agent changed something, and the
+    user spoke again."""
 
 
 class _Walker:
@@ -288,6 +296,10 @@ class _Walker:
         self.successes: list[str] = []
         """Keys that succeeded, each once, most recent last (a later failure removes it)."""
         self.success_log: list[str] = []
+        self.ran = 0
+        """Commands that succeeded and did something (not a look around: `ls`, `grep`, `cat`)."""
+        self.acted = 0
+        """Those commands and the edits that succeeded."""
         self.success_seqs: list[int] = []
         """The message of each success in `success_log`."""
         """Every success in order, repeats included."""
@@ -380,6 +392,11 @@ class _Walker:
         if len(self.words) > MAX_SAID:
             del self.words[next(iter(self.words))]
         self.steps.append(Step("user", clip(words, 80), self.seq))
+        for event in self.errors:
+            if event.heard is None:
+                event.heard = (self.ran, self.acted)
+            elif self.acted > event.heard[1]:
+                event.passed = True
         if self.question is not None:
             question, asked = self.question
             self.choices.append(Choice(question, clip(words, 200), (asked, self.seq)))
@@ -560,6 +577,8 @@ class _Walker:
                 self.steps.append(Step("command", shown, self.seq))
             elif passed:
                 self.success(key)
+                self.ran += 1
+                self.acted += 1
                 # One Done item per test command: the latest run's numbers replace the earlier.
                 self.done_items = [d for d in self.done_items if not d.startswith(f"Tests passed: {display}")]
                 self.done(f"Tests passed: {display}" + (f" ({summary})" if summary else ""))
@@ -576,6 +595,9 @@ class _Walker:
                 self.error(outcome.body, f"{tool} {display}", key)
             return
         self.success(key)
+        if not inspection:
+            self.ran += 1
+            self.acted += 1
         subject = commit_subject(command)
         if subject is not None:
             hashed = _COMMITTED.search(outcome.body)
@@ -646,6 +668,7 @@ class _Walker:
         if reason:
             state.reason = reason
         self.success(path)
+        self.acted += 1
 
     def unfinished(self, path: str, how: str) -> None:
         """An edit of `path` with no result: named among the edited files (the work in hand), with
@@ -729,8 +752,10 @@ class _Walker:
         read = [(p, s) for p, s in self.files.items() if s.action == "read"]
         files = [FileTouch(p, "edited", _why("edited", s)) for p, s in edited]
         files += [FileTouch(p, "read", _why("read", s)) for p, s in read]
-        unresolved = self.unresolved()
+        events = self.unresolved()
+        unresolved = [event.fact for event in events]
         open_texts = {e.text for e in unresolved}
+        current = events[-1] if events and not self.moved_on(events[-1]) else None
         return Facts(
             first_instruction=self.first_instruction,
             latest_instruction=self.latest_instruction,
@@ -738,7 +763,7 @@ class _Walker:
             files=files,
             done=list(self.done_items),
             errors=[e.fact for e in self.errors],
-            unresolved_error=unresolved[-1] if unresolved else None,
+            unresolved_error=current.fact if current is not None else None,
             todos=[(status, text) for text, status in list(self.todos.items())[-MAX_TODOS:]],
             decisions=self.decisions[-MAX_DECISIONS:],
             latest_assistant_text=self.latest_assistant_text,
@@ -781,9 +806,16 @@ class _Walker:
         later = self.success_log[event.after :]
         return event.key in later or any(resolves(event.key, s) for s in set(later))
 
-    def unresolved(self) -> list[ErrorFact]:
+    def moved_on(self, event: _ErrorEvent) -> bool:
+        """Whether the work went on past an error no success answered: the user spoke after it and
+        then a command did something, or a whole exchange followed it (the user spoke, the agent
+        changed something, the user spoke again). A fix in progress looks otherwise: the user says
+        go on, the agent edits files and runs the failing command again."""
+        return event.heard is not None and (self.ran > event.heard[0] or event.passed)
+
+    def unresolved(self) -> list[_ErrorEvent]:
         """Errors with no later success of the same command, test run or file, oldest first."""
-        result: list[ErrorFact] = []
+        result: list[_ErrorEvent] = []
         seen: set[tuple[str, str]] = set()
         for index, event in enumerate(self.errors):
             if self.answered(event):
@@ -793,7 +825,7 @@ class _Walker:
             ident = (event.fact.text, event.key)
             if ident not in seen:
                 seen.add(ident)
-                result.append(event.fact)
+                result.append(event)
         return result
 
 

@@ -582,8 +582,10 @@ def resolves(error_key: str, success_key: str) -> bool:
 
 def _retried(error_key: str, success_key: str) -> bool:
     """A retry of the same action with changed flags: the same program and subcommand, and either
-    a file operand in common (`git add a b` failed, `git add -f b` passed) or the failed words
-    extended (`git push` failed, `git push -u origin main` passed). The failed action of a chain
+    a file operand in common (`git add a b` failed, `git add -f b` passed), the failed words
+    extended (`git push` failed, `git push -u origin main` passed), or some of them dropped with
+    three or more kept in order (`docker exec web odoo -c /etc/o.conf -d db` failed, `docker exec
+    web odoo -d db` passed). The failed action of a chain
     is its last command that is not plumbing (`git add -A && git commit -m "x"` is the commit,
     which a later `git commit -m "y"` retries); a message or other text with spaces is not an
     operand that must match."""
@@ -600,7 +602,19 @@ def _retried(error_key: str, success_key: str) -> bool:
         shared = {w for w in failed_words[2:] if is_path(w)} & {w for w in passed_words[2:] if is_path(w)}
         if shared or passed_words[: len(failed_words)] == failed_words:
             return True
+        if len(passed_words) >= MIN_KEPT_OPERANDS and _in_order(passed_words, failed_words):
+            return True
     return False
+
+
+MIN_KEPT_OPERANDS = 3
+"""Operands a retry that dropped some must keep (the program, its subcommand and a target)."""
+
+
+def _in_order(words: Sequence[str], within: Sequence[str]) -> bool:
+    """Whether `words` are `within` with some left out, in the same order."""
+    rest = iter(within)
+    return all(any(word == other for other in rest) for word in words)
 
 
 def _action(commands: Sequence[Sequence[str]]) -> Sequence[str] | None:
