@@ -295,6 +295,13 @@ def test_without_a_plan_in_progress_is_the_work_under_way_not_a_sentence() -> No
         "Changing `reader.py`, `limits.py` (not yet checked) [m2, m4]",
     ]
     assert "Project root: `/repo/src/` (the paths below under it are written relative to it)" in summary[CRITICAL]
+    # The files being changed are In Progress's: Done does not say them again as done.
+    assert not any("reader.py" in bullet or "limits.py" in bullet for bullet in summary[DONE]), summary[DONE]
+
+    # A stretch that also ran something stays in Done: In Progress names only its files.
+    ran = stored([*head, assistant("", bash("npm run codegen", "generated 3 files"), edit("/repo/src/x.py"))])
+    done = parse_summary(summarize(ran))[DONE]
+    assert any("npm run codegen" in bullet and "limits.py" in bullet for bullet in done), done
 
 
 # -- Done, Blocked ---------------------------------------------------------------------------------

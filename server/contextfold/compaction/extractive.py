@@ -396,7 +396,11 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> 
         # A finished plan item says what was achieved better than the commands behind it.
         draft.add(DONE, _cited(text, facts.sources.get(text, ())), _CONTEXT_TIER, rank)
         rank += 1
-    for item in outcomes(facts.steps, root):
+    active = [_cited(t, facts.sources.get(t, ())) for status, t in facts.todos if status == "in_progress"]
+    if not active:
+        active = _under_way(facts, root)
+    changing = any(text.startswith(WORKING_ON) for text in active)
+    for item in outcomes(facts.steps, root, open_in_progress=changing):
         draft.add(DONE, item, _DONE_TIER, rank)
         rank += 1
     resolved = [error for error in facts.resolved_errors if not error.edit]
@@ -408,9 +412,6 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> 
 
     # In Progress: the plan's items under way; without them, the work under way (the failing
     # check, the files being changed since the last check), then what the anchor had in flight.
-    active = [_cited(t, facts.sources.get(t, ())) for status, t in facts.todos if status == "in_progress"]
-    if not active:
-        active = _under_way(facts, root)
     for index, text in enumerate(active + carried_in_progress):
         draft.add(IN_PROGRESS, text, _STEP_TIER, -index)
 

@@ -138,9 +138,11 @@ def _commands(counts: dict[str, int]) -> str:
     return ", ".join(named) + (f" and {extra} more commands" if extra > 0 else "")
 
 
-def outcomes(steps: Sequence[Step], root: str = "") -> list[str]:
+def outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: bool = False) -> list[str]:
     """Done bullets (with citations), oldest first, at most `MAX_OUTCOMES` (the newest); files
-    under `root` are named relative to it."""
+    under `root` are named relative to it. With `open_in_progress` (In Progress names the files
+    changed since the last check: the history stops mid-work) the last stretch, if no check closed
+    it and it only changed files, is left out rather than said twice."""
     done: list[_Stretch] = []
     stretch = _Stretch()
     for step in steps:
@@ -171,7 +173,7 @@ def outcomes(steps: Sequence[Step], root: str = "") -> list[str]:
             stretch.committed = step.kind == "commit"
             done.append(stretch)
         stretch = _Stretch()
-    if stretch.changed:
+    if stretch.changed and not (open_in_progress and not stretch.commands and not stretch.notes):
         done.append(stretch)
     return [f"{s.text(root)} {cite(s.seqs)}".rstrip() for s in done[-MAX_OUTCOMES:]]
 
