@@ -396,6 +396,24 @@ def test_the_users_answer_to_a_question_is_a_key_decision() -> None:
     ]
 
 
+def test_the_task_given_in_answer_to_a_greeting_is_the_goal_not_a_decision() -> None:
+    head = stored(
+        [
+            user("hello"),
+            assistant("Hi! What do you need help with?"),
+            user("Find the SLAM programs in this workspace and tell me how to run them."),
+            assistant("", call("Bash", {"command": "ls src"}, "slam_planner")),
+            assistant("Which robot do you use, the A1 or the Go1?"),
+            user("The A1."),
+        ]
+    )
+    summary = parse_summary(summarize(head))
+    assert summary[GOAL][0].startswith("Find the SLAM programs"), summary[GOAL]
+    assert summary["Key Decisions"] == [
+        'User chose "The A1." (asked: Which robot do you use, the A1 or the Go1?) [m5–m6]'
+    ]
+
+
 # -- the working set, the closing line ------------------------------------------------------------
 
 

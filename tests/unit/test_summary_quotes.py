@@ -173,6 +173,24 @@ def test_each_section_of_the_account_keeps_its_newest_bullet_when_held() -> None
     assert parsed[NEXT_STEPS] and parsed[NEXT_STEPS] != [LEFT_OUT]
 
 
+def test_done_held_for_room_keeps_the_newest_work_and_the_newest_fix() -> None:
+    """Rounds of work, then five failures each answered by a long command: held to its share, Done
+    keeps the newest work done and the newest fix, never only the fixes."""
+    messages = _edit_cycles(20)
+    for i in range(5):
+        commit = f'git add -A && git commit -m "feat: stage {i} reports skipped rows {"and more detail " * 6}"'
+        messages += [
+            assistant("", call("Bash", {"command": commit}, f"Exit code 1\nPre-commit validation failed: stage {i}")),
+            assistant("", call("Bash", {"command": commit.replace("commit", "commit --no-verify")}, "[main abc1234]")),
+        ]
+    messages.append(assistant("", call("Bash", {"command": "pytest tests/test_final.py -q"}, "9 passed in 0.3s")))
+    parsed = parse_summary(build_summary(stored(messages), previous=None, counter=COUNTER, budget_tokens=2_500))
+    done = parsed[DONE]
+    assert any(b.startswith("Fixed: Pre-commit validation failed: stage 4") for b in done), done
+    assert any(not b.startswith("Fixed: ") and "test_final.py" in b for b in done), done
+    assert not any("stage 0" in b for b in done if b.startswith("Fixed: ")), done  # the oldest fix went first
+
+
 def test_names_the_kept_tail_types_are_not_listed_again() -> None:
     head = stored(
         [

@@ -94,7 +94,7 @@ from contextfold.compaction.facts import (
     user_instruction,
     user_prose,
 )
-from contextfold.compaction.outcomes import files_phrase, outcomes, project_root
+from contextfold.compaction.outcomes import dated_outcomes, files_phrase, project_root
 from contextfold.compaction.pins import newest_constraints
 from contextfold.compaction.prose import harness_turn
 from contextfold.compaction.template import (
@@ -400,15 +400,17 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> 
     if not active:
         active = _under_way(facts, root)
     changing = any(text.startswith(WORKING_ON) for text in active)
-    for item in outcomes(facts.steps, root, open_in_progress=changing):
-        draft.add(DONE, item, _DONE_TIER, rank)
-        rank += 1
-    resolved = [error for error in facts.resolved_errors if not error.edit]
-    for error in resolved[-MAX_RESOLVED:]:
-        # What went wrong and was fixed is worth knowing (it may come back), and how it was fixed;
-        # an edit the tool refused and a later edit made is a retry, on record as the edit.
-        draft.add(DONE, RESOLVED + _fixed_bullet(error), _DONE_TIER, rank)
-        rank += 1
+    # What went wrong and was fixed is worth knowing (it may come back), and how it was fixed;
+    # an edit the tool refused and a later edit made is a retry, on record as the edit. Shown after
+    # the outcomes, ranked with them by when each happened: for room the oldest goes first, of
+    # either kind (five long Fixed bullets must not push out everything that was done).
+    done = dated_outcomes(facts.steps, root, open_in_progress=changing)
+    resolved = [error for error in facts.resolved_errors if not error.edit][-MAX_RESOLVED:]
+    fixed = [(RESOLVED + _fixed_bullet(error), error.fix_seq or error.seq) for error in resolved]
+    ranks = {text: rank + index for index, (text, _) in enumerate(sorted(fixed + done, key=lambda item: item[1]))}
+    for text, _ in done + fixed:
+        draft.add(DONE, text, _DONE_TIER, ranks[text])
+    rank += len(ranks)
 
     # In Progress: the plan's items under way; without them, the work under way (the failing
     # check, the files being changed since the last check), then what the anchor had in flight.
@@ -487,7 +489,10 @@ def _cited(text: str, seqs: Sequence[int]) -> str:
 def _decisions(draft: _Draft, facts: Facts, prior: Summary | None) -> None:
     """The user's choices (their answers to the assistant's questions), then the assistant's."""
     decisions = list(prior[DECISIONS]) if prior else []
+    task_seqs = {seq for seq in userwords.goal(facts.said, facts.first_instruction).task_seqs if seq > 0}
     for choice in facts.choices:
+        if choice.seqs and choice.seqs[-1] in task_seqs:
+            continue  # the task, said in answer to "What can I help with?": the Goal states it
         decisions.append(_cited(f'{USER_CHOSE}"{choice.answer}" (asked: {choice.question})', choice.seqs))
     if facts.approved_plan is not None:
         plan, seq = facts.approved_plan
@@ -632,12 +637,12 @@ def _hold_accounts(draft: _Draft, counter: TokenCounter, budget_tokens: int) -> 
 
 
 def _leading(draft: _Draft) -> set[int]:
-    """The most important bullet of each section of the account (ids): the last to go for room."""
-    return {
-        id(max(items, key=lambda item: (item.tier, item.rank)))
-        for name in ACCOUNT_SECTIONS
-        if (items := draft.sections[name])
-    }
+    """The most important bullet of each section of the account (ids): the last to go for room.
+    Done has two when it holds both kinds: the newest outcome and the newest `Fixed:` bullet."""
+    groups = [draft.sections[name] for name in ACCOUNT_SECTIONS if name != DONE]
+    done = draft.sections[DONE]
+    groups += [[i for i in done if i.text.startswith(RESOLVED)], [i for i in done if not i.text.startswith(RESOLVED)]]
+    return {id(max(items, key=lambda item: (item.tier, item.rank))) for items in groups if items}
 
 
 def _working_set_budget(draft: _Draft, counter: TokenCounter, budget_tokens: int) -> int:

@@ -143,6 +143,11 @@ def outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: bool = 
     under `root` are named relative to it. With `open_in_progress` (In Progress names the files
     changed since the last check: the history stops mid-work) the last stretch, if no check closed
     it and it only changed files, is left out rather than said twice."""
+    return [text for text, _ in dated_outcomes(steps, root, open_in_progress=open_in_progress)]
+
+
+def dated_outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: bool = False) -> list[tuple[str, int]]:
+    """`outcomes` with the last message of each: where the stretch of work ended."""
     done: list[_Stretch] = []
     stretch = _Stretch()
     for step in steps:
@@ -175,7 +180,7 @@ def outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: bool = 
         stretch = _Stretch()
     if stretch.changed and not (open_in_progress and not stretch.commands and not stretch.notes):
         done.append(stretch)
-    return [f"{s.text(root)} {cite(s.seqs)}".rstrip() for s in done[-MAX_OUTCOMES:]]
+    return [(f"{s.text(root)} {cite(s.seqs)}".rstrip(), max(s.seqs, default=0)) for s in done[-MAX_OUTCOMES:]]
 
 
-__all__ = ["files_phrase", "outcomes", "project_root"]
+__all__ = ["dated_outcomes", "files_phrase", "outcomes", "project_root"]
