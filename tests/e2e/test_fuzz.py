@@ -1061,6 +1061,7 @@ SAMPLES: dict[str, bytes] = {
                 },
             },
             {"type": "attachment", "attachment": {"type": "mcp_resource", "uri": "r://a", "content": {"contents": []}}},
+            {"type": "attachment", "attachment": {"type": "relevant_memories", "memories": [{"path": 3}, "x", None]}},
             _cc("assistant", [{"type": "text", "text": "done"}], id="m2", model="claude-opus-4-6"),
         ]
     ),

@@ -241,6 +241,32 @@ def test_ide_diagnostics_and_mcp_resources_are_kept_as_harness_text(tmp_path: Pa
     assert transcript.metadata["skipped_records"]["attachment:diagnostics"] == 1  # nothing to show
 
 
+def test_memories_claude_code_recalled_for_a_prompt_are_kept_as_harness_text(tmp_path: Path) -> None:
+    # Claude Code's auto memory (2.1.197) attaches up to five memory files it judged relevant.
+    memories = [
+        {"path": "/h/.claude/memory/db.md", "content": "Tests need DATABASE_URL=postgres://localhost/t", "mtimeMs": 1},
+        {"path": "/h/.claude/memory/ci.md", "content": "CI runs ruff first.", "header": "Memory (3 days old): ci.md:"},
+        {"content": "no path: not shown"},
+        *({"path": f"/h/m{i}.md", "content": f"extra {i}"} for i in range(6)),
+    ]
+    records = [
+        _user("u1", None, "why do the tests fail locally?", version="2.1.197"),
+        _attachment("r1", "u1", type="relevant_memories", memories=memories),
+        _attachment("r2", "r1", type="relevant_memories", memories=[]),
+        _assistant("a1", "r2", [{"type": "text", "text": "DATABASE_URL is unset."}], "msg_1"),
+    ]
+    transcript = load_transcript(_write(tmp_path / "s.jsonl", records), "claude-code")
+    texts = [_texts(m) for m in transcript.messages]
+    assert len(texts) == 3 and texts[-1] == "DATABASE_URL is unset."
+    recalled = texts[1]
+    assert recalled.startswith("<system-reminder>\nRetrieved for possible relevance")
+    assert "Memory: /h/.claude/memory/db.md:\n\nTests need DATABASE_URL=postgres://localhost/t" in recalled
+    assert "Memory (3 days old): ci.md:\n\nCI runs ruff first." in recalled
+    assert "no path" not in recalled and "extra 1" in recalled and "extra 2" not in recalled  # five read at most
+    assert transcript.metadata["harness_message_indexes"] == [1]
+    assert transcript.metadata["skipped_records"]["attachment:relevant_memories"] == 1  # none to show
+
+
 def test_a_diagnostics_report_is_bounded() -> None:
     from contextfold.importers.claude_code import DIAGNOSTICS_CHARS, _diagnostics
 

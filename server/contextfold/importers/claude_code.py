@@ -26,7 +26,8 @@ they carry the Anthropic API message under `message`. What the reader does with 
   `user` record) is the user's own words; a file the user or a linter changed, a file read into
   the conversation, an IDE selection, a nested CLAUDE.md and the like are harness text (wrapped in
   `<system-reminder>`, listed as harness messages), and so are the problems an IDE reported
-  after an edit (`diagnostics`) and an MCP resource the user mentioned with `@`. Their indexes are listed as
+  after an edit (`diagnostics`), an MCP resource the user mentioned with `@` and the memory files
+  Claude Code recalled for a prompt (`relevant_memories`). Their indexes are listed as
   `attachment_message_indexes`, their kinds counted in `attachments`.
 - `queue-operation` records follow Claude Code's queue of messages that arrive while the agent
   works (typed by the user, a background task's notice): `enqueue` writes the text, `remove` takes
@@ -106,6 +107,9 @@ QUEUE_CARRIED_CHARS = 50_000
 """What is carried of each (a background agent's report can be long; what the user types is not)."""
 DIAGNOSTICS_CHARS = 4_000
 """What is kept of one IDE diagnostics report (Claude Code cuts what it shows the model there too)."""
+MAX_MEMORIES = 5
+"""Memories read from one `relevant_memories` attachment (Claude Code recalls at most five)."""
+_RECALLED = "Retrieved for possible relevance — use only if it actually applies to what the user asked."
 _SEVERITY = {"Error": "✘", "Warning": "⚠", "Info": "ℹ", "Hint": "★"}
 _NOTICE = re.compile(r"\s*<[A-Za-z-]*notification>")
 """How a background task's notice in the queue begins (`<task-notification>`, 2.0's
@@ -647,6 +651,22 @@ def _mcp_resource(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached |
     return _reminder(f"Contents of the MCP resource {named}, read into the conversation:\n" + "\n".join(shown)), False
 
 
+def _relevant_memories(_: ClaudeCodeReader, attachment: dict[str, Any]) -> Attached | None:
+    """The memory files Claude Code's auto memory recalled for the user's prompt, as it showed them
+    to the model: a caution, then each memory's header (`Memory: PATH:`) and content."""
+    memories = attachment.get("memories")
+    if not isinstance(memories, list):
+        return None
+    shown = [
+        f"{_field(memory, 'header') or 'Memory: ' + _field(memory, 'path') + ':'}\n\n{_field(memory, 'content')}"
+        for memory in memories[:MAX_MEMORIES]
+        if isinstance(memory, dict) and _field(memory, "path")
+    ]
+    if not shown:
+        return None
+    return _reminder(_RECALLED + "\n\n" + "\n\n".join(shown)), False
+
+
 _ATTACHMENT_CONTENT: dict[str, Callable[[ClaudeCodeReader, dict[str, Any]], Attached | None]] = {
     "queued_command": _queued,
     "edited_text_file": _edited_file,
@@ -658,6 +678,7 @@ _ATTACHMENT_CONTENT: dict[str, Callable[[ClaudeCodeReader, dict[str, Any]], Atta
     "nested_memory": _nested_memory,
     "diagnostics": _diagnostics,
     "mcp_resource": _mcp_resource,
+    "relevant_memories": _relevant_memories,
 }
 
 

@@ -65,6 +65,7 @@ CONVERSATION_ATTACHMENTS = frozenset(
         "nested_memory",
         "diagnostics",
         "mcp_resource",
+        "relevant_memories",
     }
 )
 """The attachment kinds whose content Claude Code showed the model as part of the conversation."""
