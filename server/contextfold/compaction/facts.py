@@ -296,13 +296,13 @@ class _Walker:
         self.successes: list[str] = []
         """Keys that succeeded, each once, most recent last (a later failure removes it)."""
         self.success_log: list[str] = []
+        """Every success in order, repeats included."""
+        self.success_seqs: list[int] = []
+        """The message of each success in `success_log`."""
         self.ran = 0
         """Commands that succeeded and did something (not a look around: `ls`, `grep`, `cat`)."""
         self.acted = 0
         """Those commands and the edits that succeeded."""
-        self.success_seqs: list[int] = []
-        """The message of each success in `success_log`."""
-        """Every success in order, repeats included."""
         self.todos: dict[str, str] = {}
         self.tasks: dict[str, str] = {}
         """Per task id (`PlanEdit.key`): the task's text in `todos`."""
