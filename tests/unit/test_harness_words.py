@@ -134,6 +134,7 @@ def test_a_windows_project_has_a_root_too_and_its_files_read_from_it() -> None:
     head = [user("tidy the setup scripts")]
     for path in paths:
         head.append(assistant("", call("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")))
+    head.append(assistant("Tidied."))  # at rest: the stretch is Done's, not In Progress's
     parsed = parse_summary(summarize(head))
     assert f"Project root: `{root}` (the paths below under it are written relative to it)" in parsed[CRITICAL]
     assert ".claude\\scripts\\setup.ps1 — edited (Edit)" in parsed[FILES]
