@@ -209,7 +209,7 @@ def test_facts_and_the_summarizer_take_any_history(head: list[Message]) -> None:
     assert all(isinstance(f.path, str) and f.path.strip() for f in facts.files)
     assert all(
         isinstance(line, str)
-        for line in outcomes.outcomes(facts.steps, outcomes.project_root([f.path for f in facts.files]))
+        for line, _ in outcomes.outcomes(facts.steps, outcomes.project_root([f.path for f in facts.files]))
     )
     workingset.working_set(head, {f.path for f in facts.edited_files})
     for index, message in enumerate(head):

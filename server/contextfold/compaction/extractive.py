@@ -94,7 +94,7 @@ from contextfold.compaction.facts import (
     user_instruction,
     user_prose,
 )
-from contextfold.compaction.outcomes import dated_outcomes, files_phrase, project_root
+from contextfold.compaction.outcomes import files_phrase, outcomes, project_root
 from contextfold.compaction.pins import newest_constraints
 from contextfold.compaction.prose import harness_turn
 from contextfold.compaction.template import (
@@ -404,7 +404,7 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> 
     # an edit the tool refused and a later edit made is a retry, on record as the edit. Shown after
     # the outcomes, ranked with them by when each happened: for room the oldest goes first, of
     # either kind (five long Fixed bullets must not push out everything that was done).
-    done = dated_outcomes(facts.steps, root, open_in_progress=changing)
+    done = outcomes(facts.steps, root, open_in_progress=changing)
     resolved = [error for error in facts.resolved_errors if not error.edit][-MAX_RESOLVED:]
     fixed = [(RESOLVED + _fixed_bullet(error), error.fix_seq or error.seq) for error in resolved]
     ranks = {text: rank + index for index, (text, _) in enumerate(sorted(fixed + done, key=lambda item: item[1]))}

@@ -138,16 +138,12 @@ def _commands(counts: dict[str, int]) -> str:
     return ", ".join(named) + (f" and {extra} more commands" if extra > 0 else "")
 
 
-def outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: bool = False) -> list[str]:
-    """Done bullets (with citations), oldest first, at most `MAX_OUTCOMES` (the newest); files
-    under `root` are named relative to it. With `open_in_progress` (In Progress names the files
-    changed since the last check: the history stops mid-work) the last stretch, if no check closed
-    it and it only changed files, is left out rather than said twice."""
-    return [text for text, _ in dated_outcomes(steps, root, open_in_progress=open_in_progress)]
-
-
-def dated_outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: bool = False) -> list[tuple[str, int]]:
-    """`outcomes` with the last message of each: where the stretch of work ended."""
+def outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: bool = False) -> list[tuple[str, int]]:
+    """Done bullets (with citations), oldest first, at most `MAX_OUTCOMES` (the newest), each with its
+    last message (where the stretch of work ended); files under `root` are named relative to it. With
+    `open_in_progress` (In Progress names the files changed since the last check: the history stops
+    mid-work) the last stretch, if no check closed it and it only changed files, is left out rather
+    than said twice."""
     done: list[_Stretch] = []
     stretch = _Stretch()
     for step in steps:
@@ -183,4 +179,4 @@ def dated_outcomes(steps: Sequence[Step], root: str = "", *, open_in_progress: b
     return [(f"{s.text(root)} {cite(s.seqs)}".rstrip(), max(s.seqs, default=0)) for s in done[-MAX_OUTCOMES:]]
 
 
-__all__ = ["dated_outcomes", "files_phrase", "outcomes", "project_root"]
+__all__ = ["files_phrase", "outcomes", "project_root"]
