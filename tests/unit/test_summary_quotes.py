@@ -211,6 +211,23 @@ def test_names_the_kept_tail_types_are_not_listed_again() -> None:
     assert "RowSkipCounter" in names and "parse_date" in names
 
 
+def test_a_file_the_head_listed_and_the_kept_tail_names_in_words_is_listed() -> None:
+    # More files than a listing keeps names of, the one the tail means among them.
+    scanners = [f"/repo/scanners/check_{chr(97 + i)}{chr(97 + j)}.py" for i in range(3) for j in range(10)]
+    scanners.append("/repo/scanners/prompt_injection.py")
+    head = stored(
+        [
+            user(TASK),
+            assistant("", call("Bash", {"command": "find /repo -name '*.py' -o -name '*.md'"}, "\n".join(scanners))),
+            assistant("", call("Read", {"file_path": "/repo/Makefile"}, "run:\n\tuvicorn app:app")),
+        ]
+    )
+    tail = [user("We only need the prompt injection scanner; load its model lazily.")]
+    without = build_summary(head, previous=None, counter=COUNTER, budget_tokens=3_000)
+    listed = build_summary(head, previous=None, counter=COUNTER, budget_tokens=3_000, tail=tail)
+    assert "prompt_injection.py" not in without and "prompt_injection.py" in listed, listed
+
+
 def test_every_message_keeps_its_opening_however_small_the_quote_budget() -> None:
     said = [
         Said(f"message number {i}: please also check the {i}th column of the sheet, thanks", (i + 1,))

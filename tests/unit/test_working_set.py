@@ -116,6 +116,37 @@ def test_a_file_a_listing_showed_ranks_first_once_the_agent_types_its_name() -> 
     assert shown[0] == "hooks/notify-session.sh", shown
 
 
+LISTED = [f"scanners/{name}.py" for name in ("ban_topics", "code", "gibberish", "language", "regex", "secrets")]
+LISTED += ["scanners/prompt_injection.py", "scanners/sentiment.py", "scanners/token_limit.py", "scanners/toxicity.py"]
+
+
+def test_a_file_a_listing_showed_ranks_first_once_someone_says_its_name_in_words() -> None:
+    history = [
+        user("Deploy the API."),
+        bash("find scanners -type f", "\n".join(LISTED)),
+        assistant("", call("Read", {"file_path": "Makefile"}, "run:\n\tuvicorn app:app")),
+    ]
+    before = [n for n in ranked(history) if n.startswith("scanners/")]
+    assert before[0] != "scanners/prompt_injection.py", before  # nothing singles it out yet
+    said = [
+        n for n in ranked([*history, user("We only need the prompt injection scanner.")]) if n.startswith("scanners/")
+    ]
+    assert said[0] == "scanners/prompt_injection.py", said
+    # Said before the listing showed it, or as one word of the name, it is not referred to.
+    early = [user("We only need the prompt injection scanner."), *history[1:]]
+    assert [n for n in ranked(early) if n.startswith("scanners/")][0] != "scanners/prompt_injection.py"
+    word = [n for n in ranked([*history, user("Why does the injection fail?")]) if n.startswith("scanners/")]
+    assert word[0] != "scanners/prompt_injection.py", word
+
+
+def test_words_said_after_the_history_refer_to_a_file_it_showed() -> None:
+    history = [user("Deploy the API."), bash("find scanners -type f", "\n".join(LISTED))]
+    plain = [name for name, _ in working_set(stored(history), set()).ranked if name.startswith("scanners/")]
+    later = working_set(stored(history), set(), later="Keep the prompt injection scanner only.")
+    names = [name for name, _ in later.ranked if name.startswith("scanners/")]
+    assert plain[0] != "scanners/prompt_injection.py" and names[0] == "scanners/prompt_injection.py", (plain, names)
+
+
 def test_a_listing_of_the_directory_the_agent_edits_in_keeps_more_names_than_one_elsewhere() -> None:
     count = WORKED_LISTING_NAMES + 5
     work = "\n".join(f"/repo/internal/server/module_{chr(97 + i // 26)}{chr(97 + i % 26)}.go" for i in range(count))

@@ -32,7 +32,8 @@ Where each section comes from (see `facts.extract_facts`):
 - Relevant Files: edited files, as `path — how` (`edited (Edit ×3)`); then the working set
   (`workingset`, names the kept tail's own words hold left out): the files
   read, tests and identifiers the history worked with, ranked, within `workingset.SHARE` of the
-  budget.
+  budget; a file the history only showed whose name's words the tail says in a row ("the prompt
+  injection scanner" for `prompt_injection.py`) counts as referred to.
 Done, Key Decisions, Blocked, the plan's items and the quotes cite the stored messages they came
 from (`template.cite`); the summary ends with `template.HISTORY_NOTE`.
 
@@ -281,7 +282,7 @@ def build_summary(
     _files(draft, facts, prior, root)
     _hold_accounts(draft, counter, budget_tokens)
     room = _working_set_budget(draft, counter, budget_tokens)
-    _working_set(draft, facts, head, counter, room, root, _typed_in(tail))
+    _working_set(draft, facts, head, counter, room, root, _typed_in(tail), _said_in(tail))
     _protect_focus(draft, keywords)
     if prior is not None:
         _cap(draft)
@@ -667,13 +668,14 @@ def _working_set(
     budget: int,
     root: str,
     typed: str = "",
+    said: str = "",
 ) -> None:
     """The files read, tests and identifiers the history worked with (`workingset`), within
     `budget` tokens, after the edited files; an anchor's lists follow the new history's names.
     Names the kept tail's own words hold (`typed`) are left out: the model reads them there."""
     prior_names = [pair for bullet in draft.texts(FILES) for pair in (workingset.listed(bullet) or [])]
     found = workingset.working_set(
-        head, {f.path for f in facts.edited_files}, [f.path for f in facts.files if f.action == "read"]
+        head, {f.path for f in facts.edited_files}, [f.path for f in facts.files if f.action == "read"], said
     )
     written = "\n".join(item.text for items in draft.sections.values() for item in items)
     # Named elsewhere already: in the summary, or typed in the kept tail.
@@ -703,6 +705,19 @@ def _typed_in(tail: Sequence[Message]) -> str:
                 pieces.append(part.text)
             elif isinstance(part, ToolPart) and not part.input_cleared:
                 pieces.append(part.input if isinstance(part.input, str) else json.dumps(part.input, ensure_ascii=False))
+    return "\n".join(pieces)[-MAX_TAIL_CHARS:]
+
+
+def _said_in(tail: Sequence[Message]) -> str:
+    """What the user and the assistant say in the kept tail, in words (not a call's arguments): the
+    newest `MAX_TAIL_CHARS` of it."""
+    pieces = [
+        part.text
+        for message in tail
+        if not message.summary and message.compaction is None
+        for part in message.parts
+        if isinstance(part, TextPart) and not part.synthetic
+    ]
     return "\n".join(pieces)[-MAX_TAIL_CHARS:]
 
 

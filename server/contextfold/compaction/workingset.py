@@ -22,7 +22,8 @@ Where names are found, and what one use of a name is worth:
 - a file a tool read or searched: 2 more.
 **Seen, then referred to**: a name an output showed that a later message typed, read, opened or
 ran — or, for a file, whose name without its extension the agent later typed (`AppAvatar` for
-`AppAvatar.vue`) — gets `SEEN_THEN_USED` more: the agent met it and went on with it. A file only
+`AppAvatar.vue`), or whose name of several words someone later said in words (`prompt_injection.py`
+after "the prompt injection scanner") — gets `SEEN_THEN_USED` more: the agent met it and went on with it. A file only
 shown, in a directory holding one the agent worked on, gets `NEIGHBOUR_BONUS`; files count
 `FILE_FACTOR` times a name (they are opened again more often than a name is written again).
 A use late in the history counts up to five times one at its start (`RECENCY`). An output showing
@@ -208,6 +209,9 @@ output, on top of what any name an output shows gets."""
 SEEN_THEN_USED = 2.0
 """A name a tool output showed and the agent then typed, read or ran: it met it and went on
 with it, as surely part of the work as a file it read (`READ_BONUS`)."""
+PHRASE_WORDS = 4
+"""A file's name of up to this many words (`prompt_injection`, `UserManagementTable`) counts as
+referred to when someone says those words in a row; longer names are not said in passing."""
 FILE_FACTOR = 2.0
 """What a file's score counts, against a name's: a file is opened again after a compaction more
 often than an identifier is written again."""
@@ -357,6 +361,9 @@ _DEFINED = re.compile(
 )
 """A definition's name, in the usual languages' words for one (a Go method's receiver skipped), or a
 method's that a modifier opens (`public static void main(`, `private async loadRoster(`)."""
+_PROSE_WORD = re.compile(r"[^\W\d_]+")
+_STEM_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+"""The words of a file's name: `prompt_injection`, `UserManagementTable`, `get-location`."""
 _WORD_COMPOUND = re.compile(r"(?<![\w./:~<$@#-])[A-Za-z][a-z]+(?:-[A-Za-z][a-z]+)+(?![\w/-])")
 """Words a hyphen joins, letters only (`high-level`, `production-ready`, `glass-card`)."""
 _READ_LINE = r"^\s*(?:\d+(?:→|\t))?"
@@ -762,6 +769,8 @@ class _Scores:
         """Per name typed: the last message that did."""
         self.called: set[str] = set()
         """Dotted names written as a call (`mu.Lock()`, `fields.Html(…)`): members, not files."""
+        self.sayings: list[tuple[int, list[str]]] = []
+        """The user's and the agent's own words (casefolded), with the message that said them."""
 
     def add(
         self,
@@ -940,21 +949,36 @@ class _Scores:
 
     def stems(self) -> None:
         """A file only shown whose name, extension aside, the agent typed (`AppAvatar` for
-        `AppAvatar.vue`, `stage` for `models/stage.py`) was referred to: `SEEN_THEN_USED`."""
+        `AppAvatar.vue`, `stage` for `models/stage.py`), or whose name's words (two to
+        `PHRASE_WORDS`, each of three letters or more) the user or the agent then said in a row
+        (`prompt_injection.py` after "the prompt injection scanner"), was referred to: `SEEN_THEN_USED`."""
         typed: dict[str, int] = {}
         for term in self.typed:
             if self.kind.get(term) not in ("file", "read"):
                 stem = re.split(r"[.:]|->", term.removesuffix("()"))[-1]
                 typed[stem] = max(typed.get(stem, 0), self.last_typed.get(term, 0))
-        for term in list(self.score):
-            if self.kind[term] != "file" or term in self.followed or term in self.typed:
-                continue
-            base = _base(term)
-            stem = base.rsplit(".", 1)[0] if "." in base else ""
-            at = typed.get(stem)
+        candidates = [t for t in self.score if self.kind[t] == "file" and t not in self.followed | self.typed]
+        stems = {t: _base(t).rsplit(".", 1)[0] if "." in _base(t) else "" for t in candidates}
+        said = self.said_phrases({_phrase(stem) for stem in stems.values()} - {""})
+        for term in candidates:
+            stem = stems[term]
+            at = typed.get(stem, said.get(_phrase(stem)))
             if len(stem) >= 4 and at is not None and at > self.first_shown.get(term, self.size):
                 self.followed.add(term)
                 self.score[term] += SEEN_THEN_USED * (1 + RECENCY * (at / self.size) ** 2)
+
+    def said_phrases(self, phrases: set[str]) -> dict[str, int]:
+        """Per phrase of `phrases` (words one space apart), the last message whose words said it."""
+        last: dict[str, int] = {}
+        if not phrases:
+            return last
+        for at, words in self.sayings:
+            for n in range(2, PHRASE_WORDS + 1):
+                for i in range(len(words) - n + 1):
+                    run = " ".join(words[i : i + n])
+                    if run in phrases:
+                        last[run] = at
+        return last
 
     def neighbours(self) -> None:
         """A file only shown, beside one the agent worked on (same directory), gets `NEIGHBOUR_BONUS`."""
@@ -1033,6 +1057,7 @@ class _Scores:
 
     def prose(self, text: str, weight: float) -> None:
         self.saying = True
+        self.sayings.append((self.at, _PROSE_WORD.findall(text.casefold())))
         for span in _BACKTICKED.findall(text):
             span = span.strip()
             if _CODE_SPAN.match(span) and re.search(r"[^\W\d_]", span) and _balanced(span):
@@ -1161,6 +1186,16 @@ class _Scores:
 
 _NAMED_IN_WORDS = re.compile(r"[A-Z]\w*(?:Error|Exception|Warning|Failure)|Test[A-Z]\w*|\w+Tests?")
 """CamelCase words that are names even in plain words: errors and tests."""
+
+
+def _phrase(stem: str) -> str:
+    """A file name's words as someone would say them (`prompt_injection` → "prompt injection"),
+    or "" when it is not two to `PHRASE_WORDS` words of three letters or more."""
+    parts = [w.casefold() for w in _STEM_WORD.findall(stem)]
+    whole = "".join(parts) == re.sub(r"[-_]", "", stem).casefold()  # nothing but those words
+    if whole and 2 <= len(parts) <= PHRASE_WORDS and all(len(w) >= 3 for w in parts):
+        return " ".join(parts)
+    return ""
 
 
 def _tests_in(text: str) -> list[str]:
@@ -1318,9 +1353,11 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[str] = ()) -> WorkingSet:
+def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[str] = (), later: str = "") -> WorkingSet:
     """The names `messages` worked with, ranked (see the module doc); `edited` paths left out.
-    `read`: the files the tool calls read or searched, each worth one more use in the agent's text."""
+    `read`: the files the tool calls read or searched, each worth one more use in the agent's text.
+    `later`: what the messages after these say in their own words (a kept tail): a file shown here
+    whose name's words it says in a row ("the prompt injection scanner") is referred to there."""
     scores = _Scores(len(messages))
     adapters = registered_adapters()
     own = _own_packages(messages)
@@ -1406,6 +1443,8 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                 # Not a span with spaces: a command (`mkdir -p /workspace/app`), not a name.
                 for span in dict.fromkeys(s for s in spans if _code_like(s, kebab=True) and not _SPACED.search(s)):
                     scores.add(span, BACKTICKED_OUTPUT_WEIGHT, typed=False)
+    if later:
+        scores.sayings.append((len(messages), _PROSE_WORD.findall(later.casefold())))
     scores.settle()
     scores.calls_are_names()
     scores.drop_cut()
