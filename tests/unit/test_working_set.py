@@ -116,6 +116,18 @@ def test_a_file_a_listing_showed_ranks_first_once_the_agent_types_its_name() -> 
     assert shown[0] == "hooks/notify-session.sh", shown
 
 
+def test_code_the_agent_wrote_in_its_reply_is_typed_not_only_its_prose() -> None:
+    reply = (
+        "Switch the build on the mode:\n\n```javascript\n// vite.config.js\nimport { defineConfig, loadEnv } from 'vite';\n"
+        "export default defineConfig(({ mode }) => ({ define: loadEnv(mode, process.cwd()) }));\n```\n"
+    )
+    listing = "\n".join(["src/main.js", "src/App.vue", "vite.config.js"])
+    names = ranked([user("Make the build skip the app in maintenance mode."), bash("ls", listing), assistant(reply)])
+    assert "defineConfig" in names and "loadEnv" in names, names
+    # Written in a reply after a listing showed it: referred to, ahead of the files only shown.
+    assert names.index("vite.config.js") < names.index("src/main.js"), names
+
+
 LISTED = [f"scanners/{name}.py" for name in ("ban_topics", "code", "gibberish", "language", "regex", "secrets")]
 LISTED += ["scanners/prompt_injection.py", "scanners/sentiment.py", "scanners/token_limit.py", "scanners/toxicity.py"]
 

@@ -44,6 +44,12 @@ def prose(text: str) -> str:
     return _FENCE.sub("\n", text)
 
 
+def fenced_code(text: str) -> str:
+    """The fenced code blocks of `text`, without their fences and language tags, one after another."""
+    blocks = (block.group(0).removeprefix("```") for block in _FENCE.finditer(text))
+    return "\n".join(block.partition("\n")[2].removesuffix("```") for block in blocks)
+
+
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#+)\s*")
 
@@ -371,6 +377,7 @@ def plan_steps(text: str) -> list[str]:
 
 
 __all__ = [
+    "fenced_code",
     "MAX_INSTRUCTION_CHARS",
     "MAX_WORDS_CHARS",
     "assistant_prose",

@@ -11,7 +11,8 @@ bullet share it (`src/app/{a.py, b.py}`).
 Where names are found, and what one use of a name is worth:
 - the user's words and the assistant's own text: a name in backticks (3), any other code-like
   word (1.5) — the agent named it (in plain words, `a/b/c` is a choice, not a path, and a
-  CamelCase word alone a product's name, unless it names an error or a test);
+  CamelCase word alone a product's name, unless it names an error or a test); code the assistant
+  wrote in a fenced block of its reply (`CODE_BLOCK_WEIGHT`);
 - a tool call's arguments: paths, patterns, code (1);
 - a tool's output: a name it shows, once per output (0.4; a file name 1) — seen, not yet used;
   a web page or search results (an adapter's `web_tools`) are others' prose, read as plain words;
@@ -73,10 +74,10 @@ from typing import Any
 
 from contextfold.compaction.agents import ToolCall, pick
 from contextfold.compaction.agents import adapters as registered_adapters
-from contextfold.compaction.prose import assistant_prose, user_words
+from contextfold.compaction.prose import assistant_prose, fenced_code, user_words
 from contextfold.compaction.secrets import REDACTED
 from contextfold.compaction.template import from_root, is_absolute
-from contextfold.domain import Message
+from contextfold.domain import Message, TextPart
 from contextfold.tokens.counting import TokenCounter
 
 SHARE = 0.4
@@ -209,6 +210,9 @@ output, on top of what any name an output shows gets."""
 SEEN_THEN_USED = 2.0
 """A name a tool output showed and the agent then typed, read or ran: it met it and went on
 with it, as surely part of the work as a file it read (`READ_BONUS`)."""
+CODE_BLOCK_WEIGHT = 0.5
+"""A use of a name in code the agent wrote in its reply (a snippet, a proposal), against one in a
+call's arguments (1): often the file's code shown again, not the agent's next move."""
 PHRASE_WORDS = 4
 """A file's name of up to this many words (`prompt_injection`, `UserManagementTable`) counts as
 referred to when someone says those words in a row; longer names are not said in passing."""
@@ -1387,6 +1391,10 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                         )
             continue
         scores.prose(assistant_prose(message), 1.0)
+        written = "\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not p.synthetic)
+        if "```" in written:
+            # Code the agent wrote in its reply (a proposal, a snippet to paste): typed, as a call's.
+            scores.code(fenced_code(written)[:MAX_OUTPUT_CHARS], CODE_BLOCK_WEIGHT)
         for part in message.tool_parts:
             call = ToolCall.of(part)
             adapter = pick(call, adapters)
