@@ -961,7 +961,8 @@ class _Scores:
             if self.kind.get(term) not in ("file", "read"):
                 stem = re.split(r"[.:]|->", term.removesuffix("()"))[-1]
                 typed[stem] = max(typed.get(stem, 0), self.last_typed.get(term, 0))
-        candidates = [t for t in self.score if self.kind[t] == "file" and t not in self.followed | self.typed]
+        used = self.followed | self.typed
+        candidates = [t for t in self.score if self.kind[t] == "file" and t not in used]
         stems = {t: _base(t).rsplit(".", 1)[0] if "." in _base(t) else "" for t in candidates}
         said = self.said_phrases({_phrase(stem) for stem in stems.values()} - {""})
         for term in candidates:
@@ -974,11 +975,13 @@ class _Scores:
     def said_phrases(self, phrases: set[str]) -> dict[str, int]:
         """Per phrase of `phrases` (words one space apart), the last message whose words said it."""
         last: dict[str, int] = {}
-        if not phrases:
-            return last
+        lengths: dict[str, set[int]] = {}  # per first word, the lengths of the phrases it opens
+        for phrase in phrases:
+            first, *rest = phrase.split(" ")
+            lengths.setdefault(first, set()).add(len(rest) + 1)
         for at, words in self.sayings:
-            for n in range(2, PHRASE_WORDS + 1):
-                for i in range(len(words) - n + 1):
+            for i, word in enumerate(words):
+                for n in lengths.get(word, ()):
                     run = " ".join(words[i : i + n])
                     if run in phrases:
                         last[run] = at
