@@ -707,11 +707,16 @@ class SessionText:
         starts = self.starts[kind]
         return starts[bisect.bisect_right(starts, (position, 1 << 60)) - 1][1]
 
+    def piece_start(self, kind: str, position: int) -> int:
+        """Where the piece of text (one message's words, one call, one output) holding `position` starts."""
+        starts = self.starts[kind]
+        return starts[bisect.bisect_right(starts, (position, 1 << 60)) - 1][0]
+
     def first(self, name: str, kind: str, how: str) -> int | None:
         """The message where `name` first stands in text of `kind`: `path` — as a path token (not
         inside a longer name or path, not continued by more name characters); `name` — as a name
         token (not part of a longer word, nor right after an escape's backslash); `code` — as a
-        name token inside backticks (prose). None when it never does."""
+        name token inside backticks or a fenced code block (prose). None when it never does."""
         key = (name, kind, how)
         if key not in self._first:
             self._first[key] = self._find(name, kind, how)
@@ -729,7 +734,8 @@ class SessionText:
         for match in re.finditer(before + re.escape(name) + after, text) if name in text else ():
             if how == "code":
                 line_start = text.rfind("\n", 0, match.start()) + 1
-                if text.count("`", line_start, match.start()) % 2 == 0:
+                fenced = text.count("```", self.piece_start(kind, match.start()), match.start()) % 2 == 1
+                if not fenced and text.count("`", line_start, match.start()) % 2 == 0:
                     continue
             return self.message_at(kind, match.start())
         return None
@@ -833,9 +839,10 @@ def noise(session: SessionText, k: int, summary: str) -> Noise:
       step: `def`, `None`, `POST` are words, not names), of identifier grammar (segments joined by
       `.`, `::`, `:`, `->`, `?.`, `-`; no spaces, quotes or markup: `<template>`, `Cmd+Shift+R`,
       `.take(limit` are not), not a placeholder; standing as a name token in a call argument, a
-      tool output, or backticked in the user's or agent's words before the cut (a word only in
-      plain prose is not code); a kebab-case word not only ever a property or key of a format
-      (`margin-top:`) or a style declaration's value (`justify-content: space-between;`);
+      tool output, or backticked or in a fenced code block in the user's or agent's words before
+      the cut (a word only in plain prose is not code); a kebab-case word not only ever a property
+      or key of a format (`margin-top:`) or a style declaration's value (`justify-content:
+      space-between;`);
     - a run entry (`a_1 … a_150`): both ends real and of one shape.
     Beyond that, names of one shape (digits aside) listed one by one more than `RUN_NAMES` times are
     a run that should have been one entry: all but the first count as noise."""

@@ -247,6 +247,21 @@ def test_each_class_of_noise_is_counted() -> None:
     assert set(result.noisy) == set(junk) and result.share == 1.0
 
 
+def test_a_name_in_code_the_agent_wrote_in_its_reply_is_real_but_not_one_in_its_plain_words() -> None:
+    messages = [
+        {"role": "user", "content": "Why is the method not set?"},
+        {
+            "role": "assistant",
+            "content": "The prepare steps run in order, and prepareMethod comes first:\n\n```python\n"
+            "def prepare(self):\n    self.prepare_method(self.method)\n```\nSo headersLater runs after it.",
+        },
+        {"role": "user", "content": "ok"},
+    ]
+    session = SessionText(messages)
+    result = noise(session, 2, working_set_summary("Identifiers: self.prepare_method, prepareMethod, headersLater"))
+    assert result.noisy == ("prepareMethod", "headersLater")
+
+
 def test_a_run_is_one_entry_and_names_listed_one_by_one_beyond_the_limit_are_noise() -> None:
     messages = [
         {"role": "assistant", "content": "", "tool_calls": [call("c1", "Read", file_path="gen.py")]},
