@@ -377,13 +377,13 @@ def plan_steps(text: str) -> list[str]:
 
 
 __all__ = [
-    "fenced_code",
     "MAX_INSTRUCTION_CHARS",
     "MAX_WORDS_CHARS",
     "assistant_prose",
     "assistant_text",
     "constraint_sentences",
     "expands_command",
+    "fenced_code",
     "harness_turn",
     "is_decision",
     "is_rule",

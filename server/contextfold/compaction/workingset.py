@@ -24,9 +24,10 @@ Where names are found, and what one use of a name is worth:
 **Seen, then referred to**: a name an output showed that a later message typed, read, opened or
 ran — or, for a file, whose name without its extension the agent later typed (`AppAvatar` for
 `AppAvatar.vue`), or whose name of several words someone later said in words (`prompt_injection.py`
-after "the prompt injection scanner") — gets `SEEN_THEN_USED` more: the agent met it and went on with it. A file only
-shown, in a directory holding one the agent worked on, gets `NEIGHBOUR_BONUS`; files count
-`FILE_FACTOR` times a name (they are opened again more often than a name is written again).
+after "the prompt injection scanner") — gets `SEEN_THEN_USED` more: the agent met it and went on
+with it. A file only shown, in a directory holding one the agent worked on, gets
+`NEIGHBOUR_BONUS`; files count `FILE_FACTOR` times a name (they are opened again more often than a
+name is written again).
 A use late in the history counts up to five times one at its start (`RECENCY`). An output showing
 many names spreads its weight over them (`SPREAD_NAMES`); a name shown in most outputs is the
 harness's (`exit_code`), and counts only for what the agent did with it; a name below `MIN_SCORE`
@@ -955,7 +956,8 @@ class _Scores:
         """A file only shown whose name, extension aside, the agent typed (`AppAvatar` for
         `AppAvatar.vue`, `stage` for `models/stage.py`), or whose name's words (two to
         `PHRASE_WORDS`, each of three letters or more) the user or the agent then said in a row
-        (`prompt_injection.py` after "the prompt injection scanner"), was referred to: `SEEN_THEN_USED`."""
+        (`prompt_injection.py` after "the prompt injection scanner"), was referred to:
+        `SEEN_THEN_USED`."""
         typed: dict[str, int] = {}
         for term in self.typed:
             if self.kind.get(term) not in ("file", "read"):
