@@ -128,6 +128,22 @@ def test_code_the_agent_wrote_in_its_reply_is_typed_not_only_its_prose() -> None
     assert names.index("vite.config.js") < names.index("src/main.js"), names
 
 
+def test_a_reply_s_block_that_is_its_own_call_counts_once() -> None:
+    # mini-swe-agent shows the command in its reply and runs that very block: one use, not one and a half.
+    def run(command: str, output: str, text: str = "THOUGHT: look at it.") -> Message:
+        return assistant(text, call("Bash", {"command": command}, output))
+
+    older = "grep -n alpha_parse src/lib.py"
+    history = [user("Fix the parser."), *(run(f"echo step{i}", "ok") for i in range(6))]
+    newer = run("grep -n beta_parse src/lib.py", "40: def beta_parse")
+    shown = run(older, "12: def alpha_parse", text=f"THOUGHT: look at it.\n\n```bash\n{older}\n```")
+    plain = run(older, "12: def alpha_parse")
+    # Typed once each, the newer name ranks first, whether or not the reply shows the block.
+    names = ranked([*history, shown, newer])
+    assert names == ranked([*history, plain, newer])
+    assert names.index("beta_parse") < names.index("alpha_parse"), names
+
+
 LISTED = [f"scanners/{name}.py" for name in ("ban_topics", "code", "gibberish", "language", "regex", "secrets")]
 LISTED += ["scanners/prompt_injection.py", "scanners/sentiment.py", "scanners/token_limit.py", "scanners/toxicity.py"]
 

@@ -268,7 +268,7 @@ def build_summary(
 ) -> str:
     """The anchored summary of `head` (merged into `previous` when given), within the budget.
     `facts`: those of `head`, when the caller has extracted them already; `tail`: the messages
-    kept after the summary, whose words the working set need not repeat (`_typed_in`)."""
+    kept after the summary, whose words the working set need not repeat (`_own_words`)."""
     facts = extract_facts(head) if facts is None else facts
     keywords = focus_keywords(instructions)
     draft = _Draft()
@@ -282,7 +282,7 @@ def build_summary(
     _files(draft, facts, prior, root)
     _hold_accounts(draft, counter, budget_tokens)
     room = _working_set_budget(draft, counter, budget_tokens)
-    _working_set(draft, facts, head, counter, room, root, _typed_in(tail), _said_in(tail))
+    _working_set(draft, facts, head, counter, room, root, *_own_words(tail))
     _protect_focus(draft, keywords)
     if prior is not None:
         _cap(draft)
@@ -692,33 +692,22 @@ MAX_TAIL_CHARS = 400_000
 """Of the kept tail's own words, what the working set checks its names against (the newest)."""
 
 
-def _typed_in(tail: Sequence[Message]) -> str:
-    """What the kept tail's messages say in their own words: the user's and the assistant's text and
-    the tool calls' arguments — not tool outputs, which pruning may later cut from view. The newest
-    `MAX_TAIL_CHARS` of it."""
-    pieces: list[str] = []
+def _own_words(tail: Sequence[Message]) -> tuple[str, str]:
+    """What the kept tail's messages say in their own words, the newest `MAX_TAIL_CHARS` of each:
+    typed (the user's and the assistant's text and the tool calls' arguments — not tool outputs,
+    which pruning may later cut from view) and said (the text alone)."""
+    typed: list[str] = []
+    said: list[str] = []
     for message in tail:
         if message.summary or message.compaction is not None:
             continue
         for part in message.parts:
             if isinstance(part, TextPart) and not part.synthetic:
-                pieces.append(part.text)
+                typed.append(part.text)
+                said.append(part.text)
             elif isinstance(part, ToolPart) and not part.input_cleared:
-                pieces.append(part.input if isinstance(part.input, str) else json.dumps(part.input, ensure_ascii=False))
-    return "\n".join(pieces)[-MAX_TAIL_CHARS:]
-
-
-def _said_in(tail: Sequence[Message]) -> str:
-    """What the user and the assistant say in the kept tail, in words (not a call's arguments): the
-    newest `MAX_TAIL_CHARS` of it."""
-    pieces = [
-        part.text
-        for message in tail
-        if not message.summary and message.compaction is None
-        for part in message.parts
-        if isinstance(part, TextPart) and not part.synthetic
-    ]
-    return "\n".join(pieces)[-MAX_TAIL_CHARS:]
+                typed.append(part.input if isinstance(part.input, str) else json.dumps(part.input, ensure_ascii=False))
+    return "\n".join(typed)[-MAX_TAIL_CHARS:], "\n".join(said)[-MAX_TAIL_CHARS:]
 
 
 def _words_of(text: str) -> frozenset[str]:

@@ -44,10 +44,10 @@ def prose(text: str) -> str:
     return _FENCE.sub("\n", text)
 
 
-def fenced_code(text: str) -> str:
-    """The fenced code blocks of `text`, without their fences and language tags, one after another."""
+def fenced_blocks(text: str) -> list[str]:
+    """The fenced code blocks of `text`, each without its fences and language tag."""
     blocks = (block.group(0).removeprefix("```") for block in _FENCE.finditer(text))
-    return "\n".join(block.partition("\n")[2].removesuffix("```") for block in blocks)
+    return [block.partition("\n")[2].removesuffix("```") for block in blocks]
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])")
@@ -345,8 +345,17 @@ _CHECKBOX = re.compile(r"^\[[ xX✓✔~>/-]\]\s")
 
 
 def assistant_prose(message: Message, adapters: Sequence[AgentAdapter] | None = None) -> str:
-    text = prose("\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not p.synthetic))
-    return assistant_text(text, registered_adapters() if adapters is None else adapters).strip()
+    return written_prose(written(message), registered_adapters() if adapters is None else adapters)
+
+
+def written(message: Message) -> str:
+    """What the assistant wrote in `message` itself: its text parts, not the ones a harness added."""
+    return "\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not p.synthetic)
+
+
+def written_prose(text: str, adapters: Sequence[AgentAdapter]) -> str:
+    """An assistant's written text as prose: no code, no harness labels."""
+    return assistant_text(prose(text), adapters).strip()
 
 
 def assistant_text(text: str, adapters: Sequence[AgentAdapter]) -> str:
@@ -383,7 +392,7 @@ __all__ = [
     "assistant_text",
     "constraint_sentences",
     "expands_command",
-    "fenced_code",
+    "fenced_blocks",
     "harness_turn",
     "is_decision",
     "is_rule",
@@ -394,4 +403,6 @@ __all__ = [
     "user_instruction",
     "user_prose",
     "user_words",
+    "written",
+    "written_prose",
 ]

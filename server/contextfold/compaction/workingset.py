@@ -12,7 +12,8 @@ Where names are found, and what one use of a name is worth:
 - the user's words and the assistant's own text: a name in backticks (3), any other code-like
   word (1.5) — the agent named it (in plain words, `a/b/c` is a choice, not a path, and a
   CamelCase word alone a product's name, unless it names an error or a test); code the assistant
-  wrote in a fenced block of its reply (`CODE_BLOCK_WEIGHT`);
+  wrote in a fenced block of its reply (`CODE_BLOCK_WEIGHT`), unless the block is the message's
+  own call (mini-swe-agent runs the command its reply shows);
 - a tool call's arguments: paths, patterns, code (1);
 - a tool's output: a name it shows, once per output (0.4; a file name 1) — seen, not yet used;
   a web page or search results (an adapter's `web_tools`) are others' prose, read as plain words;
@@ -75,10 +76,10 @@ from typing import Any
 
 from contextfold.compaction.agents import ToolCall, pick
 from contextfold.compaction.agents import adapters as registered_adapters
-from contextfold.compaction.prose import assistant_prose, fenced_code, user_words
+from contextfold.compaction.prose import fenced_blocks, user_words, written, written_prose
 from contextfold.compaction.secrets import REDACTED
 from contextfold.compaction.template import from_root, is_absolute
-from contextfold.domain import Message, TextPart
+from contextfold.domain import Message
 from contextfold.tokens.counting import TokenCounter
 
 SHARE = 0.4
@@ -1395,11 +1396,15 @@ def working_set(messages: Sequence[Message], edited: set[str], read: Sequence[st
                             spread=True,
                         )
             continue
-        scores.prose(assistant_prose(message), 1.0)
-        written = "\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not p.synthetic)
-        if "```" in written:
-            # Code the agent wrote in its reply (a proposal, a snippet to paste): typed, as a call's.
-            scores.code(fenced_code(written)[:MAX_OUTPUT_CHARS], CODE_BLOCK_WEIGHT)
+        text = written(message)
+        scores.prose(written_prose(text, adapters), 1.0)
+        if "```" in text:
+            # Code the agent wrote in its reply (a proposal, a snippet to paste): typed, as a call's —
+            # once: not a block that is this message's call itself (mini-swe-agent's command).
+            called = {s.strip() for part in message.tool_parts for s in _strings(part.input)}
+            code = "\n".join(block for block in fenced_blocks(text) if block.strip() not in called)
+            if code:
+                scores.code(code[:MAX_OUTPUT_CHARS], CODE_BLOCK_WEIGHT)
         for part in message.tool_parts:
             call = ToolCall.of(part)
             adapter = pick(call, adapters)
