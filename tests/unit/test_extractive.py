@@ -202,6 +202,25 @@ def test_an_edit_the_tool_refused_and_a_later_edit_made_is_no_fixed_item() -> No
     assert len(fixed) == 1 and "ImportError" in fixed[0], done  # the test run's failure, not the retry
 
 
+def test_a_write_refused_until_the_file_is_read_is_answered_by_reading_it() -> None:
+    # Claude Code will not write a file the agent has not read (or not since it changed): reading it
+    # meets the condition, and an agent that then leaves the file alone left nothing unresolved.
+    path = "/repo/README.md"
+    not_read = "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>"
+    stale = "<tool_use_error>File has been modified since read. Read it again before writing to it.</tool_use_error>"
+    read = assistant("", call("Read", {"file_path": path}, "     1\t# App\n     2\tThe app.\n"))
+    refused = assistant("", call("Write", {"file_path": path, "content": "# App\n"}, not_read))
+    settled = [user("Tidy the readme."), refused, read, assistant("The readme says it already; I'll leave it.")]
+    facts = extract_facts(settled)
+    assert facts.unresolved_errors == [] and facts.unresolved_error is None
+    assert not any(b.startswith("Unresolved: ") for b in parse_summary(summarize(settled))[CRITICAL])
+    assert not any(b.startswith("Fixed: ") for b in parse_summary(summarize(settled))[DONE])
+    # Until the agent reads it, the refusal stands; a read before it answers nothing.
+    assert [e.text for e in extract_facts(settled[:2]).unresolved_errors] == [not_read[16:-17]]
+    before = [user("Tidy the readme."), read, assistant("", call("Write", {"file_path": path, "content": "x"}, stale))]
+    assert len(extract_facts(before).unresolved_errors) == 1
+
+
 def test_claude_code_failing_test_is_the_unresolved_error() -> None:
     facts = extract_facts(claude_code_session())
     assert facts.unresolved_error is not None

@@ -274,6 +274,11 @@ class _ErrorEvent:
     passed: bool = False
     """A whole exchange came after the error: the user spoke, the agent changed something, and the
     user spoke again."""
+    read_first: bool = False
+    """The harness refused a change of a file the agent had not read (or not since it changed):
+    answered once the agent reads the file, whether or not it then writes."""
+    settled: bool = False
+    """A read of the file answered the `read_first` refusal."""
 
 
 class _Walker:
@@ -293,6 +298,7 @@ class _Walker:
         self.errors: list[_ErrorEvent] = []
         self.declined: list[DeclinedCall] = []
         self.declines = tuple(marker for adapter in adapters for marker in adapter.declined_markers)
+        self.read_first = tuple(marker for adapter in adapters for marker in adapter.read_first_markers)
         self.successes: list[str] = []
         """Keys that succeeded, each once, most recent last (a later failure removes it)."""
         self.success_log: list[str] = []
@@ -641,7 +647,7 @@ class _Walker:
                 return
             self.error(outcome.body, f"{part.name} `{path}`", path, edit=True)
             if path not in self.files:
-                self.read(path, f"{part.name} failed")
+                self.note_read(path, f"{part.name} failed")
             return
         if outcome.ok is None:
             # No result yet: still running, or the history was cut (a compaction, a crash) before
@@ -690,6 +696,14 @@ class _Walker:
             state.hows["removed (rm)"] = 1
 
     def read(self, path: str, how: str) -> None:
+        """The agent read `path`: a refusal to change it until it did (`read_first`) is answered."""
+        for event in self.errors:
+            if event.read_first and event.key == path:
+                event.settled = True  # the refusal's condition is met
+        self.note_read(path, how)
+
+    def note_read(self, path: str, how: str) -> None:
+        """`path` among the files the work has seen (read, or failed to change)."""
         if path in self.files:
             return
         if sum(1 for s in self.files.values() if s.action == "read") >= MAX_READ_FILES:
@@ -731,7 +745,8 @@ class _Walker:
         if any(echo in text for echo in self.echoes):
             return  # another call's failure, recorded there
         fact = ErrorFact(text, clip(source, 200), self.seq, edit=edit)
-        self.errors.append(_ErrorEvent(fact, key, len(self.success_log)))
+        read_first = edit and any(marker in body[:300] for marker in self.read_first)
+        self.errors.append(_ErrorEvent(fact, key, len(self.success_log), read_first=read_first))
         del self.errors[:-MAX_ERRORS]
         if key in self.successes:
             self.successes.remove(key)
@@ -803,6 +818,8 @@ class _Walker:
         return event.fact
 
     def answered(self, event: _ErrorEvent) -> bool:
+        if event.settled:
+            return True
         later = self.success_log[event.after :]
         return event.key in later or any(resolves(event.key, s) for s in set(later))
 
