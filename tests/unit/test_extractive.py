@@ -221,6 +221,24 @@ def test_a_write_refused_until_the_file_is_read_is_answered_by_reading_it() -> N
     assert len(extract_facts(before).unresolved_errors) == 1
 
 
+def test_a_command_the_harness_blocked_and_a_later_run_made_is_no_fixed_item() -> None:
+    # Claude Code's guard refuses `sleep N && cmd` without running it; the agent runs `cmd` alone.
+    # A retry, not something that went wrong and was fixed; until a run succeeds, it stands.
+    guard = "Blocked: sleep 30 followed by: pytest -q. To wait for a condition, use Monitor with an until-loop."
+    blocked = ToolPart(
+        call_id="c_guard",
+        name="Bash",
+        input={"command": "sleep 30 && pytest -q"},
+        state="error",
+        output=f"<tool_use_error>{guard}</tool_use_error>",
+    )
+    history = [user("Run the tests once the server is up."), Message(role="assistant", parts=[blocked])]
+    ran = assistant("", call("Bash", {"command": "pytest -q"}, "3 passed in 0.1s"))
+    done = parse_summary(summarize([*history, ran]))[DONE]
+    assert not any(bullet.startswith("Fixed: ") for bullet in done), done
+    assert [e.text for e in extract_facts(history).unresolved_errors] == [guard]
+
+
 def test_claude_code_failing_test_is_the_unresolved_error() -> None:
     facts = extract_facts(claude_code_session())
     assert facts.unresolved_error is not None

@@ -15,8 +15,9 @@ Where each section comes from (see `facts.extract_facts`):
 - Done: the plan's finished items, then outcomes (`outcomes`): each stretch of work up to the
   test run that passed or the commit that recorded it, its files grouped by directory (relative
   to the project root), repeated edits and reruns folded, shell plumbing left out; then errors a
-  later success of the same thing fixed, with what fixed them (not an edit the tool refused and a
-  later edit made: a retry, on record as the edit);
+  later success of the same thing fixed, with what fixed them (not a call the tool or the harness
+  refused and a later one made: an edit the edit tool refused, a command a guard blocked — a
+  retry, on record as what succeeded);
 - In Progress: the plan's items under way (a plan tool's latest list, or a checklist the agent
   wrote); without them, the work under way: the check that fails, and the files changed since
   the last check when the history stops in the middle of the agent's work;
@@ -402,11 +403,11 @@ def _progress(draft: _Draft, facts: Facts, prior: Summary | None, root: str) -> 
         active = _under_way(facts, root)
     changing = any(text.startswith(WORKING_ON) for text in active)
     # What went wrong and was fixed is worth knowing (it may come back), and how it was fixed;
-    # an edit the tool refused and a later edit made is a retry, on record as the edit. Shown after
+    # a call refused and a later one made is a retry, on record as what succeeded. Shown after
     # the outcomes, ranked with them by when each happened: for room the oldest goes first, of
     # either kind (five long Fixed bullets must not push out everything that was done).
     done = outcomes(facts.steps, root, open_in_progress=changing)
-    resolved = [error for error in facts.resolved_errors if not error.edit][-MAX_RESOLVED:]
+    resolved = [error for error in facts.resolved_errors if not error.routine][-MAX_RESOLVED:]
     fixed = [(RESOLVED + _fixed_bullet(error), error.fix_seq or error.seq) for error in resolved]
     ranks = {text: rank + index for index, (text, _) in enumerate(sorted(fixed + done, key=lambda item: item[1]))}
     for text, _ in done + fixed:

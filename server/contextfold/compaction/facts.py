@@ -147,9 +147,11 @@ class ErrorFact:
     fix: str = ""
     """For a resolved error: what succeeded after it (a command, an edited path)."""
     fix_seq: int = 0
-    edit: bool = False
-    """A change of a file the edit tool refused (the text to replace not found, the file changed
-    since read): once a later edit of the file answers it, a routine retry, not an outcome."""
+    routine: bool = False
+    """A call the tool or the harness refused rather than ran: a change of a file the edit tool
+    refused (the text to replace not found, the file changed since read), a command the harness's
+    guard blocked (`refusal_prefixes`). Once a later success answers it, a routine retry, not
+    something that went wrong and was fixed."""
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,7 @@ class _Walker:
         self.errors: list[_ErrorEvent] = []
         self.declined: list[DeclinedCall] = []
         self.declines = tuple(marker for adapter in adapters for marker in adapter.declined_markers)
+        self.refusals = tuple(prefix for adapter in adapters for prefix in adapter.refusal_prefixes)
         self.read_first = tuple(marker for adapter in adapters for marker in adapter.read_first_markers)
         self.successes: list[str] = []
         """Keys that succeeded, each once, most recent last (a later failure removes it)."""
@@ -744,7 +747,8 @@ class _Walker:
         text = error_line(body)
         if any(echo in text for echo in self.echoes):
             return  # another call's failure, recorded there
-        fact = ErrorFact(text, clip(source, 200), self.seq, edit=edit)
+        routine = edit or body.lstrip().startswith(self.refusals)
+        fact = ErrorFact(text, clip(source, 200), self.seq, routine=routine)
         read_first = edit and any(marker in body[:300] for marker in self.read_first)
         self.errors.append(_ErrorEvent(fact, key, len(self.success_log), read_first=read_first))
         del self.errors[:-MAX_ERRORS]

@@ -242,6 +242,9 @@ class AgentAdapter:
     """Error text that only echoes another call's failure (recorded there, not here)."""
     declined_markers: ClassVar[tuple[str, ...]] = ()
     """How the harness says the user declined a call: their decision, not a failure of the work."""
+    refusal_prefixes: ClassVar[tuple[str, ...]] = ()
+    """How the harness's refusal to run a call begins (a guard that blocks a command): the agent
+    runs it another way, and once that succeeds the refusal was a routine retry, not a fix."""
     read_first_markers: ClassVar[tuple[str, ...]] = ()
     """How the harness refuses to change a file the agent has not read (or not since it changed):
     a condition the agent meets by reading it, not a failure the work must fix."""

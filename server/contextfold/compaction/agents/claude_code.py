@@ -123,6 +123,8 @@ class ClaudeCode(AgentAdapter):
     `agent-acompact-*` transcripts) are Claude Code's text, as are the rest."""
     echo_errors = ("Sibling tool call errored",)
     """A parallel call failed, not this one: its own error is recorded already."""
+    refusal_prefixes = ("Blocked: ",)
+    """Claude Code's guard on `Bash` (`Blocked: sleep 30 followed by: …`, with how to wait instead)."""
     read_first_markers = ("File has not been read yet", "File has been modified since read")
     """A `Write` or `Edit` of a file not read first, or changed since: met by a `Read` of it."""
     declined_markers = (
