@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _corpus_edits import calls, edited
+from _histories import stored
 from _recall import OPENING_CHARS, own_words  # noqa: E402
 from _recall import normalize as recall_normalize  # noqa: E402
 from conftest import corpus_files, corpus_params, corpus_session, needs_corpus
@@ -1347,16 +1348,26 @@ def test_medium_budget_keeps_the_essentials_and_drops_the_least_important_first(
     ]
     assert summary[BLOCKED] == full[BLOCKED] and "ValueError: bad header" in summary[BLOCKED][0]
     assert summary[GOAL] == full[GOAL]
-    # Oldest Done went first, read-only files before decisions.
+    # Oldest Done went first; the newest outcome stays, only its first clause when whole it would
+    # cost the working set's names.
     done = [b for b in summary[DONE] if b != LEFT_OUT]
-    assert len(done) < len(full[DONE])
-    if done:
-        assert done == full[DONE][-len(done) :]
+    assert done and done[:-1] == full[DONE][-len(done) : -1]
+    newest = full[DONE][-1]
+    assert done[-1] != newest and done[-1] == newest.partition("; ")[0] + "; …"
     # Read-only files before decisions, once the account of the work (decisions among it) is
     # within its share of the budget, which its oldest bullets leave first (issue 27).
     kept = summary[DECISIONS]
     assert not any("read_only_" in b for b in summary[FILES]) or (kept and kept == full[DECISIONS][-len(kept) :])
     assert pin_facts(text, head, budget_tokens=1_100) == (text, PinReport([]))
+
+
+def test_the_newest_outcome_stays_as_its_first_clause_with_its_citation() -> None:
+    # Whole, Done's newest bullet would cost the working set's names; in brief it still says what
+    # the work achieved and where to read it, where before Done read "left out for room".
+    head = stored(big_session())
+    full = parse_summary(summarize(head, budget=100_000))[DONE]
+    assert len(full) == 1 and full[0].endswith(" [m2–m42]") and "; ran " in full[0]
+    assert parse_summary(summarize(head, budget=900))[DONE] == [full[0].partition("; ")[0] + "; … [m2–m42]"]
 
 
 def test_a_section_the_budget_emptied_says_so_instead_of_none() -> None:

@@ -60,7 +60,8 @@ Before the working set is sized, the account of the work (Done … Critical Cont
 keep their room; each of its sections keeps its most important bullet there (the newest Done item
 and decision, the step under way), so none of them reads as emptied while names are listed.
 Bullets are dropped least important first:
-oldest Done, the working set's least relevant names, decisions, older context,
+oldest Done, the files only read, the working set's least relevant names (the newest Done outcome
+outlives them as its first clause, when whole it would cost names), decisions, older context,
 later next steps; then long bullets are shortened; only then, for a budget too small for them, the
 essentials go (constraints, edited files, the unresolved error, the goal). Each bullet is counted
 once and the summary rendered a few times, not once per bullet dropped. Sections are never
@@ -952,6 +953,14 @@ _ESTIMATED_TRIES = 3
 """Drops guided by the running estimate before `_drop` falls back to a binary search."""
 
 
+def _brief(text: str) -> str:
+    """A Done bullet cut to its first clause (`SHORTENED_CHARS` at most), its citation kept."""
+    at = text.rfind(" [m")
+    body, citation = (text[:at], text[at:]) if at > 0 and text.endswith("]") else (text, "")
+    first, _, rest = body.partition("; ")
+    return clip(first, SHORTENED_CHARS) + ("; …" if rest else "") + citation
+
+
 def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
     """Render, dropping and shortening bullets least important first until the summary fits."""
     text = draft.render()
@@ -960,8 +969,23 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
         return text
 
     optional = [item for name in SECTIONS for item in draft.sections[name] if item.tier < _ESSENTIAL_TIER]
-    optional.sort(key=lambda item: (item.tier, item.rank))
-    fitted = _drop(draft, optional, counter, budget, total)
+    outcomes_done = [item for item in draft.sections[DONE] if not item.text.startswith(RESOLVED)]
+    newest = max(outcomes_done, key=lambda item: item.rank) if outcomes_done else None
+
+    def shed_order(item: _Item) -> tuple[int, float]:
+        # The newest outcome whole goes after the files only read, before the working set's names.
+        return (_READ_FILE_TIER, 0.0) if item is newest else (item.tier, item.rank)
+
+    optional.sort(key=shed_order)
+    count, fitted = _fewest(draft, optional, counter, budget, total)
+    if newest is not None and count > optional.index(newest):
+        # Whole, it would cost names: its first clause stays instead, after all of them (Done
+        # must say what the work achieved, not only that something was left out).
+        newest.text = _brief(newest.text)
+        optional.remove(newest)
+        optional.insert(sum(1 for item in optional if item.tier <= _READ_FILE_TIER), newest)
+        count, fitted = _fewest(draft, optional, counter, budget, counter.count(draft.render()))
+    draft.remove(frozenset(id(item) for item in optional[:count]))
     if fitted is not None:
         return fitted
 
@@ -989,7 +1013,17 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
 
 def _drop(draft: _Draft, candidates: list[_Item], counter: TokenCounter, budget: int, total: int) -> str | None:
     """Remove the fewest leading `candidates` (in order) for the draft, now `total` tokens, to fit;
-    the fitting text, or None when even removing them all does not fit (they are all removed then).
+    the fitting text, or None when even removing them all does not fit (they are all removed then)."""
+    count, text = _fewest(draft, candidates, counter, budget, total)
+    draft.remove(frozenset(id(item) for item in candidates[:count]))
+    return text
+
+
+def _fewest(
+    draft: _Draft, candidates: list[_Item], counter: TokenCounter, budget: int, total: int
+) -> tuple[int, str | None]:
+    """How many leading `candidates` (in order) the draft, now `total` tokens, must leave out to
+    fit, and the fitting text (None when leaving them all out does not fit); nothing is removed.
 
     Each bullet's cost is counted once; a running total says how many to remove, and the rendered
     text, counted exactly, confirms it. A few such tries, then a binary search: the summary is
@@ -1001,9 +1035,8 @@ def _drop(draft: _Draft, candidates: list[_Item], counter: TokenCounter, budget:
         text = draft.render(frozenset(id(item) for item in candidates[:k]))
         return text, counter.count(text)
 
-    def done(k: int, text: str | None) -> str | None:
-        draft.remove(frozenset(id(item) for item in candidates[:k]))
-        return text
+    def done(k: int, text: str | None) -> tuple[int, str | None]:
+        return k, text
 
     removed = 0
     known_over = 0  # removals known not to be enough
