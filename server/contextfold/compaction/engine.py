@@ -34,10 +34,11 @@ SUMMARY_MIN_TOKENS = 500
 SUMMARY_MAX_TOKENS = 2_900
 """The largest summary by default (the `summary_max_tokens` setting): past this, a longer summary
 is not more use (the working set and the user's quotes are shares of the budget, so they stop
-growing here too). Claude Code's own summaries run 1,200–5,100 tokens (2,824 the median) at its
-real compactions in the corpus; at 2,900 ours are no larger in the median (2,802) and keep 96.5 %
-of the names needed later on the corpus's 135 cuts (`bench_compaction.py`, the `compaction_budget`
-table: 97.7 % at 3,800, where the median summary is 3,622 tokens at those compactions)."""
+growing here too). Claude Code's own summaries run 1,200–5,100 tokens (2,792 the median, 2,803 on
+average) at its 32 real compactions in the corpus; at 2,900 ours are its size in the median (2,801;
+2,620 on average) and keep 95.9 % of the names needed later on the corpus's 137 cuts
+(`bench_compaction.py`, the `compaction_budget` table: 97.2 % at 3,800, where the median summary is
+3,540 tokens at those compactions)."""
 SMALL_HEAD_TOKENS = 1_500
 """A head whose half is less than this may still have a summary this large, up to
 `SMALL_HEAD_SHARE` of itself: half of a 1,120-token head (560 tokens, its quotes and working set
