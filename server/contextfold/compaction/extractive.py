@@ -969,7 +969,8 @@ def _fit(draft: _Draft, counter: TokenCounter, budget: int) -> str:
         return text
 
     optional = [item for name in SECTIONS for item in draft.sections[name] if item.tier < _ESSENTIAL_TIER]
-    outcomes_done = [item for item in draft.sections[DONE] if not item.text.startswith(RESOLVED)]
+    # (A plan's finished item or one moved from In Progress stands higher already: not this rule's.)
+    outcomes_done = [i for i in draft.sections[DONE] if i.tier == _DONE_TIER and not i.text.startswith(RESOLVED)]
     newest = max(outcomes_done, key=lambda item: item.rank) if outcomes_done else None
 
     def shed_order(item: _Item) -> tuple[int, float]:
