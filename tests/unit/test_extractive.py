@@ -1370,6 +1370,24 @@ def test_the_newest_outcome_stays_as_its_first_clause_with_its_citation() -> Non
     assert parse_summary(summarize(head, budget=900))[DONE] == [full[0].partition("; ")[0] + "; … [m2–m42]"]
 
 
+def test_a_finished_plan_item_does_not_stand_in_for_done_s_newest_outcome() -> None:
+    # The plan's finished item stands above the names already; the outcome kept in brief is the
+    # newest of Done's own (here the anchor's), not the plan item, which is newer.
+    files = "\n".join(f"- /repo/src/storage/module_{i}.py — edited (Edit ×2)" for i in range(40))
+    done = "\n".join(
+        f"- Edited `module_{i}.py` in `/repo/src/storage/`; ran `make build-{i}` [m{i + 2}]" for i in range(3)
+    )
+    anchor = f"## {GOAL}\n- Refactor the storage layer\n\n## {DONE}\n{done}\n\n## {FILES}\n{files}\n"
+    plan = {"todos": [{"content": "Survey the parser modules", "status": "completed", "activeForm": "Surveying"}]}
+    head = [user("Now survey the parser and list what it exports."), assistant("", call("TodoWrite", plan, "ok"))]
+    for i in range(40):
+        found = "\n".join(f"/repo/src/parser/mod_{i}_{j}.py:3: helper_{i}_{j}(x)" for j in range(4))
+        grep = call("Grep", {"pattern": f"parse_fn_{i}", "path": "/repo/src/parser/"}, found)
+        head.append(assistant(f"Looking at `parse_fn_{i}` and `ParserState{i}` next.", grep))
+    summary = parse_summary(summarize(stored(head), budget=800, previous=anchor))
+    assert summary[DONE] == ["Edited `module_2.py` in `/repo/src/storage/`; … [m4]", "Survey the parser modules [m2]"]
+
+
 def test_a_section_the_budget_emptied_says_so_instead_of_none() -> None:
     # "(none)" under Done would say nothing was done; the edits were many, the room was short.
     head = big_session()
